@@ -1,0 +1,130 @@
+//! Clocks: hybrid logical clocks and vector clocks. Physical readings are always passed in.
+
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+
+/// A hybrid logical clock (Kulkarni et al.), packed into one `u64`: the high 48 bits are physical
+/// microseconds, the low 16 a logical counter. It never goes backwards and stays close to physical time,
+/// which is what Contrarian §4 and the Tomsic protocols need from their timestamps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Hlc {
+    last: u64,
+}
+
+const LOGICAL_BITS: u32 = 16;
+
+impl Hlc {
+    /// The timestamp whose physical part is `physical_ns` and logical part 0.
+    pub fn from_physical(physical_ns: u64) -> u64 {
+        (physical_ns / 1_000) << LOGICAL_BITS
+    }
+
+    /// The physical part of a timestamp, in nanoseconds.
+    pub fn physical_ns(ts: u64) -> u64 {
+        (ts >> LOGICAL_BITS) * 1_000
+    }
+
+    /// The latest timestamp issued or observed.
+    pub fn current(&self) -> u64 {
+        self.last
+    }
+
+    /// A new timestamp for a local event, strictly greater than every earlier one.
+    pub fn tick(&mut self, physical_ns: u64) -> u64 {
+        let pt = Self::from_physical(physical_ns);
+        self.last = if pt > self.last { pt } else { self.last + 1 };
+        self.last
+    }
+
+    /// Merge a timestamp received in a message; returns the new (strictly greater) local timestamp.
+    pub fn observe(&mut self, physical_ns: u64, remote: u64) -> u64 {
+        let pt = Self::from_physical(physical_ns);
+        let top = self.last.max(remote);
+        self.last = if pt > top { pt } else { top + 1 };
+        self.last
+    }
+
+    /// Move the clock forward to at least `ts` without issuing a new timestamp (Contrarian's "move the clock
+    /// forward instead of blocking").
+    pub fn advance_to(&mut self, ts: u64) {
+        self.last = self.last.max(ts);
+    }
+}
+
+/// A vector with one entry per datacenter (Cure's snapshot and commit vectors, Contrarian's dependency vectors).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct VectorClock(pub Vec<u64>);
+
+impl VectorClock {
+    pub fn zero(dcs: u16) -> Self {
+        Self(vec![0; dcs as usize])
+    }
+
+    pub fn get(&self, dc: u16) -> u64 {
+        self.0[dc as usize]
+    }
+
+    pub fn set(&mut self, dc: u16, v: u64) {
+        self.0[dc as usize] = v;
+    }
+
+    /// Entry-wise maximum, in place.
+    pub fn merge_max(&mut self, other: &VectorClock) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a = (*a).max(*b);
+        }
+    }
+
+    /// Entry-wise minimum, in place.
+    pub fn merge_min(&mut self, other: &VectorClock) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a = (*a).min(*b);
+        }
+    }
+
+    /// `self ≤ other` entry-wise.
+    pub fn le(&self, other: &VectorClock) -> bool {
+        self.0.iter().zip(&other.0).all(|(a, b)| a <= b)
+    }
+
+    /// The partial order of vectors; `None` when concurrent.
+    pub fn partial_cmp_vc(&self, other: &VectorClock) -> Option<Ordering> {
+        match (self.le(other), other.le(self)) {
+            (true, true) => Some(Ordering::Equal),
+            (true, false) => Some(Ordering::Less),
+            (false, true) => Some(Ordering::Greater),
+            (false, false) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hlc_is_monotonic_when_physical_time_goes_back() {
+        let mut c = Hlc::default();
+        let a = c.tick(5_000_000);
+        let b = c.tick(4_000_000); // the physical clock stepped back
+        assert!(b > a);
+        let r = c.observe(1_000, a + 100);
+        assert!(r > a + 100);
+        assert_eq!(Hlc::physical_ns(Hlc::from_physical(7_000_000)), 7_000_000);
+    }
+
+    #[test]
+    fn vector_order() {
+        let a = VectorClock(vec![1, 2]);
+        let b = VectorClock(vec![2, 2]);
+        let c = VectorClock(vec![0, 3]);
+        assert!(a.le(&b));
+        assert_eq!(a.partial_cmp_vc(&b), Some(Ordering::Less));
+        assert_eq!(b.partial_cmp_vc(&c), None);
+        let mut m = b.clone();
+        m.merge_max(&c);
+        assert_eq!(m, VectorClock(vec![2, 3]));
+        m.merge_min(&a);
+        assert_eq!(m, a);
+    }
+}

@@ -1,0 +1,27 @@
+//! The no-IO foundation every other snowline crate stands on.
+//!
+//! It owns the vocabulary shared by all protocols and both runtimes: identifiers and the [`Topology`]
+//! (datacenters × partitions, deterministic key → partition hash), clocks ([`Hlc`], [`VectorClock`]),
+//! the [`MvStore`] multi-version store, the client-facing [`Request`]/[`Reply`] types, the per-operation
+//! [`OpMetrics`], the history records of `docs/HISTORY.md`, and the sans-IO boundary ([`Protocol`],
+//! [`ServerNode`], [`ClientNode`], [`Ctx`]) whose driver contract both runtimes implement.
+//!
+//! Nothing here reads the system clock, spawns a thread or touches a socket.
+
+pub mod clock;
+pub mod config;
+pub mod history;
+pub mod ids;
+pub mod protocol;
+pub mod request;
+pub mod store;
+pub mod topology;
+
+pub use clock::{Hlc, VectorClock};
+pub use config::ProtocolConfig;
+pub use history::{HistoryEvent, HistoryOp, HistoryWriter};
+pub use ids::{Addr, ClientId, DcId, OpId, PartitionId, ServerId};
+pub use protocol::{ClientNode, Ctx, Effects, LinkAssumptions, Message, Protocol, ServerNode};
+pub use request::{Key, OpError, OpMetrics, ReadResult, Reply, Request, Value, Version};
+pub use store::{GcPolicy, MvStore, StoredVersion};
+pub use topology::Topology;

@@ -1,0 +1,163 @@
+//! The sans-IO boundary: a protocol is a set of deterministic state machines, one per node.
+//!
+//! # Nodes
+//!
+//! A protocol has two kinds of node: a [`ServerNode`] per partition server (`ServerId`: datacenter ×
+//! partition) and a [`ClientNode`] per client session (the client library's half of the protocol: it keeps
+//! the session's causal context, picks a coordinator, runs client-side rounds). Both are plain structs;
+//! neither reads a clock, spawns a thread, touches a socket or uses a global random generator. Everything
+//! from outside arrives as an argument, everything to the outside leaves as data in [`Effects`].
+//!
+//! # Driver contract
+//!
+//! A runtime (the simulator in `snowline-sim`, the networked runtime in `snowline-net`) must:
+//!
+//! 1. Build every node with [`Protocol::server`] / [`Protocol::client`], then call `on_start` exactly once
+//!    on each, before any other input. (Servers set their periodic timers there.)
+//! 2. Feed a node one input at a time, never concurrently: `on_message`, `on_timer`, and for clients
+//!    `on_request`. For each input build a fresh [`Ctx`] carrying the node's physical clock reading in
+//!    nanoseconds (non-decreasing per node; it may be skewed and drift relative to other nodes) and the
+//!    node's own seeded random generator.
+//! 3. After the handler returns, carry out the effects in the order they were emitted: each `(to, msg)`
+//!    in `sends` is delivered to node `to` (links may delay messages; they reorder or lose them only if
+//!    [`Protocol::links`] says the protocol tolerates it); each timer fires `on_timer` once, `delay_ns` of
+//!    the node's clock later (there is no cancellation: protocols ignore stale timers); each completion is
+//!    handed to the application that submitted the operation. `work` is the CPU cost the handler reports,
+//!    in abstract work units: the simulator's CPU model charges time for it, the networked runtime ignores it.
+//! 4. A message addressed to a client that no longer exists is dropped. A client node completes every
+//!    operation exactly once; a runtime may give up on an operation earlier (timeout: outcome unknown) and
+//!    then ignores its later completion.
+
+use crate::config::ProtocolConfig;
+use crate::ids::{Addr, ClientId, DcId, OpId, ServerId};
+use crate::request::{OpError, Reply, Request};
+use crate::topology::Topology;
+use rand::rngs::SmallRng;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+
+/// A protocol's internal message type: serializable for the networked runtime, cloneable for the simulator.
+pub trait Message: Serialize + DeserializeOwned + Clone + Debug + Send + 'static {
+    /// A short name of the message's kind ("read", "prepare", ...), for traces and per-kind counts.
+    fn kind(&self) -> &'static str;
+}
+
+/// What a protocol assumes of the links between nodes. The simulator injects only faults within them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkAssumptions {
+    /// Messages between two nodes arrive in the order sent (TCP gives this while a connection lives).
+    pub fifo: bool,
+}
+
+/// A protocol: its message and timer types and how to build its nodes.
+pub trait Protocol: Sized + 'static {
+    /// The name users select it by (`--protocol NAME`).
+    const NAME: &'static str;
+    type Msg: Message;
+    /// A protocol's timers; fired back into `on_timer` unchanged.
+    type Timer: Clone + Debug + Send + 'static;
+    type Server: ServerNode<Self>;
+    type Client: ClientNode<Self>;
+
+    fn links() -> LinkAssumptions;
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> Self::Server;
+    fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> Self::Client;
+}
+
+/// A partition server's state machine. See the module docs for the call order.
+pub trait ServerNode<P: Protocol>: Send + 'static {
+    fn on_start(&mut self, cx: &mut Ctx<'_, P>);
+    fn on_message(&mut self, cx: &mut Ctx<'_, P>, from: Addr, msg: P::Msg);
+    fn on_timer(&mut self, cx: &mut Ctx<'_, P>, timer: P::Timer);
+    /// Versions currently stored (for memory metrics).
+    fn stored_versions(&self) -> usize;
+}
+
+/// A client session's state machine. See the module docs for the call order.
+pub trait ClientNode<P: Protocol>: Send + 'static {
+    fn on_start(&mut self, _cx: &mut Ctx<'_, P>) {}
+    /// The application submits an operation; the node must complete `op` exactly once.
+    fn on_request(&mut self, cx: &mut Ctx<'_, P>, op: OpId, request: Request);
+    fn on_message(&mut self, cx: &mut Ctx<'_, P>, from: Addr, msg: P::Msg);
+    fn on_timer(&mut self, _cx: &mut Ctx<'_, P>, _timer: P::Timer) {}
+}
+
+/// Everything a handler emits, as data.
+#[derive(Debug)]
+pub struct Effects<P: Protocol> {
+    pub sends: Vec<(Addr, P::Msg)>,
+    pub timers: Vec<(u64, P::Timer)>,
+    pub completions: Vec<(OpId, Result<Reply, OpError>)>,
+    pub work: u64,
+}
+
+impl<P: Protocol> Default for Effects<P> {
+    fn default() -> Self {
+        Self { sends: Vec::new(), timers: Vec::new(), completions: Vec::new(), work: 0 }
+    }
+}
+
+impl<P: Protocol> Effects<P> {
+    pub fn clear(&mut self) {
+        self.sends.clear();
+        self.timers.clear();
+        self.completions.clear();
+        self.work = 0;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sends.is_empty() && self.timers.is_empty() && self.completions.is_empty()
+    }
+}
+
+/// The context of one handler call: the clock reading and random generator passed in, the effects out.
+pub struct Ctx<'a, P: Protocol> {
+    now_ns: u64,
+    rng: &'a mut SmallRng,
+    out: &'a mut Effects<P>,
+}
+
+impl<'a, P: Protocol> Ctx<'a, P> {
+    pub fn new(now_ns: u64, rng: &'a mut SmallRng, out: &'a mut Effects<P>) -> Self {
+        Self { now_ns, rng, out }
+    }
+
+    /// This node's physical clock, in nanoseconds.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    pub fn rng(&mut self) -> &mut SmallRng {
+        self.rng
+    }
+
+    pub fn send(&mut self, to: impl Into<Addr>, msg: P::Msg) {
+        self.out.sends.push((to.into(), msg));
+    }
+
+    pub fn set_timer(&mut self, delay_ns: u64, timer: P::Timer) {
+        self.out.timers.push((delay_ns, timer));
+    }
+
+    pub fn complete(&mut self, op: OpId, result: Result<Reply, OpError>) {
+        self.out.completions.push((op, result));
+    }
+
+    /// Report CPU work done by this handler, in work units (one unit ≈ one key touched or version scanned).
+    pub fn charge(&mut self, units: u64) {
+        self.out.work += units;
+    }
+}
+
+impl From<ServerId> for Addr {
+    fn from(s: ServerId) -> Self {
+        Addr::Server(s)
+    }
+}
+
+impl From<ClientId> for Addr {
+    fn from(c: ClientId) -> Self {
+        Addr::Client(c)
+    }
+}

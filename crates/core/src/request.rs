@@ -1,0 +1,111 @@
+//! The client-facing operations and results: one set of types for every protocol, so that one workload
+//! generator, one history recorder and one checker serve them all.
+
+use crate::ids::DcId;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A key. Cheap to clone: protocols copy keys into messages and version chains.
+pub type Key = Arc<str>;
+/// A value. Cheap to clone for the same reason. Every value written in a recorded run is unique.
+pub type Value = Arc<str>;
+
+/// Identifies one version of a key: the commit timestamp the protocol gave it and the datacenter where it
+/// was committed. Ordered by `(time, dc)`, the last-writer-wins order used to converge replicas.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Version {
+    pub time: u64,
+    pub dc: DcId,
+}
+
+impl Version {
+    /// The version of a key never written (reads of it return `None`).
+    pub const INITIAL: Version = Version { time: 0, dc: 0 };
+}
+
+/// What an application asks a client session to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// A one-shot read-only transaction (ROT) over a set of keys. A GET is a ROT of one key.
+    Rot { keys: Vec<Key> },
+    /// A single-key write.
+    Put { key: Key, value: Value },
+    /// A blind multi-key update transaction: all writes become visible atomically, or none.
+    Update { writes: Vec<(Key, Value)> },
+}
+
+impl Request {
+    /// The operation-type label used by metrics ("rot", "put", "update").
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Rot { keys } if keys.len() == 1 => "get",
+            Request::Rot { .. } => "rot",
+            Request::Put { .. } => "put",
+            Request::Update { .. } => "update",
+        }
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, Request::Rot { .. })
+    }
+
+    /// The keys and values this request writes, in order.
+    pub fn writes(&self) -> Vec<(Key, Value)> {
+        match self {
+            Request::Rot { .. } => Vec::new(),
+            Request::Put { key, value } => vec![(key.clone(), value.clone())],
+            Request::Update { writes } => writes.clone(),
+        }
+    }
+}
+
+/// One key's result in a read-only transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadResult {
+    pub key: Key,
+    /// `None`: the initial state (never written, as far as the snapshot read can see).
+    pub value: Option<Value>,
+    pub version: Version,
+    /// Versions of this key newer than the returned one that the answering server had committed when it
+    /// answered (Tomsic §5.3 staleness: 0 means the read was fresh).
+    pub versions_skipped: u32,
+}
+
+/// Per-operation costs every protocol reports through the same boundary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpMetrics {
+    /// Rounds of client- or coordinator-to-partition requests the operation needed.
+    pub rounds: u32,
+    /// Versions the servers sent back (a one-version ROT returns one per key).
+    pub versions_returned: u32,
+    /// Total time the operation's requests waited at servers (Cure blocks; minimal-delay protocols don't).
+    pub blocked_ns: u64,
+}
+
+/// The result of a completed operation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply {
+    /// For a ROT: one result per requested key, in request order.
+    pub reads: Vec<ReadResult>,
+    /// For a write: the version the writes were committed with.
+    pub commit: Option<Version>,
+    pub metrics: OpMetrics,
+}
+
+/// Why an operation did not complete with a reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum OpError {
+    /// The operation was refused and certainly had no effect (bad input, aborted transaction).
+    #[error("rejected: {0}")]
+    Rejected(String),
+    /// The outcome is unknown: a write may still take effect later (timeout, lost connection).
+    #[error("outcome unknown: {0}")]
+    Unknown(String),
+}
+
+impl OpError {
+    /// Whether the operation certainly had no effect.
+    pub fn is_definite(&self) -> bool {
+        matches!(self, OpError::Rejected(_))
+    }
+}

@@ -1,0 +1,185 @@
+//! The multi-version store: per key, a chain of versions ordered by [`Version`], with garbage collection.
+
+use crate::request::{Key, Value, Version};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One stored version of a key with the protocol's metadata (dependency or commit vectors, ...).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredVersion<M> {
+    pub value: Value,
+    pub version: Version,
+    pub meta: M,
+}
+
+/// Which versions garbage collection may drop.
+///
+/// With `SingleVersion` a key keeps only its newest version (CV, Contrarian). With `KeepSince { horizon }`
+/// a key keeps every version newer than `horizon` plus the newest one at or before it: every snapshot whose
+/// time is at or after the horizon still reads exactly what it would have read without collection; a
+/// snapshot older than the horizon may no longer find its version, and the protocol must not serve one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcPolicy {
+    SingleVersion,
+    KeepSince { horizon: u64 },
+}
+
+/// Versions of each key, oldest first. Keys iterate in order (a `BTreeMap`) so nothing depends on hashing.
+#[derive(Clone, Debug)]
+pub struct MvStore<M> {
+    keys: BTreeMap<Key, Vec<StoredVersion<M>>>,
+    /// Keys holding more than one version: the only ones garbage collection needs to visit.
+    multi: BTreeSet<Key>,
+    versions: usize,
+}
+
+impl<M> Default for MvStore<M> {
+    fn default() -> Self {
+        Self { keys: BTreeMap::new(), multi: BTreeSet::new(), versions: 0 }
+    }
+}
+
+impl<M> MvStore<M> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Total versions stored.
+    pub fn version_count(&self) -> usize {
+        self.versions
+    }
+
+    pub fn versions(&self, key: &str) -> &[StoredVersion<M>] {
+        self.keys.get(key).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    pub fn latest(&self, key: &str) -> Option<&StoredVersion<M>> {
+        self.versions(key).last()
+    }
+
+    /// Add a version, keeping the chain ordered. Returns false (and stores nothing) if that exact version exists.
+    pub fn insert(&mut self, key: Key, v: StoredVersion<M>) -> bool {
+        let chain = self.keys.entry(key.clone()).or_default();
+        let pos = chain.partition_point(|x| x.version < v.version);
+        if chain.get(pos).is_some_and(|x| x.version == v.version) {
+            return false;
+        }
+        chain.insert(pos, v);
+        self.versions += 1;
+        if chain.len() == 2 {
+            self.multi.insert(key);
+        }
+        true
+    }
+
+    /// Last-writer-wins single-version update ("ver[k] = {val}", Tomsic Alg. 2 line 23): keeps `v` only if
+    /// it is newer than what is stored. Returns whether it was kept.
+    pub fn put_if_newer(&mut self, key: Key, v: StoredVersion<M>) -> bool {
+        match self.keys.get_mut(&key) {
+            Some(chain) => {
+                if chain.last().is_some_and(|x| x.version >= v.version) {
+                    return false;
+                }
+                self.versions -= chain.len() - 1;
+                chain.clear();
+                chain.push(v);
+                self.multi.remove(&key);
+                true
+            }
+            None => {
+                self.keys.insert(key, vec![v]);
+                self.versions += 1;
+                true
+            }
+        }
+    }
+
+    /// The newest version satisfying `visible`, and how many newer versions it skipped.
+    pub fn newest_where(
+        &self,
+        key: &str,
+        mut visible: impl FnMut(&StoredVersion<M>) -> bool,
+    ) -> (Option<&StoredVersion<M>>, u32) {
+        let chain = self.versions(key);
+        for (skipped, v) in chain.iter().rev().enumerate() {
+            if visible(v) {
+                return (Some(v), skipped as u32);
+            }
+        }
+        (None, chain.len() as u32)
+    }
+
+    /// Drop the versions `policy` allows; returns how many were dropped.
+    pub fn collect_garbage(&mut self, policy: GcPolicy) -> usize {
+        let mut dropped = 0;
+        let mut done = Vec::new();
+        for key in &self.multi {
+            let chain = self.keys.get_mut(key).expect("multi-version keys are stored");
+            let keep_from = match policy {
+                GcPolicy::SingleVersion => chain.len() - 1,
+                // The newest version at or before the horizon stays: snapshots at the horizon read it.
+                GcPolicy::KeepSince { horizon } => chain.partition_point(|v| v.version.time <= horizon).saturating_sub(1),
+            };
+            if keep_from > 0 {
+                chain.drain(..keep_from);
+                dropped += keep_from;
+            }
+            if chain.len() < 2 {
+                done.push(key.clone());
+            }
+        }
+        for key in done {
+            self.multi.remove(&key);
+        }
+        self.versions -= dropped;
+        dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sv(t: u64) -> StoredVersion<()> {
+        StoredVersion { value: format!("v{t}").into(), version: Version { time: t, dc: 0 }, meta: () }
+    }
+
+    #[test]
+    fn versions_stay_ordered_and_lookup_counts_skips() {
+        let mut s = MvStore::new();
+        for t in [5, 1, 3] {
+            assert!(s.insert("k".into(), sv(t)));
+        }
+        assert!(!s.insert("k".into(), sv(3)));
+        assert_eq!(s.version_count(), 3);
+        assert_eq!(s.latest("k").unwrap().version.time, 5);
+        let (v, skipped) = s.newest_where("k", |v| v.version.time <= 4);
+        assert_eq!((v.unwrap().version.time, skipped), (3, 1));
+        let (v, skipped) = s.newest_where("k", |_| false);
+        assert_eq!((v, skipped), (None, 3));
+    }
+
+    #[test]
+    fn gc_keeps_what_snapshots_at_the_horizon_read() {
+        let mut s = MvStore::new();
+        for t in [1, 2, 3, 4, 5] {
+            s.insert("k".into(), sv(t));
+        }
+        s.insert("single".into(), sv(1));
+        assert_eq!(s.collect_garbage(GcPolicy::KeepSince { horizon: 3 }), 2);
+        let times: Vec<u64> = s.versions("k").iter().map(|v| v.version.time).collect();
+        assert_eq!(times, vec![3, 4, 5]);
+        assert_eq!(s.collect_garbage(GcPolicy::SingleVersion), 2);
+        assert_eq!(s.version_count(), 2);
+        assert_eq!(s.collect_garbage(GcPolicy::SingleVersion), 0);
+    }
+
+    #[test]
+    fn last_writer_wins() {
+        let mut s = MvStore::new();
+        assert!(s.put_if_newer("k".into(), sv(2)));
+        assert!(!s.put_if_newer("k".into(), sv(1)));
+        assert!(s.put_if_newer("k".into(), sv(3)));
+        assert_eq!(s.version_count(), 1);
+        assert_eq!(s.latest("k").unwrap().version.time, 3);
+    }
+}
