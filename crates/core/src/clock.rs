@@ -3,27 +3,16 @@
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
-/// A hybrid logical clock (Kulkarni et al.), packed into one `u64`: the high 48 bits are physical
-/// microseconds, the low 16 a logical counter. It never goes backwards and stays close to physical time,
-/// which is what Contrarian §4 and the Tomsic protocols need from their timestamps.
+/// A hybrid logical clock (Kulkarni et al.) in nanosecond units: a timestamp is the larger of the physical
+/// clock reading and one more than the last timestamp issued or observed, so it never goes backwards, orders
+/// causally related events, and stays close to physical time (what Contrarian §4 and the Tomsic protocols
+/// need). The logical counter of the original lives in the low-order nanoseconds; `u64` lasts until 2554.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Hlc {
     last: u64,
 }
 
-const LOGICAL_BITS: u32 = 16;
-
 impl Hlc {
-    /// The timestamp whose physical part is `physical_ns` and logical part 0.
-    pub fn from_physical(physical_ns: u64) -> u64 {
-        (physical_ns / 1_000) << LOGICAL_BITS
-    }
-
-    /// The physical part of a timestamp, in nanoseconds.
-    pub fn physical_ns(ts: u64) -> u64 {
-        (ts >> LOGICAL_BITS) * 1_000
-    }
-
     /// The latest timestamp issued or observed.
     pub fn current(&self) -> u64 {
         self.last
@@ -31,20 +20,17 @@ impl Hlc {
 
     /// A new timestamp for a local event, strictly greater than every earlier one.
     pub fn tick(&mut self, physical_ns: u64) -> u64 {
-        let pt = Self::from_physical(physical_ns);
-        self.last = if pt > self.last { pt } else { self.last + 1 };
+        self.last = physical_ns.max(self.last + 1);
         self.last
     }
 
-    /// Merge a timestamp received in a message; returns the new (strictly greater) local timestamp.
+    /// Merge a timestamp received in a message; returns a new local timestamp greater than both.
     pub fn observe(&mut self, physical_ns: u64, remote: u64) -> u64 {
-        let pt = Self::from_physical(physical_ns);
-        let top = self.last.max(remote);
-        self.last = if pt > top { pt } else { top + 1 };
+        self.last = physical_ns.max(self.last.max(remote) + 1);
         self.last
     }
 
-    /// Move the clock forward to at least `ts` without issuing a new timestamp (Contrarian's "move the clock
+    /// Move the clock forward to at least `ts` without issuing a timestamp (Contrarian's "move the clock
     /// forward instead of blocking").
     pub fn advance_to(&mut self, ts: u64) {
         self.last = self.last.max(ts);
@@ -110,7 +96,7 @@ mod tests {
         assert!(b > a);
         let r = c.observe(1_000, a + 100);
         assert!(r > a + 100);
-        assert_eq!(Hlc::physical_ns(Hlc::from_physical(7_000_000)), 7_000_000);
+        assert_eq!(c.tick(9_000_000), 9_000_000, "it follows physical time when that is ahead");
     }
 
     #[test]

@@ -56,7 +56,9 @@ pub fn invoked_ops(req: &Request) -> Vec<HistoryOp> {
 /// The micro-operations of a completed request: reads carry the values returned.
 pub fn completed_ops(req: &Request, reply: &Reply) -> Vec<HistoryOp> {
     match req {
-        Request::Rot { .. } => reply.reads.iter().map(|r| HistoryOp(OpKind::Read, r.key.clone(), r.value.clone())).collect(),
+        Request::Rot { .. } => {
+            reply.reads.iter().map(|r| HistoryOp(OpKind::Read, r.key.clone(), r.value.clone())).collect()
+        }
         _ => invoked_ops(req),
     }
 }
@@ -85,7 +87,14 @@ impl HistoryRecorder {
     }
 
     /// Record the completion; returns the process id the client must use from now on.
-    pub fn complete(&mut self, process: u64, dc: DcId, req: &Request, result: &Result<Reply, OpError>, time: u64) -> u64 {
+    pub fn complete(
+        &mut self,
+        process: u64,
+        dc: DcId,
+        req: &Request,
+        result: &Result<Reply, OpError>,
+        time: u64,
+    ) -> u64 {
         match result {
             Ok(reply) => {
                 self.push(process, dc, EventType::Ok, completed_ops(req, reply), time, None);
@@ -103,7 +112,15 @@ impl HistoryRecorder {
         }
     }
 
-    fn push(&mut self, process: u64, dc: DcId, kind: EventType, value: Vec<HistoryOp>, time: u64, error: Option<String>) {
+    fn push(
+        &mut self,
+        process: u64,
+        dc: DcId,
+        kind: EventType,
+        value: Vec<HistoryOp>,
+        time: u64,
+        error: Option<String>,
+    ) {
         let index = self.events.len() as u64;
         self.events.push(HistoryEvent { index, process, dc, kind, f: "txn".into(), value, time, error });
     }
@@ -160,7 +177,12 @@ mod tests {
         let rot = Request::Rot { keys: vec!["k".into()] };
         h.invoke(p2, 0, &rot, 3);
         let reply = Reply {
-            reads: vec![ReadResult { key: "k".into(), value: Some("v".into()), version: Version::INITIAL, versions_skipped: 0 }],
+            reads: vec![ReadResult {
+                key: "k".into(),
+                value: Some("v".into()),
+                version: Version::INITIAL,
+                versions_skipped: 0,
+            }],
             ..Default::default()
         };
         assert_eq!(h.complete(p2, 0, &rot, &Ok(reply), 4), p2);

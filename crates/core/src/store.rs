@@ -11,6 +11,13 @@ pub struct StoredVersion<M> {
     pub meta: M,
 }
 
+impl<M> StoredVersion<M> {
+    /// The total order of versions of one key.
+    pub fn order(&self) -> (Version, &str) {
+        (self.version, &self.value)
+    }
+}
+
 /// Which versions garbage collection may drop.
 ///
 /// With `SingleVersion` a key keeps only its newest version (CV, Contrarian). With `KeepSince { horizon }`
@@ -23,7 +30,9 @@ pub enum GcPolicy {
     KeepSince { horizon: u64 },
 }
 
-/// Versions of each key, oldest first. Keys iterate in order (a `BTreeMap`) so nothing depends on hashing.
+/// Versions of each key, oldest first, ordered by `(version, value)`: two writes that got the same version
+/// (equal commit timestamps from different coordinators) are ordered by value, the same way in every
+/// replica, so last-writer-wins replicas converge whatever order updates arrive in. Keys iterate in order (a `BTreeMap`) so nothing depends on hashing.
 #[derive(Clone, Debug)]
 pub struct MvStore<M> {
     keys: BTreeMap<Key, Vec<StoredVersion<M>>>,
@@ -59,8 +68,8 @@ impl<M> MvStore<M> {
     /// Add a version, keeping the chain ordered. Returns false (and stores nothing) if that exact version exists.
     pub fn insert(&mut self, key: Key, v: StoredVersion<M>) -> bool {
         let chain = self.keys.entry(key.clone()).or_default();
-        let pos = chain.partition_point(|x| x.version < v.version);
-        if chain.get(pos).is_some_and(|x| x.version == v.version) {
+        let pos = chain.partition_point(|x| x.order() < v.order());
+        if chain.get(pos).is_some_and(|x| x.order() == v.order()) {
             return false;
         }
         chain.insert(pos, v);
@@ -76,7 +85,7 @@ impl<M> MvStore<M> {
     pub fn put_if_newer(&mut self, key: Key, v: StoredVersion<M>) -> bool {
         match self.keys.get_mut(&key) {
             Some(chain) => {
-                if chain.last().is_some_and(|x| x.version >= v.version) {
+                if chain.last().is_some_and(|x| x.order() >= v.order()) {
                     return false;
                 }
                 self.versions -= chain.len() - 1;
@@ -117,7 +126,9 @@ impl<M> MvStore<M> {
             let keep_from = match policy {
                 GcPolicy::SingleVersion => chain.len() - 1,
                 // The newest version at or before the horizon stays: snapshots at the horizon read it.
-                GcPolicy::KeepSince { horizon } => chain.partition_point(|v| v.version.time <= horizon).saturating_sub(1),
+                GcPolicy::KeepSince { horizon } => {
+                    chain.partition_point(|v| v.version.time <= horizon).saturating_sub(1)
+                }
             };
             if keep_from > 0 {
                 chain.drain(..keep_from);
@@ -171,6 +182,19 @@ mod tests {
         assert_eq!(s.collect_garbage(GcPolicy::SingleVersion), 2);
         assert_eq!(s.version_count(), 2);
         assert_eq!(s.collect_garbage(GcPolicy::SingleVersion), 0);
+    }
+
+    #[test]
+    fn equal_versions_are_ordered_by_value_in_every_replica() {
+        let a = StoredVersion { value: "a".into(), version: Version { time: 7, dc: 0 }, meta: () };
+        let b = StoredVersion { value: "b".into(), version: Version { time: 7, dc: 0 }, meta: () };
+        let mut r1 = MvStore::new();
+        let mut r2 = MvStore::new();
+        r1.put_if_newer("k".into(), a.clone());
+        r1.put_if_newer("k".into(), b.clone());
+        r2.put_if_newer("k".into(), b);
+        r2.put_if_newer("k".into(), a);
+        assert_eq!(r1.latest("k").unwrap().value, r2.latest("k").unwrap().value);
     }
 
     #[test]

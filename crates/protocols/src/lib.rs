@@ -1,1 +1,61 @@
-//! placeholder
+//! The protocols, one module per paper's algorithm family, each a set of sans-IO state machines
+//! implementing [`snowline_core::Protocol`].
+//!
+//! Users select a protocol by name; [`canonical_name`] resolves names and aliases and [`with_protocol!`]
+//! turns a name into a concrete protocol type for code generic over `P: Protocol`.
+
+pub mod tomsic;
+
+pub use tomsic::Cv;
+
+/// Every protocol a user can select, by canonical name.
+pub const PROTOCOLS: &[&str] = &["cv"];
+
+/// Resolve a user-supplied protocol name (case-insensitive) to its canonical name.
+pub fn canonical_name(name: &str) -> Result<&'static str, UnknownProtocol> {
+    let lower = name.to_ascii_lowercase();
+    PROTOCOLS.iter().copied().find(|p| *p == lower).ok_or_else(|| UnknownProtocol(name.to_string()))
+}
+
+/// A protocol name that is not implemented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownProtocol(pub String);
+
+impl std::fmt::Display for UnknownProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown protocol {:?}; valid protocols: {}", self.0, PROTOCOLS.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownProtocol {}
+
+/// Run `$body` with `$P` bound to the protocol type named by `$name`:
+/// `with_protocol!(name, P => run::<P>(args))` evaluates to `Result<_, UnknownProtocol>`.
+#[macro_export]
+macro_rules! with_protocol {
+    ($name:expr, $P:ident => $body:expr) => {
+        match $crate::canonical_name($name) {
+            Ok("cv") => {
+                type $P = $crate::Cv;
+                Ok($body)
+            }
+            Ok(other) => unreachable!("protocol {other} is listed but not dispatched"),
+            Err(e) => Err(e),
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snowline_core::Protocol;
+
+    #[test]
+    fn names_resolve_and_unknown_names_list_the_valid_ones() {
+        assert_eq!(canonical_name("CV"), Ok("cv"));
+        let err = canonical_name("paxos").unwrap_err().to_string();
+        assert!(err.contains("paxos") && err.contains("cv"), "{err}");
+        let name = with_protocol!("cv", P => P::NAME).unwrap();
+        assert_eq!(name, "cv");
+    }
+}

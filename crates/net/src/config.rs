@@ -1,0 +1,364 @@
+//! The cluster description shared by every process of a networked deployment: `cluster.toml`.
+//!
+//! ```toml
+//! protocol = "cv"
+//! dcs = 2
+//! partitions = 4
+//! inter_dc_latency_ms = [[0.0, 40.0], [40.0, 0.0]]   # one-way; emulated inside the runtime; omitted => 0
+//! max_frame_bytes = 8388608                        # omitted => 8 MiB
+//! [protocol_config]                                # snowline_core::ProtocolConfig, all fields optional
+//! stabilisation_interval_ms = 10
+//! [[node]]
+//! id = 0
+//! addr = "127.0.0.1:7100"
+//! dc = 0
+//! partitions = [0]                                 # partitions of its dc this OS process hosts
+//! ```
+//!
+//! Every `(dc, partition)` of the topology is hosted by exactly one node; a node hosts partitions of one
+//! datacenter only (so that messages between partitions of one process never cross a WAN link).
+//! [`ClusterConfig::load`] validates all of this and reports the first problem with the file's path.
+
+use serde::{Deserialize, Serialize};
+use snowline_core::{DcId, PartitionId, ProtocolConfig, ServerId, Topology};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// Default largest frame on the wire (8 MiB).
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 8 << 20;
+/// Frames smaller than this limit could not even carry a handshake; the config rejects them.
+pub const MIN_MAX_FRAME_BYTES: usize = 1024;
+
+fn default_max_frame_bytes() -> usize {
+    DEFAULT_MAX_FRAME_BYTES
+}
+
+/// One OS process of the cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Unique node id (what `snowline server --node ID` selects).
+    pub id: u32,
+    /// `host:port` the node listens on and peers connect to.
+    pub addr: String,
+    /// The datacenter of every partition the node hosts.
+    pub dc: DcId,
+    /// Partitions of `dc` hosted by this process.
+    pub partitions: Vec<PartitionId>,
+}
+
+impl NodeConfig {
+    /// The servers this node hosts.
+    pub fn servers(&self) -> impl Iterator<Item = ServerId> + '_ {
+        self.partitions.iter().map(|p| ServerId::new(self.dc, *p))
+    }
+}
+
+/// The whole cluster: protocol, topology, emulated WAN, frame limit and the node → partitions map.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Protocol name (`Protocol::NAME`); every process must run this protocol.
+    pub protocol: String,
+    pub dcs: u16,
+    pub partitions: u16,
+    /// One-way latency in milliseconds from dc `i` (row) to dc `j` (column); empty means zero everywhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inter_dc_latency_ms: Vec<Vec<f64>>,
+    /// Largest frame accepted or sent, in bytes.
+    #[serde(default = "default_max_frame_bytes")]
+    pub max_frame_bytes: usize,
+    #[serde(default)]
+    pub protocol_config: ProtocolConfig,
+    #[serde(rename = "node", default)]
+    pub nodes: Vec<NodeConfig>,
+}
+
+/// Why a cluster configuration could not be loaded, saved or used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read cluster config {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot write cluster config {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    /// The TOML is malformed or has unknown/mistyped fields; `message` names the line.
+    #[error("invalid TOML in cluster config {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    /// The file parsed but describes an impossible cluster.
+    #[error("invalid cluster config{}: {message}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    Invalid { path: Option<PathBuf>, message: String },
+}
+
+impl ClusterConfig {
+    /// Read, parse and validate a `cluster.toml`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let config = Self::parse(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_owned(), message },
+            ConfigError::Invalid { message, .. } => ConfigError::Invalid { path: Some(path.to_owned()), message },
+            other => other,
+        })?;
+        Ok(config)
+    }
+
+    /// Parse and validate TOML text (errors carry an empty path).
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let config: ClusterConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: PathBuf::new(), message: e.to_string().trim_end().to_owned() })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Write the config as TOML (creating or replacing the file).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), ConfigError> {
+        let path = path.as_ref();
+        let text = toml::to_string(self).map_err(|e| ConfigError::Write {
+            path: path.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        })?;
+        std::fs::write(path, text).map_err(|source| ConfigError::Write { path: path.to_owned(), source })
+    }
+
+    /// A loopback cluster with one node per `(dc, partition)`: node `dc * partitions + p` listens on
+    /// `127.0.0.1:(base_port + id)`. No emulated latency (set `inter_dc_latency_ms` afterwards if wanted).
+    pub fn local(protocol: &str, dcs: u16, partitions: u16, base_port: u16) -> Self {
+        let mut nodes = Vec::new();
+        for dc in 0..dcs {
+            for p in 0..partitions {
+                let id = u32::from(dc) * u32::from(partitions) + u32::from(p);
+                let port = u32::from(base_port) + id;
+                assert!(port <= u32::from(u16::MAX), "base port {base_port} leaves no room for {id} nodes");
+                nodes.push(NodeConfig { id, addr: format!("127.0.0.1:{port}"), dc, partitions: vec![p] });
+            }
+        }
+        Self {
+            protocol: protocol.to_owned(),
+            dcs,
+            partitions,
+            inter_dc_latency_ms: Vec::new(),
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            protocol_config: ProtocolConfig::default(),
+            nodes,
+        }
+    }
+
+    /// Set the same one-way latency between every pair of distinct datacenters.
+    pub fn with_uniform_latency_ms(mut self, ms: f64) -> Self {
+        let n = usize::from(self.dcs);
+        self.inter_dc_latency_ms =
+            (0..n).map(|i| (0..n).map(|j| if i == j { 0.0 } else { ms }).collect()).collect();
+        self
+    }
+
+    /// Check the invariants documented at the top of this module.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |message: String| Err(ConfigError::Invalid { path: None, message });
+        if self.protocol.is_empty() {
+            return bad("`protocol` is empty".into());
+        }
+        if self.dcs == 0 || self.partitions == 0 {
+            return bad(format!("need at least one dc and one partition (dcs = {}, partitions = {})", self.dcs, self.partitions));
+        }
+        if self.max_frame_bytes < MIN_MAX_FRAME_BYTES || self.max_frame_bytes > u32::MAX as usize {
+            return bad(format!(
+                "max_frame_bytes = {} is out of range {MIN_MAX_FRAME_BYTES}..={}",
+                self.max_frame_bytes,
+                u32::MAX
+            ));
+        }
+        if self.protocol_config.max_value_bytes >= self.max_frame_bytes {
+            return bad(format!(
+                "protocol_config.max_value_bytes = {} must be smaller than max_frame_bytes = {} (a value travels in one frame)",
+                self.protocol_config.max_value_bytes, self.max_frame_bytes
+            ));
+        }
+        if !self.inter_dc_latency_ms.is_empty() {
+            let n = usize::from(self.dcs);
+            if self.inter_dc_latency_ms.len() != n || self.inter_dc_latency_ms.iter().any(|row| row.len() != n) {
+                let shape: Vec<usize> = self.inter_dc_latency_ms.iter().map(Vec::len).collect();
+                return bad(format!("inter_dc_latency_ms must be a {n}×{n} matrix (dcs = {n}); got rows of lengths {shape:?}"));
+            }
+            for (i, row) in self.inter_dc_latency_ms.iter().enumerate() {
+                for (j, v) in row.iter().enumerate() {
+                    if !v.is_finite() || *v < 0.0 {
+                        return bad(format!("inter_dc_latency_ms[{i}][{j}] = {v} must be a non-negative number"));
+                    }
+                }
+            }
+        }
+        if self.nodes.is_empty() {
+            return bad("no [[node]] entries".into());
+        }
+        let mut ids = HashSet::new();
+        let mut addrs = HashSet::new();
+        let mut host: HashMap<ServerId, u32> = HashMap::new();
+        for node in &self.nodes {
+            if !ids.insert(node.id) {
+                return bad(format!("node id {} appears more than once", node.id));
+            }
+            if !addrs.insert(node.addr.as_str()) {
+                return bad(format!("address {} is used by more than one node (second: node {})", node.addr, node.id));
+            }
+            if node.dc >= self.dcs {
+                return bad(format!("node {} is in dc {} but dcs = {}", node.id, node.dc, self.dcs));
+            }
+            if node.partitions.is_empty() {
+                return bad(format!("node {} hosts no partitions", node.id));
+            }
+            for s in node.servers() {
+                if s.partition >= self.partitions {
+                    return bad(format!(
+                        "node {} hosts partition {} but partitions = {}",
+                        node.id, s.partition, self.partitions
+                    ));
+                }
+                if let Some(other) = host.insert(s, node.id) {
+                    return bad(format!("{s} is hosted by both node {other} and node {}", node.id));
+                }
+            }
+        }
+        let missing: Vec<String> =
+            self.topology().servers().filter(|s| !host.contains_key(s)).map(|s| s.to_string()).collect();
+        if !missing.is_empty() {
+            return bad(format!("no node hosts {}", missing.join(", ")));
+        }
+        Ok(())
+    }
+
+    pub fn topology(&self) -> Topology {
+        Topology::new(self.dcs, self.partitions)
+    }
+
+    pub fn node(&self, id: u32) -> Option<&NodeConfig> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+
+    /// The node hosting `server`.
+    pub fn node_hosting(&self, server: ServerId) -> Option<&NodeConfig> {
+        self.nodes.iter().find(|n| n.dc == server.dc && n.partitions.contains(&server.partition))
+    }
+
+    /// Emulated one-way latency from `from` to `to`, in nanoseconds (0 if no matrix is configured).
+    pub fn latency_ns(&self, from: DcId, to: DcId) -> u64 {
+        self.inter_dc_latency_ms
+            .get(usize::from(from))
+            .and_then(|row| row.get(usize::from(to)))
+            .map(|ms| (ms * 1e6).round() as u64)
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("snowline-net-config-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("cluster.toml")
+    }
+
+    const GOOD: &str = r#"
+protocol = "cv"
+dcs = 2
+partitions = 2
+inter_dc_latency_ms = [[0.0, 40.0], [40.0, 0.0]]
+max_frame_bytes = 8388608
+[protocol_config]
+stabilisation_interval_ms = 5
+[[node]]
+id = 0
+addr = "127.0.0.1:7100"
+dc = 0
+partitions = [0, 1]
+[[node]]
+id = 1
+addr = "127.0.0.1:7101"
+dc = 1
+partitions = [0]
+[[node]]
+id = 2
+addr = "127.0.0.1:7102"
+dc = 1
+partitions = [1]
+"#;
+
+    #[test]
+    fn parses_and_answers_queries() {
+        let c = ClusterConfig::parse(GOOD).unwrap();
+        assert_eq!(c.topology(), Topology::new(2, 2));
+        assert_eq!(c.protocol_config.stabilisation_interval_ms, 5);
+        assert_eq!(c.protocol_config.gc_interval_ms, ProtocolConfig::default().gc_interval_ms);
+        assert_eq!(c.node_hosting(ServerId::new(0, 1)).unwrap().id, 0);
+        assert_eq!(c.node_hosting(ServerId::new(1, 1)).unwrap().id, 2);
+        assert_eq!(c.node(1).unwrap().addr, "127.0.0.1:7101");
+        assert_eq!(c.latency_ns(0, 1), 40_000_000);
+        assert_eq!(c.latency_ns(1, 1), 0);
+    }
+
+    #[test]
+    fn save_load_round_trip() {
+        let path = tmp("roundtrip");
+        let c = ClusterConfig::local("cv", 3, 2, 21000).with_uniform_latency_ms(12.5);
+        c.save(&path).unwrap();
+        let back = ClusterConfig::load(&path).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.nodes.len(), 6);
+        assert_eq!(back.latency_ns(2, 0), 12_500_000);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn missing_file_names_the_path() {
+        let err = ClusterConfig::load("/nonexistent/dir/cluster.toml").unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/dir/cluster.toml"), "{err}");
+        assert!(err.contains("cannot read"), "{err}");
+    }
+
+    #[test]
+    fn bad_toml_names_the_line() {
+        let path = tmp("badtoml");
+        std::fs::write(&path, "protocol = \"cv\"\ndcs = 2\npartitions = = 4\n").unwrap();
+        let err = ClusterConfig::load(&path).unwrap_err().to_string();
+        assert!(err.contains("line 3"), "{err}");
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        std::fs::write(&path, "protocol = \"cv\"\ndcs = 2\npartitions = 4\nbogus = 1\n").unwrap();
+        let err = ClusterConfig::load(&path).unwrap_err().to_string();
+        assert!(err.contains("bogus"), "{err}");
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    fn invalid(edit: impl FnOnce(&mut ClusterConfig)) -> String {
+        let mut c = ClusterConfig::parse(GOOD).unwrap();
+        edit(&mut c);
+        let text = toml::to_string(&c).unwrap();
+        match ClusterConfig::parse(&text) {
+            Err(e @ ConfigError::Invalid { .. }) => e.to_string(),
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn validation_errors_are_specific() {
+        let e = invalid(|c| c.nodes[2].partitions = vec![0]);
+        assert!(e.contains("dc1/p0 is hosted by both node 1 and node 2"), "{e}");
+        let e = invalid(|c| c.nodes.pop().map(|_| ()).unwrap());
+        assert!(e.contains("no node hosts dc1/p1"), "{e}");
+        let e = invalid(|c| c.nodes[1].dc = 2);
+        assert!(e.contains("dc 2 but dcs = 2"), "{e}");
+        let e = invalid(|c| c.nodes[1].partitions = vec![7]);
+        assert!(e.contains("partition 7 but partitions = 2"), "{e}");
+        let e = invalid(|c| c.inter_dc_latency_ms = vec![vec![0.0, 1.0]]);
+        assert!(e.contains("2×2 matrix"), "{e}");
+        let e = invalid(|c| c.inter_dc_latency_ms[0][1] = -3.0);
+        assert!(e.contains("inter_dc_latency_ms[0][1] = -3"), "{e}");
+        let e = invalid(|c| c.nodes[2].addr = c.nodes[1].addr.clone());
+        assert!(e.contains("127.0.0.1:7101 is used by more than one node"), "{e}");
+        let e = invalid(|c| c.nodes[2].id = 1);
+        assert!(e.contains("node id 1 appears more than once"), "{e}");
+        let e = invalid(|c| c.max_frame_bytes = 10);
+        assert!(e.contains("max_frame_bytes"), "{e}");
+    }
+}

@@ -1,0 +1,182 @@
+//! The wire format.
+//!
+//! Every TCP connection carries a stream of length-delimited frames, exactly as tokio-util's
+//! [`LengthDelimitedCodec`] with its defaults writes them: a 4-byte big-endian payload length, then the
+//! payload. A payload longer than the cluster's `max_frame_bytes` is an error on both sides.
+//!
+//! A payload is one byte of wire version ([`WIRE_VERSION`], currently 1) followed by a postcard-encoded
+//! [`Frame<M>`], `M` being the protocol's message type. Postcard is not self-describing, so the version byte
+//! is what lets a future format be told apart; the handshake also names the protocol, so two processes
+//! running different protocols (whose messages would decode as garbage) refuse each other clearly.
+//!
+//! On every connection the connecting side first sends [`Frame::Hello`]; then either side sends
+//! [`Frame::Msg`]s. A server that refuses a peer or closes a connection because of a bad frame first sends
+//! [`Frame::Error`] saying why. A malformed, truncated, oversized or wrong-version frame closes only the
+//! connection it arrived on.
+
+use bytes::{BufMut, BytesMut};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use snowline_core::Addr;
+use tokio_util::codec::LengthDelimitedCodec;
+
+/// The current wire version, the first byte of every payload.
+pub const WIRE_VERSION: u8 = 1;
+/// Bytes of the length prefix.
+pub const LENGTH_PREFIX: usize = 4;
+
+/// One frame's payload (after the version byte).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Frame<M> {
+    /// First frame on every connection: the protocol the sender runs and who it is (a server of the
+    /// sending process, or for a client runtime `Addr::Client` with the runtime's id prefix).
+    Hello { protocol: String, from: Addr },
+    /// A protocol message.
+    Msg { from: Addr, to: Addr, msg: M },
+    /// Why the sender is closing or refusing the connection.
+    Error { message: String },
+}
+
+/// A frame that could not be encoded or decoded.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame of {len} bytes exceeds max_frame_bytes = {max}")]
+    Oversized { len: usize, max: usize },
+    #[error("empty frame (no wire version byte)")]
+    Empty,
+    #[error("wire version {got} is not supported (this build speaks version {WIRE_VERSION})")]
+    WrongVersion { got: u8 },
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+}
+
+/// The codec that reads (and could write) the length prefix, limited to `max_frame_bytes` of payload.
+pub fn codec(max_frame_bytes: usize) -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder().max_frame_length(max_frame_bytes).new_codec()
+}
+
+/// Append one complete frame (length prefix, version, payload) to `out`, in [`LengthDelimitedCodec`]'s
+/// format. On error `out` is left as it was, so a batch being built stays valid.
+pub fn encode_into<M: Serialize>(frame: &Frame<M>, max_frame_bytes: usize, out: &mut BytesMut) -> Result<(), FrameError> {
+    let start = out.len();
+    out.put_u32(0);
+    out.put_u8(WIRE_VERSION);
+    if let Err(e) = postcard::to_io(frame, out.writer()) {
+        out.truncate(start);
+        return Err(FrameError::Malformed(format!("cannot encode: {e}")));
+    }
+    let len = out.len() - start - LENGTH_PREFIX;
+    if len > max_frame_bytes {
+        out.truncate(start);
+        return Err(FrameError::Oversized { len, max: max_frame_bytes });
+    }
+    out[start..start + LENGTH_PREFIX].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(())
+}
+
+/// Decode one payload (what [`LengthDelimitedCodec`] yields: version byte + postcard body).
+pub fn decode<M: DeserializeOwned>(payload: &[u8]) -> Result<Frame<M>, FrameError> {
+    let (&version, body) = payload.split_first().ok_or(FrameError::Empty)?;
+    if version != WIRE_VERSION {
+        return Err(FrameError::WrongVersion { got: version });
+    }
+    let (frame, rest) = postcard::take_from_bytes(body).map_err(|e| FrameError::Malformed(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(FrameError::Malformed(format!("{} trailing bytes after the frame", rest.len())));
+    }
+    Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snowline_core::{ClientId, ServerId};
+    use tokio_util::codec::Decoder;
+
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    enum M {
+        Put { key: String, value: Vec<u8> },
+        Ack(u64),
+    }
+
+    fn frames() -> Vec<Frame<M>> {
+        vec![
+            Frame::Hello { protocol: "cv".into(), from: Addr::Server(ServerId::new(1, 3)) },
+            Frame::Msg {
+                from: Addr::Client(ClientId(u64::MAX)),
+                to: Addr::Server(ServerId::new(0, 0)),
+                msg: M::Put { key: "k".into(), value: vec![7; 300] },
+            },
+            Frame::Msg { from: Addr::Server(ServerId::new(0, 0)), to: Addr::Client(ClientId(5)), msg: M::Ack(9) },
+            Frame::Error { message: "bye".into() },
+        ]
+    }
+
+    #[test]
+    fn round_trip_through_length_delimited_codec() {
+        let mut buf = BytesMut::new();
+        for f in frames() {
+            encode_into(&f, 1 << 20, &mut buf).unwrap();
+        }
+        let mut codec = codec(1 << 20);
+        let mut got = Vec::new();
+        while let Some(payload) = codec.decode(&mut buf).unwrap() {
+            got.push(decode::<M>(&payload).unwrap());
+        }
+        assert_eq!(got, frames());
+    }
+
+    #[test]
+    fn oversized_encode_leaves_buffer_intact() {
+        let mut buf = BytesMut::new();
+        encode_into(&Frame::<M>::Error { message: "x".into() }, 64, &mut buf).unwrap();
+        let before = buf.clone();
+        let big = Frame::Msg {
+            from: Addr::Client(ClientId(1)),
+            to: Addr::Client(ClientId(2)),
+            msg: M::Put { key: "k".into(), value: vec![0; 100] },
+        };
+        let err = encode_into(&big, 64, &mut buf).unwrap_err();
+        assert!(matches!(err, FrameError::Oversized { max: 64, .. }), "{err}");
+        assert_eq!(buf, before);
+    }
+
+    #[test]
+    fn oversized_frame_is_rejected_by_reader() {
+        let mut buf = BytesMut::new();
+        buf.put_u32(1 << 30);
+        buf.put_slice(b"GET / HTTP/1.1");
+        let err = codec(1 << 20).decode(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn decode_errors() {
+        assert_eq!(decode::<M>(&[]).unwrap_err(), FrameError::Empty);
+        assert_eq!(decode::<M>(&[2, 0]).unwrap_err(), FrameError::WrongVersion { got: 2 });
+        let mut buf = BytesMut::new();
+        encode_into(&frames()[1], 1 << 20, &mut buf).unwrap();
+        let payload = &buf[LENGTH_PREFIX..];
+        // Truncated body.
+        let err = decode::<M>(&payload[..payload.len() - 10]).unwrap_err();
+        assert!(matches!(err, FrameError::Malformed(_)), "{err}");
+        // Trailing garbage.
+        let mut long = payload.to_vec();
+        long.push(0);
+        let err = decode::<M>(&long).unwrap_err();
+        assert!(err.to_string().contains("trailing"), "{err}");
+        // An unknown variant tag.
+        let err = decode::<M>(&[WIRE_VERSION, 17]).unwrap_err();
+        assert!(matches!(err, FrameError::Malformed(_)), "{err}");
+    }
+
+    #[test]
+    fn truncated_stream_is_an_error_at_eof() {
+        let mut buf = BytesMut::new();
+        encode_into(&frames()[1], 1 << 20, &mut buf).unwrap();
+        buf.truncate(buf.len() - 3);
+        let mut codec = codec(1 << 20);
+        assert!(codec.decode(&mut buf).unwrap().is_none());
+        assert!(codec.decode_eof(&mut buf).is_err());
+    }
+}
