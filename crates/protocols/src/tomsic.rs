@@ -513,7 +513,7 @@ mod tests {
         );
         assert_eq!(
             out.sends,
-            vec![(Addr::Server(ServerId::new(0, 1)), TomsicMsg::Read { txn: 1, keys: vec![key(1)] })]
+            vec![(Addr::Server(ServerId::new(0, 1)), TomsicMsg::Read { txn: 0, keys: vec![key(1)] })]
         );
 
         let remote = ReadResult {
