@@ -1,1 +1,133 @@
-fn main() {}
+//! The `snowline` command.
+// The CLI is a runtime edge: it reads real clocks to time runs and seeds from the OS.
+#![allow(clippy::disallowed_methods)]
+
+mod client_cmd;
+mod demo;
+mod duration;
+mod sim_cmd;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "snowline", version, about = "A geo-replicated transactional key-value store with interchangeable protocols")]
+struct Cli {
+    /// Directory of a running cluster (holds cluster.toml), for the client commands.
+    #[arg(long, global = true, env = "SNOWLINE_CLUSTER")]
+    cluster: Option<PathBuf>,
+    /// Datacenter the client commands connect to.
+    #[arg(long, global = true, default_value_t = 0)]
+    dc: u16,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a local two-datacenter cluster of real processes, run a short workload against every protocol,
+    /// check each history and print one table.
+    Demo(demo::DemoArgs),
+    /// Run one server process (hosting the partitions the config assigns to NODE).
+    Server {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        node: u32,
+    },
+    /// Start or stop a local cluster of server processes.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+    /// Run a closed-loop workload in the deterministic simulator.
+    Sim(sim_cmd::SimArgs),
+    /// Run a closed-loop workload against a real local cluster that this command starts and stops.
+    Bench(sim_cmd::BenchArgs),
+    /// Write KEY = VALUE.
+    Put { key: String, value: String },
+    /// Read KEY.
+    Get { key: String },
+    /// A read-only transaction over KEYS; prints JSON.
+    Rot {
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// An atomic multi-key update: --put K=V --put K2=V2.
+    Txn {
+        #[arg(long = "put", value_name = "KEY=VALUE", required = true)]
+        puts: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Start a local cluster; stays in the foreground until Ctrl-C unless --background.
+    Up(ClusterUpArgs),
+    /// Stop a cluster started with --background.
+    Down {
+        #[arg(long)]
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args, Clone)]
+pub struct ClusterUpArgs {
+    #[arg(long, default_value = "cv")]
+    pub protocol: String,
+    #[arg(long, default_value_t = 2)]
+    pub dcs: u16,
+    #[arg(long, default_value_t = 4)]
+    pub partitions: u16,
+    /// Where to write cluster.toml, pids and logs (default: a new temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Emulated one-way latency between datacenters, in milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub latency_ms: f64,
+    /// First TCP port (default: a free range).
+    #[arg(long)]
+    pub base_port: Option<u16>,
+    /// Return once the cluster is up, leaving it running (stop it with `cluster down`).
+    #[arg(long)]
+    pub background: bool,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Server { config, node } => client_cmd::server(&config, node),
+        Command::Cluster(ClusterCommand::Up(args)) => client_cmd::cluster_up(args),
+        Command::Cluster(ClusterCommand::Down { dir }) => {
+            let n = snowline_net::cluster::stop_cluster_dir(&dir)
+                .with_context(|| format!("stopping the cluster in {}", dir.display()))?;
+            println!("stopped {n} server processes");
+            Ok(())
+        }
+        Command::Sim(args) => sim_cmd::sim(args),
+        Command::Bench(args) => sim_cmd::bench(args),
+        Command::Put { key, value } => {
+            client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Put(key.into(), value.into()))
+        }
+        Command::Get { key } => client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Rot(vec![key.into()])),
+        Command::Rot { keys } => {
+            client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Rot(keys.into_iter().map(Into::into).collect()))
+        }
+        Command::Txn { puts } => {
+            let mut writes = Vec::new();
+            for p in puts {
+                let (k, v) =
+                    p.split_once('=').with_context(|| format!("--put {p:?}: expected KEY=VALUE"))?;
+                writes.push((k.into(), v.into()));
+            }
+            client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Update(writes))
+        }
+    }
+}

@@ -1,1 +1,13 @@
-//! placeholder
+//! The harness: workload generators, closed-loop drivers for both runtimes, metrics and reports.
+//!
+//! One workload, one metrics pipeline and one history recorder serve every protocol in both the
+//! simulator ([`run::run_sim`]) and a real cluster ([`net_run::run_net`]).
+
+pub mod metrics;
+pub mod net_run;
+pub mod run;
+pub mod workload;
+
+pub use metrics::{Metrics, Summary};
+pub use run::{RunReport, RunSpec, run_sim};
+pub use workload::{Generator, MixedWorkload, Zipf};

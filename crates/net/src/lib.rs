@@ -1,1 +1,58 @@
-//! placeholder
+//! The networked runtime: the same sans-IO protocol state machines the simulator drives, driven here by
+//! real clocks, OS randomness and TCP.
+//!
+//! * [`config`]: `cluster.toml`, the description every process of a deployment shares.
+//! * [`frame`]: the wire format (length-delimited, versioned postcard frames with a protocol handshake).
+//! * [`server`]: [`run_server`], one OS process hosting one or more partition servers of one datacenter.
+//!   One event loop owns all hosted nodes (no locks around protocol state); connection tasks only move
+//!   bytes. Inter-datacenter latency is emulated inside the runtime, per link, preserving FIFO order.
+//! * [`client`]: [`ClientRuntime`] and [`Session`], the async client library hosting the protocol's
+//!   client nodes and sharing one connection per server node among all sessions.
+//! * [`cluster`]: starting and stopping a cluster of local server processes (`snowline cluster up/down`,
+//!   `snowline bench`).
+//!
+//! Everything is designed for a current-thread tokio runtime per process (faster than the multi-thread
+//! scheduler on small machines); it also works on a multi-thread runtime.
+
+// This crate IS the runtime that reads real clocks and OS entropy and hands them to the protocols through
+// `Ctx`; the workspace-wide ban on `Instant::now`/`SystemTime::now` (clippy.toml) is for protocol code.
+#![allow(clippy::disallowed_methods)]
+
+pub mod client;
+pub mod cluster;
+pub mod config;
+mod conn;
+pub mod frame;
+pub mod server;
+mod util;
+
+pub use client::{ClientRuntime, DEFAULT_OP_TIMEOUT, Session};
+pub use cluster::{LocalCluster, free_base_port, spawn_local_cluster, stop_cluster_dir};
+pub use config::{ClusterConfig, ConfigError, NodeConfig};
+pub use frame::{Frame, FrameError, WIRE_VERSION};
+pub use server::run_server;
+
+use std::path::PathBuf;
+
+/// Errors of the networked runtime (as opposed to an operation's [`snowline_core::OpError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("node {0} is not in the cluster config")]
+    UnknownNode(u32),
+    #[error("datacenter {dc} does not exist (the cluster has {dcs})")]
+    UnknownDc { dc: u16, dcs: u16 },
+    #[error("the cluster config says protocol {config:?} but this runtime was built for {runtime:?}")]
+    ProtocolMismatch { config: String, runtime: &'static str },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("no tokio runtime: {0} must be called from inside a tokio runtime")]
+    NoRuntime(&'static str),
+    #[error("cannot start {}: {source}", exe.display())]
+    Spawn { exe: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Cluster(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}

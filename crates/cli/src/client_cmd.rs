@@ -1,0 +1,169 @@
+//! Server processes, local clusters and the client commands.
+
+use crate::ClusterUpArgs;
+use anyhow::{Context, Result, bail};
+use snowline_core::{Key, Protocol, Request, Topology, Value};
+use snowline_net::ClusterConfig;
+use snowline_net::cluster::{LocalCluster, spawn_local_cluster};
+use snowline_protocols::with_protocol;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `snowline server`: one OS process hosting its partitions until SIGTERM or Ctrl-C.
+pub fn server(config_path: &Path, node: u32) -> Result<()> {
+    let config = ClusterConfig::load(config_path)?;
+    anyhow::ensure!(
+        config.node(node).is_some(),
+        "node {node} is not in {} (it lists nodes {:?})",
+        config_path.display(),
+        config.nodes.iter().map(|n| n.id).collect::<Vec<_>>()
+    );
+    let protocol = config.protocol.clone();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async move {
+        with_protocol!(&protocol, P => snowline_net::run_server::<P>(config, node, shutdown_signal()).await)?
+            .map_err(anyhow::Error::from)
+    })
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+fn new_cluster_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
+    let dir = match dir {
+        Some(d) => d,
+        None => {
+            let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
+            std::env::temp_dir().join(format!("snowline-{}-{stamp}", std::process::id()))
+        }
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Start a local cluster of real server processes and wait until every one accepts connections.
+pub fn start_local_cluster(
+    protocol: &str,
+    topology: Topology,
+    latency_ms: f64,
+    dir: Option<PathBuf>,
+    base_port: Option<u16>,
+) -> Result<(LocalCluster, ClusterConfig, PathBuf)> {
+    let protocol = snowline_protocols::canonical_name(protocol)?;
+    let dir = new_cluster_dir(dir)?;
+    let port = match base_port {
+        Some(p) => p,
+        None => snowline_net::cluster::free_base_port(),
+    };
+    let config =
+        ClusterConfig::local(protocol, topology.dcs, topology.partitions, port).with_uniform_latency_ms(latency_ms);
+    let exe = std::env::current_exe().context("locating the snowline executable")?;
+    let cluster = spawn_local_cluster(&exe, &dir, &config)?;
+    cluster.wait_ready(Duration::from_secs(20)).with_context(|| {
+        format!("waiting for the servers to start (their logs are in {})", dir.display())
+    })?;
+    Ok((cluster, config, dir))
+}
+
+/// `snowline cluster up`.
+pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
+    let topology = Topology::new(args.dcs.max(1), args.partitions.max(1));
+    let (cluster, config, dir) =
+        start_local_cluster(&args.protocol, topology, args.latency_ms, args.dir.clone(), args.base_port)?;
+    println!(
+        "cluster up: protocol {}, {} datacenters × {} partitions, {} server processes",
+        config.protocol,
+        topology.dcs,
+        topology.partitions,
+        config.nodes.len()
+    );
+    println!("config: {}", dir.join("cluster.toml").display());
+    println!("connect: snowline --cluster {} [--dc N] put KEY VALUE | get KEY | rot KEY... | txn --put K=V ...", dir.display());
+    if args.background {
+        println!("stop:    snowline cluster down --dir {}", dir.display());
+        cluster.detach();
+        return Ok(());
+    }
+    println!("press Ctrl-C to stop every server process");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(shutdown_signal());
+    cluster.stop();
+    println!("cluster stopped");
+    Ok(())
+}
+
+/// Run `f` against a fresh local cluster, then stop it; also returns the servers' CPU seconds.
+pub fn with_local_cluster<T>(
+    protocol: &str,
+    topology: Topology,
+    latency_ms: f64,
+    dir: Option<PathBuf>,
+    f: impl FnOnce(&ClusterConfig) -> Result<T>,
+) -> Result<(T, f64)> {
+    let (cluster, config, _dir) = start_local_cluster(protocol, topology, latency_ms, dir, None)?;
+    let result = f(&config);
+    let cpu = cluster.pids().iter().map(|pid| cpu_seconds(*pid)).sum();
+    cluster.stop();
+    Ok((result?, cpu))
+}
+
+/// User plus system CPU seconds of a live process, from /proc (0 where unavailable).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th fields.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return 0.0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11..13).map(|f| f.iter().filter_map(|x| x.parse::<f64>().ok()).sum()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// A client command's operation.
+pub enum Op {
+    Put(Key, Value),
+    Rot(Vec<Key>),
+    Update(Vec<(Key, Value)>),
+}
+
+/// Run one client operation against the cluster in `dir` and print its result as JSON.
+pub fn client(dir: Option<PathBuf>, dc: u16, op: Op) -> Result<()> {
+    let Some(dir) = dir else {
+        bail!("no cluster given: pass --cluster DIR (the directory `snowline cluster up` printed) or set SNOWLINE_CLUSTER")
+    };
+    let path = if dir.is_dir() { dir.join("cluster.toml") } else { dir.clone() };
+    let config = ClusterConfig::load(&path)?;
+    anyhow::ensure!(dc < config.dcs, "--dc {dc}: the cluster has datacenters 0..{}", config.dcs);
+    let request = match op {
+        Op::Put(key, value) => Request::Put { key, value },
+        Op::Rot(keys) => Request::Rot { keys },
+        Op::Update(writes) => Request::Update { writes },
+    };
+    let protocol = config.protocol.clone();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let out = rt.block_on(async { with_protocol!(&protocol, P => execute::<P>(&config, dc, request).await)? })?;
+    println!("{out}");
+    Ok(())
+}
+
+async fn execute<P: Protocol>(config: &ClusterConfig, dc: u16, request: Request) -> Result<String> {
+    let runtime = snowline_net::ClientRuntime::<P>::connect(config, dc).await?;
+    let session = runtime.session();
+    let read_only = request.is_read_only();
+    let reply = session.execute(request).await?;
+    let json = if read_only {
+        serde_json::to_string_pretty(&serde_json::json!({
+            "reads": reply.reads.iter().map(|r| serde_json::json!({
+                "key": r.key, "value": r.value, "version": r.version
+            })).collect::<Vec<_>>()
+        }))?
+    } else {
+        serde_json::to_string_pretty(&serde_json::json!({ "ok": true, "version": reply.commit }))?
+    };
+    Ok(json)
+}

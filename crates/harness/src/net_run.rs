@@ -1,0 +1,64 @@
+//! The closed-loop driver over a real cluster: the same workload, metrics and history as the simulator's.
+// This driver is a runtime edge: it times operations with the real monotonic clock.
+#![allow(clippy::disallowed_methods)]
+
+use crate::metrics::Metrics;
+use crate::run::{RunReport, RunSpec};
+use crate::workload::Generator;
+use snowline_core::Protocol;
+use snowline_core::history::HistoryRecorder;
+use snowline_net::{ClientRuntime, ClusterConfig};
+use std::cell::RefCell;
+use std::time::Instant;
+
+/// Run `spec` against the running cluster described by `config`: `clients_per_dc` sessions per datacenter,
+/// each issuing its next operation as soon as the previous one completes, until the duration is over.
+pub async fn run_net<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> anyhow::Result<RunReport> {
+    let generator = Generator::new(spec.workload.clone());
+    let recorder = RefCell::new(HistoryRecorder::new());
+    let metrics = RefCell::new(Metrics::default());
+    let mut runtimes = Vec::new();
+    for dc in config.topology().dc_ids() {
+        runtimes.push((dc, ClientRuntime::<P>::connect(config, dc).await?));
+    }
+    let start = Instant::now();
+    let now_ns = || start.elapsed().as_nanos() as u64;
+    let mut loops = Vec::new();
+    for (dc, runtime) in &runtimes {
+        for _ in 0..spec.clients_per_dc {
+            let index = loops.len();
+            let session = runtime.session();
+            let (generator, recorder, metrics) = (&generator, &recorder, &metrics);
+            let dc = *dc;
+            loops.push(async move {
+                let mut rng = spec.generator_rng(index);
+                let mut process = recorder.borrow_mut().new_process();
+                let mut seq = 0;
+                while now_ns() < spec.duration_ns {
+                    let request = generator.next(&mut rng, process, seq);
+                    seq += 1;
+                    let started = now_ns();
+                    if spec.record_history {
+                        recorder.borrow_mut().invoke(process, dc, &request, started);
+                    }
+                    let result = session.execute(request.clone()).await;
+                    let ended = now_ns();
+                    if spec.measured(started, ended) {
+                        metrics.borrow_mut().record(&request, &result, ended - started);
+                    }
+                    if spec.record_history {
+                        process = recorder.borrow_mut().complete(process, dc, &request, &result, ended);
+                    }
+                }
+            });
+        }
+    }
+    futures::future::join_all(loops).await;
+    let metrics = metrics.into_inner();
+    Ok(RunReport {
+        protocol: P::NAME.to_string(),
+        summary: metrics.summary(spec.measured_seconds()),
+        history: spec.record_history.then(|| recorder.into_inner().events),
+        sim_events: None,
+    })
+}

@@ -1,0 +1,263 @@
+//! Connection plumbing shared by the server and the client runtime: batching writers with an emulated-latency
+//! delay queue, and outbound peer links that connect lazily and reconnect with backoff.
+
+use crate::frame::{self, Frame};
+use bytes::BytesMut;
+use futures::StreamExt;
+use snowline_core::{Addr, Message};
+use std::collections::VecDeque;
+use std::future::Future;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender, error::TryRecvError};
+use tokio::time::{Duration, Instant, sleep, sleep_until};
+use tokio_util::codec::FramedRead;
+
+/// A frame queued for writing, stamped with when it was sent (the delay queue adds the link latency).
+pub(crate) type Out<M> = (Instant, Frame<M>);
+/// The sending side of a connection's write queue.
+pub(crate) type OutTx<M> = UnboundedSender<Out<M>>;
+
+/// Write at most this many bytes per `write_all` before looking at the queue again.
+const MAX_BATCH_BYTES: usize = 1 << 20;
+
+/// How a write loop ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum WriteEnd {
+    /// Every sender was dropped and everything queued was written.
+    Drained,
+    /// The connection broke or `stop` resolved; `pending` keeps what was not yet written.
+    Broken,
+}
+
+/// Write queued frames to `wr`: drain everything available, encode it into one buffer, write it with one
+/// call (batching is what makes throughput), repeat. A frame is held until `delay` after its stamp; the
+/// delay is constant per connection so order is kept. When every sender is gone, the rest is written at
+/// once (ignoring the delay) and the write half is shut down.
+pub(crate) async fn write_loop<M: Message>(
+    wr: &mut OwnedWriteHalf,
+    rx: &mut UnboundedReceiver<Out<M>>,
+    pending: &mut VecDeque<Out<M>>,
+    delay: Duration,
+    max_frame: usize,
+    label: &str,
+    stop: impl Future<Output = ()>,
+) -> WriteEnd {
+    let mut stop = std::pin::pin!(stop);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut closed = false;
+    loop {
+        while !closed {
+            match rx.try_recv() {
+                Ok(item) => pending.push_back(item),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => closed = true,
+            }
+        }
+        let now = Instant::now();
+        while let Some((stamp, _)) = pending.front() {
+            if !(closed || delay.is_zero() || *stamp + delay <= now) || buf.len() >= MAX_BATCH_BYTES {
+                break;
+            }
+            let (_, f) = pending.pop_front().expect("front exists");
+            if let Err(e) = frame::encode_into(&f, max_frame, &mut buf) {
+                eprintln!("warning: {label}: dropping an outgoing {}: {e}", describe(&f));
+            }
+        }
+        if !buf.is_empty() {
+            let res = tokio::select! {
+                biased;
+                r = wr.write_all(&buf) => r,
+                _ = &mut stop => return WriteEnd::Broken,
+            };
+            if let Err(e) = res {
+                eprintln!("warning: {label}: write failed, {} bytes of frames lost: {e}", buf.len());
+                return WriteEnd::Broken;
+            }
+            buf.clear();
+            continue;
+        }
+        if closed && pending.is_empty() {
+            let _ = wr.shutdown().await;
+            return WriteEnd::Drained;
+        }
+        let wake = pending.front().map(|(stamp, _)| *stamp + delay);
+        tokio::select! {
+            biased;
+            _ = &mut stop => return WriteEnd::Broken,
+            item = rx.recv(), if !closed => match item {
+                Some(item) => pending.push_back(item),
+                None => closed = true,
+            },
+            _ = sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {}
+        }
+    }
+}
+
+fn describe<M: Message>(f: &Frame<M>) -> String {
+    match f {
+        Frame::Msg { from, to, msg } => format!("{} message {from} -> {to}", msg.kind()),
+        Frame::Hello { .. } => "hello".into(),
+        Frame::Error { .. } => "error frame".into(),
+    }
+}
+
+/// What a peer link's reader reports to its owner (the client driver).
+pub(crate) enum NetIn<M> {
+    Msg { from: Addr, to: Addr, msg: M },
+    /// The link to peer `peer` broke or could not be established.
+    Down { peer: usize, reason: String },
+}
+
+/// Everything a lazily connected outbound link needs.
+pub(crate) struct PeerSpec<M> {
+    /// Index of the peer node (reported in [`NetIn::Down`]).
+    pub peer: usize,
+    pub addr: String,
+    /// For messages: "dc0/p1 -> node 3 (127.0.0.1:7103)".
+    pub label: String,
+    pub hello: Frame<M>,
+    /// Emulated latency of frames written on this link.
+    pub write_delay: Duration,
+    /// Emulated latency of frames read from this link (client runtime: replies from a remote dc).
+    pub read_delay: Duration,
+    pub max_frame: usize,
+    /// Where frames read back are forwarded; `None`: only `Error` frames are logged.
+    pub inbound: Option<UnboundedSender<NetIn<M>>>,
+}
+
+/// Start an outbound link; returns its queue. The task connects on the first frame, sends `Hello` first on
+/// every connection, keeps frames queued while disconnected and reconnects with exponential backoff.
+/// It ends when every sender is dropped and the queue is written (or when aborted).
+pub(crate) fn spawn_peer<M: Message>(tasks: &mut tokio::task::JoinSet<()>, spec: PeerSpec<M>) -> OutTx<M> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tasks.spawn(peer_task(spec, rx));
+    tx
+}
+
+async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<M>>) {
+    let mut pending: VecDeque<Out<M>> = VecDeque::new();
+    let mut backoff = Duration::from_millis(20);
+    let mut failing = false;
+    loop {
+        if pending.is_empty() {
+            match rx.recv().await {
+                Some(item) => pending.push_back(item),
+                None => return,
+            }
+        }
+        let stream = match TcpStream::connect(&spec.addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                if !failing {
+                    eprintln!("warning: {}: cannot connect ({e}); queueing and retrying", spec.label);
+                    if let Some(inbound) = &spec.inbound {
+                        let reason = format!("cannot connect to {}: {e}", spec.label);
+                        let _ = inbound.send(NetIn::Down { peer: spec.peer, reason });
+                    }
+                }
+                failing = true;
+                sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        if failing {
+            eprintln!("{}: connected", spec.label);
+        }
+        failing = false;
+        backoff = Duration::from_millis(20);
+        let _ = stream.set_nodelay(true);
+        let (rd, mut wr) = stream.into_split();
+        let mut hello = BytesMut::new();
+        frame::encode_into(&spec.hello, spec.max_frame, &mut hello).expect("a hello fits in any frame");
+        if let Err(e) = wr.write_all(&hello).await {
+            eprintln!("warning: {}: handshake failed: {e}", spec.label);
+            continue;
+        }
+        let reader = tokio::spawn(read_peer(
+            rd,
+            spec.label.clone(),
+            spec.max_frame,
+            spec.read_delay,
+            spec.inbound.clone(),
+        ));
+        let abort = reader.abort_handle();
+        let end = write_loop(&mut wr, &mut rx, &mut pending, spec.write_delay, spec.max_frame, &spec.label, async {
+            let _ = reader.await;
+        })
+        .await;
+        abort.abort();
+        if end == WriteEnd::Drained {
+            return;
+        }
+        if let Some(inbound) = &spec.inbound {
+            let reason = format!("connection to {} lost", spec.label);
+            let _ = inbound.send(NetIn::Down { peer: spec.peer, reason });
+        }
+        sleep(backoff).await;
+    }
+}
+
+/// Read what a peer sends back on an outbound link: `Error` frames are logged, messages forwarded (held
+/// for `delay` first). Returns when the connection closes or fails.
+async fn read_peer<M: Message>(
+    rd: OwnedReadHalf,
+    label: String,
+    max_frame: usize,
+    delay: Duration,
+    inbound: Option<UnboundedSender<NetIn<M>>>,
+) {
+    let mut frames = FramedRead::new(rd, frame::codec(max_frame));
+    let mut held: VecDeque<(Instant, NetIn<M>)> = VecDeque::new();
+    loop {
+        let wake = held.front().map(|(due, _)| *due);
+        let next = tokio::select! {
+            biased;
+            _ = sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {
+                let now = Instant::now();
+                while held.front().is_some_and(|(due, _)| *due <= now) {
+                    let (_, m) = held.pop_front().expect("front exists");
+                    if let Some(inbound) = &inbound {
+                        let _ = inbound.send(m);
+                    }
+                }
+                continue;
+            }
+            next = frames.next() => next,
+        };
+        let bytes = match next {
+            None => break,
+            Some(Ok(b)) => b,
+            Some(Err(e)) => {
+                eprintln!("warning: {label}: closing connection: {e}");
+                break;
+            }
+        };
+        match frame::decode::<M>(&bytes) {
+            Ok(Frame::Msg { from, to, msg }) => {
+                let Some(inbound) = &inbound else { continue };
+                let m = NetIn::Msg { from, to, msg };
+                if delay.is_zero() {
+                    let _ = inbound.send(m);
+                } else {
+                    held.push_back((Instant::now() + delay, m));
+                }
+            }
+            Ok(Frame::Error { message }) => eprintln!("warning: {label}: peer closed the connection: {message}"),
+            Ok(Frame::Hello { .. }) => {}
+            Err(e) => {
+                eprintln!("warning: {label}: closing connection: {e}");
+                break;
+            }
+        }
+    }
+    // Messages already received are still delivered, after their emulated latency.
+    if let (Some((due, _)), Some(inbound)) = (held.back(), &inbound) {
+        sleep_until(*due).await;
+        for (_, m) in held {
+            let _ = inbound.send(m);
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! The server process: [`run_server`] hosts the partition servers a node of `cluster.toml` lists and
+//! drives them by the driver contract of `snowline_core::protocol`.
+//!
+//! # Structure
+//!
+//! * One **event loop** (the future `run_server` itself) owns every hosted `P::Server`, their clocks and
+//!   random generators, the timer heap and the routing tables. It feeds nodes one input at a time, so
+//!   protocol state needs no locks.
+//! * An **accept task** spawns one task per inbound connection. It checks the `Hello` (protocol name),
+//!   then decodes frames and pushes `(from, to, msg)` into the event loop's bounded inbox (a slow event
+//!   loop pushes back on TCP); it also writes what the event loop sends to clients on that connection.
+//! * One **outbound link task** per peer node, started on the first message to it: it connects lazily,
+//!   sends `Hello`, reconnects with backoff while queueing, and writes everything queued with one write
+//!   call. A link to a node of another datacenter holds each frame for the configured one-way latency
+//!   (constant per link, so FIFO order is kept) in its queue: one delay queue per peer, not a task per
+//!   message.
+//! * Messages between partitions hosted in the same process never touch a socket: they go through a
+//!   local queue of the event loop.
+//! * Messages to `Addr::Client(id)` go back on the connection that client's last message arrived on, or
+//!   else on a connection from the same client runtime (its `Hello` carries the runtime's id prefix, the
+//!   high 32 bits of its client ids); if there is none they are dropped (driver contract, rule 4). So a
+//!   server can reach a client only over a connection that client's runtime opened to this process.
+//!
+//! Clocks: each input gets the wall clock (nanoseconds since the UNIX epoch, so clocks are comparable
+//! across processes), kept non-decreasing per node. Timers run on tokio's monotonic clock.
+
+use crate::config::ClusterConfig;
+use crate::conn::{self, OutTx, PeerSpec};
+use crate::frame::{self, Frame};
+use crate::util::{NodeClock, TimerHeap, far_future, node_rng};
+use crate::NetError;
+use futures::StreamExt;
+use rand::rngs::SmallRng;
+use snowline_core::{Addr, ClientId, Ctx, DcId, Effects, Protocol, ServerId, ServerNode};
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::{Duration, Instant};
+use tokio_util::codec::FramedRead;
+
+/// Capacity of the event loop's inbox (messages from all connections).
+const INBOX: usize = 64 * 1024;
+/// How long shutdown waits for queued outbound frames to be written.
+const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
+
+enum Inbound<M> {
+    /// A connection completed its handshake; frames to clients on it go to `tx`. `from` is the `Hello`'s.
+    Connected { conn: u64, from: Addr, tx: OutTx<M> },
+    Msg { conn: u64, from: Addr, to: Addr, msg: M },
+    Closed { conn: u64 },
+}
+
+struct Hosted<P: Protocol> {
+    id: ServerId,
+    node: P::Server,
+    rng: SmallRng,
+    clock: NodeClock,
+}
+
+enum Input<P: Protocol> {
+    Start,
+    Msg(Addr, P::Msg),
+    Timer(P::Timer),
+}
+
+/// Run node `node_id` of `config` until `shutdown` resolves, then stop accepting, give queued outbound
+/// frames a moment to be written, and return `Ok(())`.
+///
+/// Errors: an invalid config, a `node_id` not in it, a config naming another protocol than `P`, or an
+/// address that cannot be bound. Works on a current-thread runtime (the recommended setup).
+pub async fn run_server<P: Protocol>(
+    config: ClusterConfig,
+    node_id: u32,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), NetError> {
+    config.validate()?;
+    if config.protocol != P::NAME {
+        return Err(NetError::ProtocolMismatch { config: config.protocol.clone(), runtime: P::NAME });
+    }
+    let me = config.node(node_id).ok_or(NetError::UnknownNode(node_id))?.clone();
+    let listener =
+        TcpListener::bind(&me.addr).await.map_err(|source| NetError::Bind { addr: me.addr.clone(), source })?;
+    eprintln!(
+        "snowline server: node {node_id} ({}) listening on {}, hosting {}",
+        P::NAME,
+        me.addr,
+        me.servers().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+    );
+    let config = Arc::new(config);
+    let (inbox_tx, mut inbox) = mpsc::channel(INBOX);
+    let (stop_accept, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let accept = tokio::spawn(accept_loop::<P>(listener, inbox_tx, config.max_frame_bytes, stop_rx));
+
+    let mut server = EventLoop::<P>::new(config, node_id);
+    for idx in 0..server.hosted.len() {
+        server.handle(idx, Input::Start);
+    }
+    server.drain_local();
+
+    let mut shutdown = std::pin::pin!(shutdown);
+    let sleep = tokio::time::sleep_until(far_future());
+    let mut sleep = std::pin::pin!(sleep);
+    let mut armed: Option<Instant> = None;
+    loop {
+        let next = server.timers.next_due();
+        if next != armed {
+            sleep.as_mut().reset(next.unwrap_or_else(far_future));
+            armed = next;
+        }
+        tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            _ = &mut sleep, if armed.is_some() => {
+                armed = None;
+                server.fire_due_timers();
+            }
+            ev = inbox.recv() => {
+                let Some(ev) = ev else { break };
+                server.on_inbound(ev);
+                for _ in 0..1024 {
+                    match inbox.try_recv() {
+                        Ok(ev) => server.on_inbound(ev),
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        server.drain_local();
+    }
+
+    // Shutdown: stop accepting, let links write what is queued (ignoring emulated latency), then abort.
+    let _ = stop_accept.send(());
+    let mut tasks = std::mem::take(&mut server.tasks);
+    drop(server);
+    let _ = tokio::time::timeout(SHUTDOWN_FLUSH, async { while tasks.join_next().await.is_some() {} }).await;
+    accept.abort();
+    let _ = accept.await;
+    eprintln!("snowline server: node {node_id} stopped");
+    Ok(())
+}
+
+struct EventLoop<P: Protocol> {
+    config: Arc<ClusterConfig>,
+    dc: DcId,
+    hosted: Vec<Hosted<P>>,
+    /// Partition of our dc → index into `hosted`.
+    by_partition: Vec<Option<usize>>,
+    /// `dc * partitions + partition` → index of the hosting node in `config.nodes`.
+    node_of_server: Vec<usize>,
+    /// Outbound links, by node index; started on first use.
+    peers: Vec<Option<OutTx<P::Msg>>>,
+    conns: HashMap<u64, OutTx<P::Msg>>,
+    clients: HashMap<ClientId, u64>,
+    /// Client runtime id prefix (high 32 bits of its client ids, from its `Hello`) → connection: reaches
+    /// a client of that runtime that has not sent anything on a connection to this process yet.
+    client_runtimes: HashMap<u64, u64>,
+    local: VecDeque<(usize, Addr, P::Msg)>,
+    timers: TimerHeap<usize, P::Timer>,
+    effects: Effects<P>,
+    hello: Frame<P::Msg>,
+    tasks: JoinSet<()>,
+    /// Monotonic time of the input being handled (stamps outgoing frames for the latency queues).
+    now: Instant,
+}
+
+impl<P: Protocol> EventLoop<P> {
+    fn new(config: Arc<ClusterConfig>, node_id: u32) -> Self {
+        let me = config.node(node_id).expect("checked by the caller").clone();
+        let topology = config.topology();
+        let mut by_partition = vec![None; usize::from(config.partitions)];
+        let mut hosted = Vec::new();
+        for id in me.servers() {
+            by_partition[usize::from(id.partition)] = Some(hosted.len());
+            let salt = (u64::from(id.dc) << 16) | u64::from(id.partition);
+            hosted.push(Hosted {
+                id,
+                node: P::server(id, topology, &config.protocol_config),
+                rng: node_rng(salt),
+                clock: NodeClock::default(),
+            });
+        }
+        let node_of_server = topology
+            .servers()
+            .map(|s| {
+                config.nodes.iter().position(|n| n.dc == s.dc && n.partitions.contains(&s.partition)).expect("validated")
+            })
+            .collect();
+        let hello = Frame::Hello { protocol: P::NAME.to_owned(), from: Addr::Server(hosted[0].id) };
+        Self {
+            dc: me.dc,
+            peers: vec![None; config.nodes.len()],
+            config,
+            hosted,
+            by_partition,
+            node_of_server,
+            conns: HashMap::new(),
+            clients: HashMap::new(),
+            client_runtimes: HashMap::new(),
+            local: VecDeque::new(),
+            timers: TimerHeap::new(),
+            effects: Effects::default(),
+            hello,
+            tasks: JoinSet::new(),
+            now: Instant::now(),
+        }
+    }
+
+    fn hosted_index(&self, s: ServerId) -> Option<usize> {
+        if s.dc != self.dc {
+            return None;
+        }
+        self.by_partition.get(usize::from(s.partition)).copied().flatten()
+    }
+
+    fn on_inbound(&mut self, ev: Inbound<P::Msg>) {
+        match ev {
+            Inbound::Connected { conn, from, tx } => {
+                self.conns.insert(conn, tx);
+                if let Addr::Client(c) = from {
+                    self.client_runtimes.insert(c.0 >> 32, conn);
+                }
+            }
+            Inbound::Closed { conn } => {
+                self.conns.remove(&conn);
+                self.clients.retain(|_, c| *c != conn);
+                self.client_runtimes.retain(|_, c| *c != conn);
+            }
+            Inbound::Msg { conn, from, to, msg } => {
+                let Addr::Server(to_server) = to else {
+                    eprintln!("warning: dropping a {} message from {from} addressed to client {to}", msg.kind());
+                    return;
+                };
+                let Some(idx) = self.hosted_index(to_server) else {
+                    eprintln!("warning: dropping a {} message from {from} to {to}: not hosted here", msg.kind());
+                    return;
+                };
+                if let Addr::Client(c) = from {
+                    self.clients.insert(c, conn);
+                }
+                self.handle(idx, Input::Msg(from, msg));
+            }
+        }
+    }
+
+    fn fire_due_timers(&mut self) {
+        let now = Instant::now();
+        while let Some((idx, timer)) = self.timers.pop_due(now) {
+            self.handle(idx, Input::Timer(timer));
+        }
+    }
+
+    fn drain_local(&mut self) {
+        while let Some((idx, from, msg)) = self.local.pop_front() {
+            self.handle(idx, Input::Msg(from, msg));
+        }
+    }
+
+    /// Feed one input to hosted node `idx` and carry out its effects in order.
+    fn handle(&mut self, idx: usize, input: Input<P>) {
+        self.now = Instant::now();
+        let h = &mut self.hosted[idx];
+        let now_ns = h.clock.read();
+        let mut cx = Ctx::new(now_ns, &mut h.rng, &mut self.effects);
+        match input {
+            Input::Start => h.node.on_start(&mut cx),
+            Input::Msg(from, msg) => h.node.on_message(&mut cx, from, msg),
+            Input::Timer(t) => h.node.on_timer(&mut cx, t),
+        }
+        let me = h.id;
+        let mut effects = std::mem::take(&mut self.effects);
+        for (to, msg) in effects.sends.drain(..) {
+            self.send(me, to, msg);
+        }
+        for (delay_ns, timer) in effects.timers.drain(..) {
+            self.timers.push(self.now, delay_ns, idx, timer);
+        }
+        for (op, _) in effects.completions.drain(..) {
+            eprintln!("warning: server {me} completed operation {op:?}; servers have no operations to complete");
+        }
+        effects.clear();
+        self.effects = effects;
+    }
+
+    fn send(&mut self, from: ServerId, to: Addr, msg: P::Msg) {
+        match to {
+            Addr::Server(s) => {
+                if let Some(idx) = self.hosted_index(s) {
+                    self.local.push_back((idx, Addr::Server(from), msg));
+                    return;
+                }
+                if s.dc >= self.config.dcs || s.partition >= self.config.partitions {
+                    eprintln!("warning: {from} sent a {} message to {s}, which does not exist", msg.kind());
+                    return;
+                }
+                let node = self.node_of_server[usize::from(s.dc) * usize::from(self.config.partitions)
+                    + usize::from(s.partition)];
+                let tx = match &self.peers[node] {
+                    Some(tx) => tx,
+                    None => {
+                        let peer = &self.config.nodes[node];
+                        let delay = Duration::from_nanos(self.config.latency_ns(self.dc, peer.dc));
+                        let spec = PeerSpec {
+                            peer: node,
+                            addr: peer.addr.clone(),
+                            label: format!("link to node {} ({})", peer.id, peer.addr),
+                            hello: self.hello.clone(),
+                            write_delay: delay,
+                            read_delay: Duration::ZERO,
+                            max_frame: self.config.max_frame_bytes,
+                            inbound: None,
+                        };
+                        self.peers[node] = Some(conn::spawn_peer(&mut self.tasks, spec));
+                        self.peers[node].as_ref().expect("just set")
+                    }
+                };
+                let _ = tx.send((self.now, Frame::Msg { from: Addr::Server(from), to, msg }));
+            }
+            Addr::Client(c) => {
+                let Some(conn) = self.clients.get(&c).or_else(|| self.client_runtimes.get(&(c.0 >> 32))) else {
+                    return;
+                };
+                let Some(tx) = self.conns.get(conn) else { return };
+                let _ = tx.send((self.now, Frame::Msg { from: Addr::Server(from), to, msg }));
+            }
+        }
+    }
+}
+
+async fn accept_loop<P: Protocol>(
+    listener: TcpListener,
+    inbox: mpsc::Sender<Inbound<P::Msg>>,
+    max_frame: usize,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    // Connection tasks live in this set: aborting the accept task closes every inbound connection.
+    let mut conns = JoinSet::new();
+    let mut next_conn = 0u64;
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                next_conn += 1;
+                conns.spawn(serve_conn::<P>(stream, peer, next_conn, inbox.clone(), max_frame));
+            }
+            Err(e) => {
+                // Typically out of file descriptors: back off instead of spinning.
+                eprintln!("warning: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    drop(listener);
+    // Keep serving established connections until aborted (shutdown lets them flush meanwhile).
+    while conns.join_next().await.is_some() {}
+}
+
+/// One inbound connection: handshake, then frames into the inbox; replies to clients are written by a
+/// batching writer running alongside.
+async fn serve_conn<P: Protocol>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    conn: u64,
+    inbox: mpsc::Sender<Inbound<P::Msg>>,
+    max_frame: usize,
+) {
+    let (rd, mut wr) = stream.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let label = format!("connection from {peer}");
+    let mut pending = VecDeque::new();
+    let mut registered = false;
+    {
+        let writer =
+            conn::write_loop(&mut wr, &mut rx, &mut pending, Duration::ZERO, max_frame, &label, std::future::pending());
+        let mut writer = std::pin::pin!(writer);
+        let reader = read_conn::<P>(rd, &label, conn, &tx, &inbox, max_frame, &mut registered);
+        tokio::select! {
+            _ = reader => {}
+            _ = &mut writer => {}
+        }
+        if registered {
+            let _ = inbox.send(Inbound::Closed { conn }).await;
+        }
+        drop(tx);
+        // Write what is still queued (an Error frame, replies), then close.
+        let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    }
+}
+
+async fn read_conn<P: Protocol>(
+    rd: tokio::net::tcp::OwnedReadHalf,
+    label: &str,
+    conn: u64,
+    tx: &OutTx<P::Msg>,
+    inbox: &mpsc::Sender<Inbound<P::Msg>>,
+    max_frame: usize,
+    registered: &mut bool,
+) {
+    let mut frames = FramedRead::new(rd, frame::codec(max_frame));
+    let reject = |why: String| {
+        eprintln!("warning: {label}: closing connection: {why}");
+        let _ = tx.send((Instant::now(), Frame::Error { message: why }));
+    };
+    while let Some(next) = frames.next().await {
+        let bytes = match next {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return reject(format!("bad frame: {e} (max_frame_bytes = {max_frame})"));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return reject(format!("truncated frame at end of stream: {e}"));
+            }
+            Err(e) => {
+                eprintln!("warning: {label}: read failed: {e}");
+                return;
+            }
+        };
+        let frame = match frame::decode::<P::Msg>(&bytes) {
+            Ok(f) => f,
+            Err(e) => return reject(format!("bad frame: {e}")),
+        };
+        match frame {
+            Frame::Hello { protocol, from } => {
+                if *registered {
+                    continue;
+                }
+                if protocol != P::NAME {
+                    return reject(format!(
+                        "protocol mismatch: this server runs {:?}, peer {from} runs {protocol:?}",
+                        P::NAME
+                    ));
+                }
+                if inbox.send(Inbound::Connected { conn, from, tx: tx.clone() }).await.is_err() {
+                    return;
+                }
+                *registered = true;
+            }
+            Frame::Msg { .. } | Frame::Error { .. } if !*registered => {
+                return reject("the first frame on a connection must be Hello".into());
+            }
+            Frame::Msg { from, to, msg } => {
+                if inbox.send(Inbound::Msg { conn, from, to, msg }).await.is_err() {
+                    return;
+                }
+            }
+            Frame::Error { message } => eprintln!("warning: {label}: peer reports: {message}"),
+        }
+    }
+}

@@ -1,0 +1,730 @@
+//! The event loop: one virtual clock, one event queue, one inbox per node.
+
+use crate::model::{CLOCK_BASE_NS, ClockModel, NetworkModel, SimConfig};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use snowline_core::{
+    Addr, ClientId, ClientNode, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, Reply, Request, ServerId,
+    ServerNode, Topology,
+};
+use std::cmp::Ordering;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A message in flight, as the scenario API's filters see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Envelope<M> {
+    pub from: Addr,
+    pub to: Addr,
+    pub msg: M,
+    /// Virtual time the message left its sender (the end of the handler that sent it).
+    pub sent_at_ns: u64,
+}
+
+/// An operation completed by a client node, at virtual time `time_ns`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completion {
+    pub client: ClientId,
+    pub op: OpId,
+    pub result: Result<Reply, OpError>,
+    pub time_ns: u64,
+}
+
+/// Names a message filter installed by [`Sim::hold`] or [`Sim::drop_matching`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HoldId(pub u64);
+
+type Filter<M> = Box<dyn Fn(&Envelope<M>) -> bool>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FilterKind {
+    Hold,
+    Drop,
+}
+
+/// One input to a node's handler.
+enum Input<P: Protocol> {
+    Message(Envelope<P::Msg>),
+    Timer(P::Timer),
+    Request(OpId, Request),
+}
+
+/// What an event does when its time comes.
+enum Payload<P: Protocol> {
+    /// A message reaches its destination: the filters see it, then it joins the inbox of node `.0`.
+    Net(u32, Envelope<P::Msg>),
+    /// An input joins the inbox of node `.0`, bypassing the filters (timers, requests, released messages).
+    Input(u32, Input<P>),
+    /// Node `.0` is free again and handles the next input of its inbox.
+    Run(u32),
+    /// A completion reaches the application.
+    Complete(Completion),
+}
+
+/// A queue entry; the payload lives in the slab so heap moves stay small. Ordered so that the
+/// `BinaryHeap` (a max-heap) pops the smallest `(time, seq)` first.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct QueueEntry {
+    time: u64,
+    seq: u64,
+    slot: u32,
+}
+
+impl Ord for QueueEntry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.time, other.seq).cmp(&(self.time, self.seq))
+    }
+}
+
+impl PartialOrd for QueueEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A node's physical clock: offset and drift fixed at creation, readings clamped to be non-decreasing.
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    offset_ns: i64,
+    /// Drift as a fraction (ppm · 1e-6).
+    drift: f64,
+    last_ns: u64,
+}
+
+impl Clock {
+    fn new(model: &ClockModel, rng: &mut SmallRng) -> Self {
+        let skew = model.max_skew_ns as i64;
+        let offset_ns = rng.random_range(-skew..=skew);
+        let ppm = model.max_drift_ppm;
+        let drift = if ppm > 0.0 { rng.random_range(-ppm..=ppm) * 1e-6 } else { 0.0 };
+        Self { offset_ns, drift, last_ns: 0 }
+    }
+
+    fn peek(&self, virtual_ns: u64) -> u64 {
+        let drifted = (virtual_ns as f64 * self.drift) as i64;
+        let raw = (CLOCK_BASE_NS as i64).saturating_add(virtual_ns as i64).saturating_add(drifted + self.offset_ns);
+        (raw.max(0) as u64).max(self.last_ns)
+    }
+
+    fn read(&mut self, virtual_ns: u64) -> u64 {
+        self.last_ns = self.peek(virtual_ns);
+        self.last_ns
+    }
+}
+
+/// Everything the simulator keeps per node besides the protocol's state machine.
+struct NodeMeta<P: Protocol> {
+    addr: Addr,
+    dc: DcId,
+    rng: SmallRng,
+    clock: Clock,
+    /// The node handles its next input no earlier than this.
+    busy_until: u64,
+    /// Total virtual time spent in handlers.
+    busy_ns: u64,
+    /// A `Run` event is queued (invariant: the inbox is non-empty only while one is).
+    scheduled: bool,
+    inbox: VecDeque<Input<P>>,
+}
+
+struct Partition {
+    a: DcId,
+    b: DcId,
+    from_ns: u64,
+    until_ns: u64,
+}
+
+impl Partition {
+    fn separates(&self, x: DcId, y: DcId) -> bool {
+        (self.a == x && self.b == y) || (self.a == y && self.b == x)
+    }
+
+    fn covers(&self, t: u64) -> bool {
+        self.from_ns <= t && t < self.until_ns
+    }
+}
+
+/// FxHash-style hasher for the per-link FIFO map (keys are `u64`s; the map is looked up, never iterated).
+#[derive(Default)]
+struct LinkHasher(u64);
+
+impl Hasher for LinkHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+const STREAM_NODE_RNG: u64 = 1;
+const STREAM_CLOCK: u64 = 2;
+const STREAM_NETWORK: u64 = 3;
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A seed for generator `stream` of entity `id`, independent of the order entities are created in.
+fn derive_seed(seed: u64, stream: u64, id: u64) -> u64 {
+    splitmix64(splitmix64(seed ^ splitmix64(stream)) ^ id)
+}
+
+fn addr_code(addr: Addr) -> u64 {
+    match addr {
+        Addr::Server(s) => (1 << 63) | (u64::from(s.dc) << 16) | u64::from(s.partition),
+        Addr::Client(c) => c.0 & !(1 << 63),
+    }
+}
+
+/// A deterministic discrete-event simulation of protocol `P`. See the crate docs for the model.
+pub struct Sim<P: Protocol> {
+    config: SimConfig,
+    fifo: bool,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<QueueEntry>,
+    slab: Vec<Option<Payload<P>>>,
+    free_slots: Vec<u32>,
+    /// Per node, servers first (index `dc · partitions + partition`), then clients (index `servers + id`).
+    meta: Vec<NodeMeta<P>>,
+    servers: Vec<P::Server>,
+    clients: Vec<P::Client>,
+    /// Reused by every handler call.
+    fx: Effects<P>,
+    net_rng: SmallRng,
+    /// Last delivery time per directed link `(from << 32) | to`, for FIFO links.
+    links: HashMap<u64, u64, BuildHasherDefault<LinkHasher>>,
+    partitions: Vec<Partition>,
+    partitions_end_ns: u64,
+    filters: Vec<(HoldId, FilterKind, Filter<P::Msg>)>,
+    next_hold: u64,
+    held: Vec<(u32, Envelope<P::Msg>)>,
+    ready: VecDeque<Completion>,
+    events: u64,
+    inputs: u64,
+    messages_sent: u64,
+    messages_dropped: u64,
+    kinds: Vec<(&'static str, u64)>,
+    trace: Option<Vec<String>>,
+}
+
+impl<P: Protocol> Sim<P> {
+    /// Build one server node per topology server and call `on_start` on each at virtual time 0, in
+    /// `ServerId` order. Panics if the config is invalid ([`SimConfig::validate`]).
+    pub fn new(config: SimConfig) -> Self {
+        if let Err(e) = config.validate() {
+            panic!("invalid simulator config: {e}");
+        }
+        let topology = config.topology;
+        let fifo = P::links().fifo || !config.network.reorder;
+        let net_rng = SmallRng::seed_from_u64(derive_seed(config.seed, STREAM_NETWORK, 0));
+        let mut sim = Self {
+            fifo,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            slab: Vec::new(),
+            free_slots: Vec::new(),
+            meta: Vec::new(),
+            servers: Vec::new(),
+            clients: Vec::new(),
+            fx: Effects::default(),
+            net_rng,
+            links: HashMap::default(),
+            partitions: Vec::new(),
+            partitions_end_ns: 0,
+            filters: Vec::new(),
+            next_hold: 0,
+            held: Vec::new(),
+            ready: VecDeque::new(),
+            events: 0,
+            inputs: 0,
+            messages_sent: 0,
+            messages_dropped: 0,
+            kinds: Vec::new(),
+            trace: None,
+            config,
+        };
+        for id in topology.servers() {
+            debug_assert_eq!(sim.server_index(id) as usize, sim.servers.len());
+            sim.servers.push(P::server(id, topology, &sim.config.protocol));
+            let meta = sim.new_meta(Addr::Server(id), id.dc);
+            sim.meta.push(meta);
+        }
+        for idx in 0..sim.servers.len() as u32 {
+            sim.start(idx);
+        }
+        sim
+    }
+
+    /// Add a client session in datacenter `dc` (ids 0, 1, 2, ... in call order) and call its `on_start` now.
+    pub fn add_client(&mut self, dc: DcId) -> ClientId {
+        assert!(dc < self.config.topology.dcs, "add_client: datacenter {dc} is not in the topology");
+        let id = ClientId(self.clients.len() as u64);
+        self.clients.push(P::client(id, dc, self.config.topology, &self.config.protocol));
+        let meta = self.new_meta(Addr::Client(id), dc);
+        self.meta.push(meta);
+        self.start(self.meta.len() as u32 - 1);
+        id
+    }
+
+    /// Hand `request` to client `client` now: it joins the client's inbox at the current virtual time.
+    pub fn submit(&mut self, client: ClientId, op: OpId, request: Request) {
+        let idx = self.client_index(client).unwrap_or_else(|| panic!("submit: no client {client}"));
+        self.schedule(self.now, Payload::Input(idx, Input::Request(op, request)));
+    }
+
+    /// Current virtual time in nanoseconds.
+    pub fn now_ns(&self) -> u64 {
+        self.now
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.config.seed
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    pub fn topology(&self) -> Topology {
+        self.config.topology
+    }
+
+    /// Run events until a completion is produced (returned) or the next event lies after `deadline_ns`
+    /// (`None`; virtual time is then `deadline_ns`, or stays put if already later). Events at exactly
+    /// `deadline_ns` are run.
+    pub fn step_until(&mut self, deadline_ns: u64) -> Option<Completion> {
+        loop {
+            if let Some(c) = self.ready.pop_front() {
+                return Some(c);
+            }
+            match self.queue.peek() {
+                Some(e) if e.time <= deadline_ns => {
+                    self.step();
+                }
+                _ => {
+                    self.now = self.now.max(deadline_ns);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Every completion until `deadline_ns`, in order.
+    pub fn run_until(&mut self, deadline_ns: u64) -> Vec<Completion> {
+        let mut out = Vec::new();
+        while let Some(c) = self.step_until(deadline_ns) {
+            out.push(c);
+        }
+        out
+    }
+
+    /// [`Sim::run_until`] `now + by_ns`.
+    pub fn advance(&mut self, by_ns: u64) -> Vec<Completion> {
+        self.run_until(self.now.saturating_add(by_ns))
+    }
+
+    /// Process exactly one event; `false` if the queue is empty. Completions it produces wait in
+    /// [`Sim::drain_completions`] (and are also the next ones [`Sim::step_until`] returns).
+    pub fn step(&mut self) -> bool {
+        let Some(e) = self.queue.pop() else { return false };
+        debug_assert!(e.time >= self.now, "time went backwards");
+        self.now = e.time;
+        self.events += 1;
+        let payload = self.slab[e.slot as usize].take().expect("queued event has a payload");
+        self.free_slots.push(e.slot);
+        match payload {
+            Payload::Net(to, env) => self.arrive(to, env),
+            Payload::Input(to, input) => self.enqueue(to, input),
+            Payload::Run(idx) => {
+                let input = self.meta[idx as usize].inbox.pop_front().expect("a Run event has an input");
+                self.exec(idx, input);
+                let m = &mut self.meta[idx as usize];
+                if m.inbox.is_empty() {
+                    m.scheduled = false;
+                } else {
+                    let at = m.busy_until;
+                    self.schedule(at, Payload::Run(idx));
+                }
+            }
+            Payload::Complete(c) => self.ready.push_back(c),
+        }
+        true
+    }
+
+    /// Completions produced by [`Sim::step`] and not yet returned.
+    pub fn drain_completions(&mut self) -> Vec<Completion> {
+        self.ready.drain(..).collect()
+    }
+
+    /// Events taken off the queue so far (deliveries, queued inputs, handler runs, completions).
+    pub fn events_processed(&self) -> u64 {
+        self.events
+    }
+
+    /// Handler calls so far (`on_start` excluded).
+    pub fn inputs_handled(&self) -> u64 {
+        self.inputs
+    }
+
+    /// Events waiting in the queue.
+    pub fn pending_events(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn server(&self, id: ServerId) -> &P::Server {
+        &self.servers[self.server_index(id) as usize]
+    }
+
+    pub fn client(&self, id: ClientId) -> &P::Client {
+        &self.clients[usize::try_from(id.0).expect("client id fits usize")]
+    }
+
+    pub fn clients(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Messages handed to the network so far (including later held or dropped ones).
+    pub fn messages_sent(&self) -> u64 {
+        self.messages_sent
+    }
+
+    /// Messages lost: matched by [`Sim::drop_matching`], dropped from the held set, or sent to no client.
+    pub fn messages_dropped(&self) -> u64 {
+        self.messages_dropped
+    }
+
+    /// Messages sent per [`Message::kind`].
+    pub fn messages_by_kind(&self) -> BTreeMap<&'static str, u64> {
+        let mut out = BTreeMap::new();
+        for (k, n) in &self.kinds {
+            *out.entry(*k).or_insert(0) += n;
+        }
+        out
+    }
+
+    /// Virtual time server `id` has spent in handlers (its CPU utilisation is this over `now_ns`).
+    pub fn cpu_busy_ns(&self, id: ServerId) -> u64 {
+        self.meta[self.server_index(id) as usize].busy_ns
+    }
+
+    /// What node `addr`'s physical clock would read now (without consuming a reading).
+    pub fn clock_ns(&self, addr: Addr) -> u64 {
+        let idx = self.index_of(addr).unwrap_or_else(|| panic!("clock_ns: no node {addr}"));
+        self.meta[idx as usize].clock.peek(self.now)
+    }
+
+    /// Record a line per delivered, held or dropped message: `t=<ns> <from>-><to> <kind>[ HELD| DROPPED]`.
+    pub fn set_trace(&mut self, on: bool) {
+        match (on, &self.trace) {
+            (true, None) => self.trace = Some(Vec::new()),
+            (false, _) => self.trace = None,
+            _ => {}
+        }
+    }
+
+    /// The trace recorded since tracing was turned on (empty when off).
+    pub fn trace(&self) -> &[String] {
+        self.trace.as_deref().unwrap_or(&[])
+    }
+
+    // ---- scenario API ----
+
+    /// From now on, keep aside matching messages at the moment they would be delivered.
+    pub fn hold(&mut self, filter: impl Fn(&Envelope<P::Msg>) -> bool + 'static) -> HoldId {
+        self.add_filter(FilterKind::Hold, Box::new(filter))
+    }
+
+    /// From now on, lose matching messages at the moment they would be delivered.
+    pub fn drop_matching(&mut self, filter: impl Fn(&Envelope<P::Msg>) -> bool + 'static) -> HoldId {
+        self.add_filter(FilterKind::Drop, Box::new(filter))
+    }
+
+    /// Remove a filter installed by [`Sim::hold`] or [`Sim::drop_matching`]. Messages already held stay held.
+    pub fn stop_holding(&mut self, id: HoldId) {
+        self.filters.retain(|(h, _, _)| *h != id);
+    }
+
+    /// Messages held so far and not released or dropped, in the order they were held.
+    pub fn held(&self) -> Vec<&Envelope<P::Msg>> {
+        self.held.iter().map(|(_, e)| e).collect()
+    }
+
+    /// Deliver the matching held messages now, in the order they were held (they bypass the filters and
+    /// partitions, and may overtake messages on their link). Returns how many.
+    pub fn release(&mut self, filter: impl Fn(&Envelope<P::Msg>) -> bool) -> usize {
+        let matching = self.take_held(&filter);
+        let n = matching.len();
+        for (to, env) in matching {
+            self.trace_line(&env, " RELEASED");
+            self.schedule(self.now, Payload::Input(to, Input::Message(env)));
+        }
+        n
+    }
+
+    /// Lose the matching held messages. Returns how many.
+    pub fn drop_held(&mut self, filter: impl Fn(&Envelope<P::Msg>) -> bool) -> usize {
+        let n = self.take_held(&filter).len();
+        self.messages_dropped += n as u64;
+        n
+    }
+
+    /// Between datacenters `a` and `b` (both directions), messages sent or due to arrive in
+    /// `[from_ns, until_ns)` arrive at `until_ns` at the earliest, like TCP riding out an outage: none is
+    /// lost, FIFO links stay FIFO. Applies to messages already in flight too.
+    pub fn partition_dcs(&mut self, a: DcId, b: DcId, from_ns: u64, until_ns: u64) {
+        assert!(a != b, "partition_dcs: a datacenter cannot be partitioned from itself");
+        assert!(from_ns <= until_ns, "partition_dcs: from_ns > until_ns");
+        let dcs = self.config.topology.dcs;
+        assert!(a < dcs && b < dcs, "partition_dcs: datacenter out of range");
+        let p = Partition { a, b, from_ns, until_ns };
+        let mut entries = std::mem::take(&mut self.queue).into_vec();
+        for e in &mut entries {
+            if let Some(Payload::Net(to, env)) = &self.slab[e.slot as usize] {
+                let from = self.index_of(env.from).expect("sender exists");
+                let (x, y) = (self.meta[from as usize].dc, self.meta[*to as usize].dc);
+                if p.separates(x, y) && (p.covers(env.sent_at_ns) || p.covers(e.time)) {
+                    e.time = e.time.max(until_ns);
+                    if self.fifo {
+                        let last = self.links.entry(link_key(from, *to)).or_insert(0);
+                        *last = (*last).max(e.time);
+                    }
+                }
+            }
+        }
+        self.queue = BinaryHeap::from(entries);
+        self.partitions.retain(|q| q.until_ns > self.now);
+        self.partitions.push(p);
+        self.partitions_end_ns = self.partitions.iter().map(|q| q.until_ns).max().unwrap_or(0);
+    }
+
+    // ---- internals ----
+
+    fn new_meta(&self, addr: Addr, dc: DcId) -> NodeMeta<P> {
+        let code = addr_code(addr);
+        let rng = SmallRng::seed_from_u64(derive_seed(self.config.seed, STREAM_NODE_RNG, code));
+        let mut clock_rng = SmallRng::seed_from_u64(derive_seed(self.config.seed, STREAM_CLOCK, code));
+        let clock = Clock::new(&self.config.clocks, &mut clock_rng);
+        NodeMeta { addr, dc, rng, clock, busy_until: self.now, busy_ns: 0, scheduled: false, inbox: VecDeque::new() }
+    }
+
+    fn server_index(&self, id: ServerId) -> u32 {
+        let t = self.config.topology;
+        assert!(id.dc < t.dcs && id.partition < t.partitions, "no server {id} in the topology");
+        u32::from(id.dc) * u32::from(t.partitions) + u32::from(id.partition)
+    }
+
+    fn client_index(&self, id: ClientId) -> Option<u32> {
+        (id.0 < self.clients.len() as u64).then(|| (self.servers.len() as u64 + id.0) as u32)
+    }
+
+    fn index_of(&self, addr: Addr) -> Option<u32> {
+        match addr {
+            Addr::Server(s) => Some(self.server_index(s)),
+            Addr::Client(c) => self.client_index(c),
+        }
+    }
+
+    fn schedule(&mut self, time: u64, payload: Payload<P>) {
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slab[s as usize] = Some(payload);
+                s
+            }
+            None => {
+                self.slab.push(Some(payload));
+                u32::try_from(self.slab.len() - 1).expect("fewer than 2^32 pending events")
+            }
+        };
+        self.queue.push(QueueEntry { time, seq: self.seq, slot });
+        self.seq += 1;
+    }
+
+    fn add_filter(&mut self, kind: FilterKind, f: Filter<P::Msg>) -> HoldId {
+        let id = HoldId(self.next_hold);
+        self.next_hold += 1;
+        self.filters.push((id, kind, f));
+        id
+    }
+
+    fn take_held(&mut self, filter: &dyn Fn(&Envelope<P::Msg>) -> bool) -> Vec<(u32, Envelope<P::Msg>)> {
+        let (matching, rest) = std::mem::take(&mut self.held).into_iter().partition(|(_, e)| filter(e));
+        self.held = rest;
+        matching
+    }
+
+    fn trace_line(&mut self, env: &Envelope<P::Msg>, suffix: &str) {
+        if let Some(t) = &mut self.trace {
+            t.push(format!("t={} {}->{} {}{suffix}", self.now, env.from, env.to, env.msg.kind()));
+        }
+    }
+
+    /// A message reaches node `to`: the filters decide, then it joins the inbox.
+    fn arrive(&mut self, to: u32, env: Envelope<P::Msg>) {
+        let verdict = self.filters.iter().find(|(_, _, f)| f(&env)).map(|(_, k, _)| *k);
+        match verdict {
+            Some(FilterKind::Hold) => {
+                self.trace_line(&env, " HELD");
+                self.held.push((to, env));
+            }
+            Some(FilterKind::Drop) => {
+                self.trace_line(&env, " DROPPED");
+                self.messages_dropped += 1;
+            }
+            None => {
+                self.trace_line(&env, "");
+                self.enqueue(to, Input::Message(env));
+            }
+        }
+    }
+
+    /// Input arrives at node `idx` now: handle it at once if the node is idle, else queue it.
+    fn enqueue(&mut self, idx: u32, input: Input<P>) {
+        let m = &mut self.meta[idx as usize];
+        if !m.scheduled && m.busy_until <= self.now {
+            self.exec(idx, input);
+        } else {
+            m.inbox.push_back(input);
+            if !m.scheduled {
+                m.scheduled = true;
+                let at = m.busy_until;
+                self.schedule(at, Payload::Run(idx));
+            }
+        }
+    }
+
+    fn start(&mut self, idx: u32) {
+        self.run_handler(idx, None);
+    }
+
+    fn exec(&mut self, idx: u32, input: Input<P>) {
+        self.inputs += 1;
+        self.run_handler(idx, Some(input));
+    }
+
+    /// Call node `idx`'s handler for `input` (`None`: `on_start`) now, then carry out its effects at the end
+    /// of its CPU time.
+    fn run_handler(&mut self, idx: u32, input: Option<Input<P>>) {
+        let now = self.now;
+        let mut fx = std::mem::take(&mut self.fx);
+        let n_servers = self.servers.len();
+        let m = &mut self.meta[idx as usize];
+        let clock = m.clock.read(now);
+        let mut cx = Ctx::new(clock, &mut m.rng, &mut fx);
+        let i = idx as usize;
+        let cost = if i < n_servers {
+            let node = &mut self.servers[i];
+            match input {
+                None => node.on_start(&mut cx),
+                Some(Input::Message(env)) => node.on_message(&mut cx, env.from, env.msg),
+                Some(Input::Timer(t)) => node.on_timer(&mut cx, t),
+                Some(Input::Request(..)) => unreachable!("requests go to clients"),
+            }
+            assert!(fx.completions.is_empty(), "server {} completed an operation; only clients may", m.addr);
+            self.config.cpu.cost_ns(fx.work)
+        } else {
+            let node = &mut self.clients[i - n_servers];
+            match input {
+                None => node.on_start(&mut cx),
+                Some(Input::Message(env)) => node.on_message(&mut cx, env.from, env.msg),
+                Some(Input::Timer(t)) => node.on_timer(&mut cx, t),
+                Some(Input::Request(op, r)) => node.on_request(&mut cx, op, r),
+            }
+            0
+        };
+        let done = now + cost;
+        m.busy_until = done;
+        m.busy_ns += cost;
+        let from = m.addr;
+        for (to, msg) in fx.sends.drain(..) {
+            self.send(idx, from, to, msg, done);
+        }
+        for (delay, timer) in fx.timers.drain(..) {
+            self.schedule(done.saturating_add(delay), Payload::Input(idx, Input::Timer(timer)));
+        }
+        if let Addr::Client(client) = from {
+            for (op, result) in fx.completions.drain(..) {
+                self.schedule(done, Payload::Complete(Completion { client, op, result, time_ns: done }));
+            }
+        }
+        fx.clear();
+        self.fx = fx;
+    }
+
+    fn count_kind(&mut self, kind: &'static str) {
+        for (k, n) in &mut self.kinds {
+            if std::ptr::eq(*k, kind) || *k == kind {
+                *n += 1;
+                return;
+            }
+        }
+        self.kinds.push((kind, 1));
+    }
+
+    fn send(&mut self, from_idx: u32, from: Addr, to: Addr, msg: P::Msg, sent_at: u64) {
+        self.messages_sent += 1;
+        self.count_kind(msg.kind());
+        let Some(to_idx) = self.index_of(to) else {
+            // Driver contract 4: a message to a client that does not exist is dropped.
+            self.messages_dropped += 1;
+            return;
+        };
+        let net: &NetworkModel = &self.config.network;
+        let (fm, tm) = (&self.meta[from_idx as usize], &self.meta[to_idx as usize]);
+        let (da, db) = (fm.dc, tm.dc);
+        let client_side = matches!(from, Addr::Client(_)) || matches!(to, Addr::Client(_));
+        let base = if da == db && client_side { net.client_latency_ns } else { net.inter_dc_ns(da, db) };
+        let mut delay = base;
+        if net.jitter > 0.0 {
+            let factor = 1.0 + net.jitter * self.net_rng.random::<f64>();
+            delay = (base as f64 * factor) as u64;
+        }
+        if net.spike_probability > 0.0 && self.net_rng.random::<f64>() < net.spike_probability {
+            delay = delay.saturating_add(net.spike_ns);
+        }
+        let mut due = sent_at.saturating_add(delay);
+        if da != db && self.partitions_end_ns > sent_at {
+            loop {
+                let mut moved = false;
+                for p in &self.partitions {
+                    if p.separates(da, db) && (p.covers(sent_at) || p.covers(due)) && due < p.until_ns {
+                        due = p.until_ns;
+                        moved = true;
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+        }
+        if self.fifo {
+            match self.links.entry(link_key(from_idx, to_idx)) {
+                Entry::Occupied(mut o) => {
+                    due = due.max(*o.get());
+                    *o.get_mut() = due;
+                }
+                Entry::Vacant(v) => {
+                    v.insert(due);
+                }
+            }
+        }
+        self.schedule(due, Payload::Net(to_idx, Envelope { from, to, msg, sent_at_ns: sent_at }));
+    }
+}
+
+fn link_key(from: u32, to: u32) -> u64 {
+    (u64::from(from) << 32) | u64::from(to)
+}
