@@ -23,12 +23,12 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// A config with the default protocol, network, clock and CPU models.
-    pub fn new(seed: u64, topology: Topology) -> Self {
+    /// A config with the default network, clock and CPU models.
+    pub fn new(seed: u64, topology: Topology, protocol: ProtocolConfig) -> Self {
         Self {
             seed,
             topology,
-            protocol: ProtocolConfig::default(),
+            protocol,
             network: NetworkModel::default(),
             clocks: ClockModel::default(),
             cpu: CpuModel::default(),
@@ -48,7 +48,8 @@ impl SimConfig {
 pub struct NetworkModel {
     /// One-way latency between two servers of one datacenter. Default 150 µs.
     pub intra_dc_latency_ns: u64,
-    /// One-way latency, `dcs × dcs` (the diagonal is unused). Empty: [`DEFAULT_INTER_DC_LATENCY_NS`] between
+    /// One-way latency, `dcs × dcs` (the diagonal is unused: same-DC pairs use `intra_dc_latency_ns`).
+    /// Empty: [`DEFAULT_INTER_DC_LATENCY_NS`] between every two distinct datacenters; `[[x]]`: `x` between
     /// every two distinct datacenters.
     pub inter_dc_latency_ns: Vec<Vec<u64>>,
     /// Each delay is multiplied by a factor uniform in `[1, 1 + jitter]`. Default 0.1.
@@ -94,8 +95,7 @@ impl NetworkModel {
         .with_uniform_inter_dc(inter_dc_latency_ns)
     }
 
-    /// The same one-way latency between every two distinct datacenters (applied lazily: the matrix is left
-    /// empty and [`NetworkModel::inter_dc_ns`] uses the value for any pair).
+    /// The same one-way latency between every two distinct datacenters (stored as the 1 × 1 matrix `[[x]]`).
     pub fn with_uniform_inter_dc(mut self, latency_ns: u64) -> Self {
         self.inter_dc_latency_ns = vec![vec![latency_ns]];
         self

@@ -443,7 +443,8 @@ impl<P: Protocol> Sim<P> {
 
     // ---- scenario API ----
 
-    /// From now on, keep aside matching messages at the moment they would be delivered.
+    /// From now on, keep aside matching messages at the moment they would be delivered. When several
+    /// filters match a message, the one installed first decides (hold or drop).
     pub fn hold(&mut self, filter: impl Fn(&Envelope<P::Msg>) -> bool + 'static) -> HoldId {
         self.add_filter(FilterKind::Hold, Box::new(filter))
     }

@@ -180,7 +180,7 @@ type EchoUnordered = Echo<false>;
 const MS: u64 = 1_000_000;
 
 fn config(seed: u64, dcs: u16, partitions: u16) -> SimConfig {
-    SimConfig::new(seed, Topology::new(dcs, partitions))
+    SimConfig::new(seed, Topology::new(dcs, partitions), ProtocolConfig::default())
 }
 
 fn get(key: &str) -> Request {
@@ -476,9 +476,9 @@ fn throughput() {
     }
     let start = std::time::Instant::now();
     let mut n = 0u64;
-    while let Some(c) = sim.step_until(10_000 * MS) {
+    while let Some(c) = sim.step_until(1_000 * MS) {
         let k = &keys[app.random_range(0..keys.len())];
-        let r = if op % 2 == 0 { get(k) } else { put(k, "v") };
+        let r = if op.is_multiple_of(2) { get(k) } else { put(k, "v") };
         sim.submit(c.client, OpId(op), r);
         op += 1;
         n += 1;
