@@ -66,9 +66,9 @@ pub fn start_local_cluster(
         ClusterConfig::local(protocol, topology.dcs, topology.partitions, port).with_uniform_latency_ms(latency_ms);
     let exe = std::env::current_exe().context("locating the snowline executable")?;
     let cluster = spawn_local_cluster(&exe, &dir, &config)?;
-    cluster.wait_ready(Duration::from_secs(20)).with_context(|| {
-        format!("waiting for the servers to start (their logs are in {})", dir.display())
-    })?;
+    cluster
+        .wait_ready(Duration::from_secs(20))
+        .with_context(|| format!("waiting for the servers to start (their logs are in {})", dir.display()))?;
     Ok((cluster, config, dir))
 }
 
@@ -85,7 +85,10 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         config.nodes.len()
     );
     println!("config: {}", dir.join("cluster.toml").display());
-    println!("connect: snowline --cluster {} [--dc N] put KEY VALUE | get KEY | rot KEY... | txn --put K=V ...", dir.display());
+    println!(
+        "connect: snowline --cluster {} [--dc N] put KEY VALUE | get KEY | rot KEY... | txn --put K=V ...",
+        dir.display()
+    );
     if args.background {
         println!("stop:    snowline cluster down --dir {}", dir.display());
         cluster.detach();
@@ -134,7 +137,9 @@ pub enum Op {
 /// Run one client operation against the cluster in `dir` and print its result as JSON.
 pub fn client(dir: Option<PathBuf>, dc: u16, op: Op) -> Result<()> {
     let Some(dir) = dir else {
-        bail!("no cluster given: pass --cluster DIR (the directory `snowline cluster up` printed) or set SNOWLINE_CLUSTER")
+        bail!(
+            "no cluster given: pass --cluster DIR (the directory `snowline cluster up` printed) or set SNOWLINE_CLUSTER"
+        )
     };
     let path = if dir.is_dir() { dir.join("cluster.toml") } else { dir.clone() };
     let config = ClusterConfig::load(&path)?;

@@ -12,7 +12,11 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "snowline", version, about = "A geo-replicated transactional key-value store with interchangeable protocols")]
+#[command(
+    name = "snowline",
+    version,
+    about = "A geo-replicated transactional key-value store with interchangeable protocols"
+)]
 struct Cli {
     /// Directory of a running cluster (holds cluster.toml), for the client commands.
     #[arg(long, global = true, env = "SNOWLINE_CLUSTER")]
@@ -123,8 +127,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Txn { puts } => {
             let mut writes = Vec::new();
             for p in puts {
-                let (k, v) =
-                    p.split_once('=').with_context(|| format!("--put {p:?}: expected KEY=VALUE"))?;
+                let (k, v) = p.split_once('=').with_context(|| format!("--put {p:?}: expected KEY=VALUE"))?;
                 writes.push((k.into(), v.into()));
             }
             client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Update(writes))

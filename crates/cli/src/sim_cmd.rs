@@ -49,6 +49,7 @@ impl WorkloadArgs {
             workload: MixedWorkload { keys: self.keys, zipf: self.zipf, ..Default::default() },
             record_history: self.history.is_some(),
             seed,
+            final_reads_after_ns: None,
         }
     }
 
@@ -124,13 +125,10 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let name = snowline_protocols::canonical_name(&args.run.protocol)?;
     let seed = rand_seed();
     let spec = args.run.spec(seed);
-    let (report, cpu) = crate::client_cmd::with_local_cluster(
-        name,
-        topology,
-        args.latency_ms,
-        args.dir.clone(),
-        |config| with_protocol!(name, P => bench_on::<P>(config, &spec)).map_err(anyhow::Error::from)?,
-    )?;
+    let (report, cpu) =
+        crate::client_cmd::with_local_cluster(name, topology, args.latency_ms, args.dir.clone(), |config| {
+            with_protocol!(name, P => bench_on::<P>(config, &spec)).map_err(anyhow::Error::from)?
+        })?;
     print_report(&report);
     println!("server CPU time {:.2} s over {:.2} s of run", cpu, args.run.duration.as_secs_f64());
     finish(&report, &args.run)

@@ -9,5 +9,5 @@ pub mod run;
 pub mod workload;
 
 pub use metrics::{Metrics, Summary};
-pub use run::{RunReport, RunSpec, run_sim};
+pub use run::{RunReport, RunSpec, drive_sim, run_sim};
 pub use workload::{Generator, MixedWorkload, Zipf};

@@ -60,5 +60,7 @@ pub async fn run_net<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> any
         summary: metrics.summary(spec.measured_seconds()),
         history: spec.record_history.then(|| recorder.into_inner().events),
         sim_events: None,
+        converged: None,
+        divergent: Vec::new(),
     })
 }

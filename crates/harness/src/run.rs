@@ -24,6 +24,9 @@ pub struct RunSpec {
     pub record_history: bool,
     /// Seeds the clients' workload generators.
     pub seed: u64,
+    /// After the run, let the system quiesce this long, then read every key in every datacenter and compare
+    /// (simulator only). The reads enter the history.
+    pub final_reads_after_ns: Option<u64>,
 }
 
 impl RunSpec {
@@ -49,6 +52,10 @@ pub struct RunReport {
     pub history: Option<Vec<HistoryEvent>>,
     /// Simulated events processed (simulator runs only).
     pub sim_events: Option<u64>,
+    /// With final reads: whether every datacenter returned the same value for every key.
+    pub converged: Option<bool>,
+    /// With final reads: the keys on which datacenters disagreed, with each datacenter's value.
+    pub divergent: Vec<(String, Vec<Option<String>>)>,
 }
 
 /// One closed-loop client: issues its next operation as soon as the previous one completes.
@@ -62,12 +69,19 @@ struct LoopClient {
 
 /// Run `spec` in the simulator and return the figures (and the history if asked).
 pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
+    let mut sim: Sim<P> = Sim::new(config);
+    drive_sim(&mut sim, spec)
+}
+
+/// Drive `spec`'s closed-loop clients on an existing simulator (which tests may have set up with faults or
+/// scenario holds), then, if asked, quiesce and do the final reads.
+pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
     let generator = Generator::new(spec.workload.clone());
-    let mut sim: Sim<P> = Sim::new(config.clone());
+    let topology = sim.topology();
     let mut recorder = HistoryRecorder::new();
     let mut metrics = Metrics::default();
     let mut clients = BTreeMap::new();
-    for dc in config.topology.dc_ids() {
+    for dc in topology.dc_ids() {
         for _ in 0..spec.clients_per_dc {
             let id = sim.add_client(dc);
             let index = clients.len();
@@ -75,12 +89,12 @@ pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
             clients.insert(id, LoopClient { dc, process, seq: 0, rng: spec.generator_rng(index), current: None });
         }
     }
-    let mut next_op = 0u64;
+    let mut issue_op = 0u64;
     let mut issue = |sim: &mut Sim<P>, recorder: &mut HistoryRecorder, id, c: &mut LoopClient| {
         let request = generator.next(&mut c.rng, c.process, c.seq);
         c.seq += 1;
-        let op = OpId(next_op);
-        next_op += 1;
+        let op = OpId(issue_op);
+        issue_op += 1;
         let now = sim.now_ns();
         if spec.record_history {
             recorder.invoke(c.process, c.dc, &request, now);
@@ -89,7 +103,7 @@ pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
         sim.submit(id, op, request);
     };
     for (id, c) in clients.iter_mut() {
-        issue(&mut sim, &mut recorder, *id, c);
+        issue(sim, &mut recorder, *id, c);
     }
     while let Some(done) = sim.step_until(spec.duration_ns) {
         let c = clients.get_mut(&done.client).expect("completions come from our clients");
@@ -101,7 +115,49 @@ pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
         if spec.record_history {
             c.process = recorder.complete(c.process, c.dc, &request, &done.result, done.time_ns);
         }
-        issue(&mut sim, &mut recorder, done.client, c);
+        issue(sim, &mut recorder, done.client, c);
+    }
+    let (mut converged, mut divergent) = (None, Vec::new());
+    if let Some(quiet_ns) = spec.final_reads_after_ns {
+        // Let outstanding operations finish (without issuing more), then read everything everywhere.
+        let deadline = sim.now_ns() + quiet_ns;
+        while let Some(done) = sim.step_until(deadline) {
+            let c = clients.get_mut(&done.client).expect("our client");
+            let (_, request, _) = c.current.take().expect("current operation");
+            if spec.record_history {
+                c.process = recorder.complete(c.process, c.dc, &request, &done.result, done.time_ns);
+            }
+        }
+        let keys = generator.keys();
+        let mut by_dc = Vec::new();
+        for dc in topology.dc_ids() {
+            let reader = sim.add_client(dc);
+            let process = recorder.new_process();
+            let request = Request::Rot { keys: keys.clone() };
+            if spec.record_history {
+                recorder.invoke(process, dc, &request, sim.now_ns());
+            }
+            sim.submit(reader, OpId(0), request.clone());
+            let done = loop {
+                let done =
+                    sim.step_until(sim.now_ns() + quiet_ns).expect("a final read completes once the system is quiet");
+                if done.client == reader {
+                    break done;
+                }
+            };
+            if spec.record_history {
+                recorder.complete(process, dc, &request, &done.result, done.time_ns);
+            }
+            let reply = done.result.expect("final reads succeed");
+            by_dc.push(reply.reads.into_iter().map(|r| r.value).collect::<Vec<_>>());
+        }
+        for (i, key) in keys.iter().enumerate() {
+            let values: Vec<Option<String>> = by_dc.iter().map(|vals| vals[i].as_deref().map(String::from)).collect();
+            if values.iter().any(|v| *v != values[0]) {
+                divergent.push((key.to_string(), values));
+            }
+        }
+        converged = Some(divergent.is_empty());
     }
     if spec.record_history {
         let end = sim.now_ns();
@@ -117,5 +173,7 @@ pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
         summary: metrics.summary(spec.measured_seconds()),
         history: spec.record_history.then_some(recorder.events),
         sim_events: Some(sim.events_processed()),
+        converged,
+        divergent,
     }
 }

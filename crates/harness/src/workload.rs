@@ -85,6 +85,11 @@ impl Generator {
         Self { spec, zipf, keys }
     }
 
+    /// Every key of the key space.
+    pub fn keys(&self) -> Vec<Key> {
+        self.keys.to_vec()
+    }
+
     fn key(&self, rng: &mut SmallRng) -> Key {
         self.keys[self.zipf.sample(rng)].clone()
     }
@@ -130,7 +135,11 @@ impl Generator {
             _ => {
                 let keys = self.distinct_keys(rng, self.spec.update_keys);
                 Request::Update {
-                    writes: keys.into_iter().enumerate().map(|(i, k)| (k, self.value(writer, seq * 1000 + i as u64))).collect(),
+                    writes: keys
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, k)| (k, self.value(writer, seq * 1000 + i as u64)))
+                        .collect(),
                 }
             }
         }

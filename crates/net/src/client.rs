@@ -25,14 +25,14 @@
 //!   was talking to breaks or cannot be opened, fails the session's pending operations with
 //!   `OpError::Unknown`: the outcome of a write is then unknown. Later completions are ignored.
 
+use crate::NetError;
 use crate::config::ClusterConfig;
 use crate::conn::{self, NetIn, OutTx, PeerSpec};
 use crate::frame::Frame;
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64};
-use crate::NetError;
 use rand::rngs::SmallRng;
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Effects, OpError, OpId, Protocol, ProtocolConfig, Reply, Request,
+    Addr, ClientId, ClientNode, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, ProtocolConfig, Reply, Request,
 };
 use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
@@ -50,11 +50,23 @@ const FRAME_OVERHEAD: usize = 4096;
 type Completion = oneshot::Sender<Result<Reply, OpError>>;
 
 enum Cmd {
-    NewSession { client: ClientId },
-    DropSession { client: ClientId },
-    Request { client: ClientId, op: OpId, request: Request, done: Completion },
+    NewSession {
+        client: ClientId,
+    },
+    DropSession {
+        client: ClientId,
+    },
+    Request {
+        client: ClientId,
+        op: OpId,
+        request: Request,
+        done: Completion,
+    },
     /// The application gave up on `op` (timeout): ignore its completion.
-    Abandon { client: ClientId, op: OpId },
+    Abandon {
+        client: ClientId,
+        op: OpId,
+    },
 }
 
 /// A client library instance: one driver task and its connections. Cheap to share by reference; create
@@ -85,7 +97,8 @@ impl<P: Protocol> ClientRuntime<P> {
         if dc >= config.dcs {
             return Err(NetError::UnknownDc { dc, dcs: config.dcs });
         }
-        let handle = tokio::runtime::Handle::try_current().map_err(|_| NetError::NoRuntime("ClientRuntime::connect"))?;
+        let handle =
+            tokio::runtime::Handle::try_current().map_err(|_| NetError::NoRuntime("ClientRuntime::connect"))?;
         // A zero prefix would make the runtime's first ids small and guessable; avoid it.
         let prefix = (os_u64() >> 32).max(1);
         let (cmd, cmd_rx) = mpsc::unbounded_channel();
@@ -231,7 +244,11 @@ impl<P: Protocol> Driver<P> {
         let node_of_server = topology
             .servers()
             .map(|s| {
-                config.nodes.iter().position(|n| n.dc == s.dc && n.partitions.contains(&s.partition)).expect("validated")
+                config
+                    .nodes
+                    .iter()
+                    .position(|n| n.dc == s.dc && n.partitions.contains(&s.partition))
+                    .expect("validated")
             })
             .collect();
         let (net_tx, net_rx) = mpsc::unbounded_channel();
@@ -405,7 +422,8 @@ impl<P: Protocol> Driver<P> {
             eprintln!("warning: client {from} sent a {} message to {s}, which does not exist", msg.kind());
             return;
         }
-        let node = self.node_of_server[usize::from(s.dc) * usize::from(self.config.partitions) + usize::from(s.partition)];
+        let node =
+            self.node_of_server[usize::from(s.dc) * usize::from(self.config.partitions) + usize::from(s.partition)];
         if let Some(state) = self.clients.get_mut(&from)
             && !state.pending.is_empty()
             && !state.touched.contains(&node)

@@ -147,8 +147,7 @@ impl ClusterConfig {
     /// Set the same one-way latency between every pair of distinct datacenters.
     pub fn with_uniform_latency_ms(mut self, ms: f64) -> Self {
         let n = usize::from(self.dcs);
-        self.inter_dc_latency_ms =
-            (0..n).map(|i| (0..n).map(|j| if i == j { 0.0 } else { ms }).collect()).collect();
+        self.inter_dc_latency_ms = (0..n).map(|i| (0..n).map(|j| if i == j { 0.0 } else { ms }).collect()).collect();
         self
     }
 
@@ -159,7 +158,10 @@ impl ClusterConfig {
             return bad("`protocol` is empty".into());
         }
         if self.dcs == 0 || self.partitions == 0 {
-            return bad(format!("need at least one dc and one partition (dcs = {}, partitions = {})", self.dcs, self.partitions));
+            return bad(format!(
+                "need at least one dc and one partition (dcs = {}, partitions = {})",
+                self.dcs, self.partitions
+            ));
         }
         if self.max_frame_bytes < MIN_MAX_FRAME_BYTES || self.max_frame_bytes > u32::MAX as usize {
             return bad(format!(
@@ -178,7 +180,9 @@ impl ClusterConfig {
             let n = usize::from(self.dcs);
             if self.inter_dc_latency_ms.len() != n || self.inter_dc_latency_ms.iter().any(|row| row.len() != n) {
                 let shape: Vec<usize> = self.inter_dc_latency_ms.iter().map(Vec::len).collect();
-                return bad(format!("inter_dc_latency_ms must be a {n}×{n} matrix (dcs = {n}); got rows of lengths {shape:?}"));
+                return bad(format!(
+                    "inter_dc_latency_ms must be a {n}×{n} matrix (dcs = {n}); got rows of lengths {shape:?}"
+                ));
             }
             for (i, row) in self.inter_dc_latency_ms.iter().enumerate() {
                 for (j, v) in row.iter().enumerate() {

@@ -105,9 +105,16 @@ fn describe<M: Message>(f: &Frame<M>) -> String {
 
 /// What a peer link's reader reports to its owner (the client driver).
 pub(crate) enum NetIn<M> {
-    Msg { from: Addr, to: Addr, msg: M },
+    Msg {
+        from: Addr,
+        to: Addr,
+        msg: M,
+    },
     /// The link to peer `peer` broke or could not be established.
-    Down { peer: usize, reason: String },
+    Down {
+        peer: usize,
+        reason: String,
+    },
 }
 
 /// Everything a lazily connected outbound link needs.
@@ -176,13 +183,8 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
             eprintln!("warning: {}: handshake failed: {e}", spec.label);
             continue;
         }
-        let reader = tokio::spawn(read_peer(
-            rd,
-            spec.label.clone(),
-            spec.max_frame,
-            spec.read_delay,
-            spec.inbound.clone(),
-        ));
+        let reader =
+            tokio::spawn(read_peer(rd, spec.label.clone(), spec.max_frame, spec.read_delay, spec.inbound.clone()));
         let abort = reader.abort_handle();
         let end = write_loop(&mut wr, &mut rx, &mut pending, spec.write_delay, spec.max_frame, &spec.label, async {
             let _ = reader.await;

@@ -57,7 +57,11 @@ pub fn codec(max_frame_bytes: usize) -> LengthDelimitedCodec {
 
 /// Append one complete frame (length prefix, version, payload) to `out`, in [`LengthDelimitedCodec`]'s
 /// format. On error `out` is left as it was, so a batch being built stays valid.
-pub fn encode_into<M: Serialize>(frame: &Frame<M>, max_frame_bytes: usize, out: &mut BytesMut) -> Result<(), FrameError> {
+pub fn encode_into<M: Serialize>(
+    frame: &Frame<M>,
+    max_frame_bytes: usize,
+    out: &mut BytesMut,
+) -> Result<(), FrameError> {
     let start = out.len();
     out.put_u32(0);
     out.put_u8(WIRE_VERSION);

@@ -24,14 +24,14 @@
 //! Clocks: each input gets the wall clock (nanoseconds since the UNIX epoch, so clocks are comparable
 //! across processes), kept non-decreasing per node. Timers run on tokio's monotonic clock.
 
+use crate::NetError;
 use crate::config::ClusterConfig;
 use crate::conn::{self, OutTx, PeerSpec};
 use crate::frame::{self, Frame};
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng};
-use crate::NetError;
 use futures::StreamExt;
 use rand::rngs::SmallRng;
-use snowline_core::{Addr, ClientId, Ctx, DcId, Effects, Protocol, ServerId, ServerNode};
+use snowline_core::{Addr, ClientId, Ctx, DcId, Effects, Message, Protocol, ServerId, ServerNode};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -49,9 +49,20 @@ const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 
 enum Inbound<M> {
     /// A connection completed its handshake; frames to clients on it go to `tx`. `from` is the `Hello`'s.
-    Connected { conn: u64, from: Addr, tx: OutTx<M> },
-    Msg { conn: u64, from: Addr, to: Addr, msg: M },
-    Closed { conn: u64 },
+    Connected {
+        conn: u64,
+        from: Addr,
+        tx: OutTx<M>,
+    },
+    Msg {
+        conn: u64,
+        from: Addr,
+        to: Addr,
+        msg: M,
+    },
+    Closed {
+        conn: u64,
+    },
 }
 
 struct Hosted<P: Protocol> {
@@ -186,7 +197,11 @@ impl<P: Protocol> EventLoop<P> {
         let node_of_server = topology
             .servers()
             .map(|s| {
-                config.nodes.iter().position(|n| n.dc == s.dc && n.partitions.contains(&s.partition)).expect("validated")
+                config
+                    .nodes
+                    .iter()
+                    .position(|n| n.dc == s.dc && n.partitions.contains(&s.partition))
+                    .expect("validated")
             })
             .collect();
         let hello = Frame::Hello { protocol: P::NAME.to_owned(), from: Addr::Server(hosted[0].id) };
@@ -296,8 +311,8 @@ impl<P: Protocol> EventLoop<P> {
                     eprintln!("warning: {from} sent a {} message to {s}, which does not exist", msg.kind());
                     return;
                 }
-                let node = self.node_of_server[usize::from(s.dc) * usize::from(self.config.partitions)
-                    + usize::from(s.partition)];
+                let node = self.node_of_server
+                    [usize::from(s.dc) * usize::from(self.config.partitions) + usize::from(s.partition)];
                 let tx = match &self.peers[node] {
                     Some(tx) => tx,
                     None => {

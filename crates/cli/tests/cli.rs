@@ -1,0 +1,139 @@
+//! End-to-end tests of the `snowline` binary: real server processes on loopback.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn snowline(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_snowline")).args(args).output().expect("running snowline")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Stops the background cluster even when an assertion fails.
+struct Cluster<'a>(&'a Path);
+
+impl Drop for Cluster<'_> {
+    fn drop(&mut self) {
+        let _ = snowline(&["cluster", "down", "--dir", self.0.to_str().unwrap()]);
+    }
+}
+
+#[test]
+fn unknown_protocol_is_a_clear_error_listing_the_valid_ones() {
+    let o = snowline(&["sim", "--protocol", "paxos", "--duration", "10ms"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("unknown protocol \"paxos\"") && t.contains("cv"), "{t}");
+}
+
+#[test]
+fn missing_and_invalid_configs_are_clear_errors() {
+    let o = snowline(&["server", "--config", "/nonexistent/cluster.toml", "--node", "0"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("/nonexistent/cluster.toml"), "{}", text(&o));
+
+    let dir = tempdir("badconfig");
+    let path = dir.join("cluster.toml");
+    std::fs::write(&path, "protocol = \"cv\"\ndcs = 2\npartitions = [oops\n").unwrap();
+    let o = snowline(&["server", "--config", path.to_str().unwrap(), "--node", "0"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("cluster.toml"), "{}", text(&o));
+
+    let o = snowline(&["get", "k"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--cluster"), "{}", text(&o));
+}
+
+#[test]
+fn a_put_in_one_datacenter_becomes_readable_in_the_other_and_bad_input_is_refused() {
+    let dir = tempdir("cluster");
+    let d = dir.to_str().unwrap();
+    let o =
+        snowline(&["cluster", "up", "--protocol", "cv", "--dcs", "2", "--partitions", "2", "--dir", d, "--background"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let _guard = Cluster(&dir);
+
+    let o = snowline(&["--cluster", d, "put", "photo", "sunset"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = snowline(&["--cluster", d, "txn", "--put", "a=1", "--put", "b=2", "--put", "c=3"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Replication is asynchronous: poll datacenter 1 until the value arrives.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let o = snowline(&["--cluster", d, "--dc", "1", "rot", "photo", "a", "b", "c"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("rot prints JSON");
+        let values: Vec<&str> =
+            json["reads"].as_array().unwrap().iter().map(|r| r["value"].as_str().unwrap_or("")).collect();
+        if values == ["sunset", "1", "2", "3"] {
+            assert!(json["reads"][0]["version"]["time"].as_u64().unwrap() > 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "dc1 never saw the writes: {values:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // An oversized value is refused with the limit named; the cluster keeps serving.
+    let big = "x".repeat((1 << 20) + 1);
+    let o = snowline(&["--cluster", d, "put", "big", &big]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("max_value_bytes"), "{}", text(&o));
+    let o = snowline(&["--cluster", d, "get", "photo"]);
+    assert!(o.status.success() && text(&o).contains("sunset"), "{}", text(&o));
+
+    // Garbage bytes on a server's port close that connection only.
+    let config = std::fs::read_to_string(dir.join("cluster.toml")).unwrap();
+    let addr = config.lines().find_map(|l| l.strip_prefix("addr = ")).unwrap().trim_matches('"').to_string();
+    {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(&[0, 0, 0, 5, 0xff, 0xfe, 0xfd, 0xfc, 0xfb]).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf); // the server closes the connection
+    }
+    let o = snowline(&["--cluster", d, "get", "photo"]);
+    assert!(o.status.success() && text(&o).contains("sunset"), "{}", text(&o));
+}
+
+#[test]
+fn sim_is_deterministic_and_writes_a_history() {
+    let dir = tempdir("sim");
+    let run = |name: &str| {
+        let h = dir.join(name);
+        let o = snowline(&[
+            "sim",
+            "--protocol",
+            "cv",
+            "--dcs",
+            "2",
+            "--partitions",
+            "3",
+            "--clients",
+            "5",
+            "--duration",
+            "300ms",
+            "--seed",
+            "42",
+            "--history",
+            h.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with("seed 42"), "the seed is printed first");
+        std::fs::read(h).unwrap()
+    };
+    let a = run("a.jsonl");
+    assert!(a.len() > 1000);
+    assert_eq!(a, run("b.jsonl"), "the same seed gives a byte-identical history");
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("snowline-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

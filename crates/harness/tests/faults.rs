@@ -1,0 +1,83 @@
+//! Randomized simulation runs with faults: message reordering, delay spikes, clock skew and drift, and an
+//! inter-datacenter partition that heals. Fault parameters are drawn per seed ("swarm" testing) within the
+//! protocol's declared link assumptions. Each run must produce a history in which every read returns a
+//! value some operation wrote (or the initial state), complete every operation once the partition heals,
+//! and converge: after quiescence every datacenter reads the same value for every key.
+//!
+//! `SNOWLINE_SEEDS=N` runs N seeds instead of the default few.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use snowline_core::history::{EventType, OpKind};
+use snowline_core::{Protocol, ProtocolConfig, Topology};
+use snowline_harness::{MixedWorkload, RunSpec, drive_sim};
+use snowline_sim::{Sim, SimConfig};
+use std::collections::BTreeSet;
+
+fn seeds() -> u64 {
+    std::env::var("SNOWLINE_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(12)
+}
+
+/// The faults of one seed.
+fn faulty_config(seed: u64) -> (SimConfig, (u64, u64)) {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed);
+    let dcs = rng.random_range(2..=3);
+    let partitions = rng.random_range(1..=4);
+    let mut config = SimConfig::new(seed, Topology::new(dcs, partitions), ProtocolConfig::default());
+    config.network.jitter = rng.random_range(0.0..2.0);
+    config.network.reorder = true;
+    config.network.spike_probability = rng.random_range(0.0..0.05);
+    config.network.spike_ns = rng.random_range(1_000_000..50_000_000);
+    config.network = config.network.with_uniform_inter_dc(rng.random_range(1_000_000..80_000_000));
+    config.clocks.max_skew_ns = rng.random_range(0..20_000_000);
+    config.clocks.max_drift_ppm = rng.random_range(0.0..200.0);
+    let cut_from = rng.random_range(50_000_000..300_000_000);
+    let cut_until = cut_from + rng.random_range(10_000_000..400_000_000);
+    (config, (cut_from, cut_until))
+}
+
+fn check_protocol<P: Protocol>() {
+    for seed in 0..seeds() {
+        let (config, (cut_from, cut_until)) = faulty_config(seed);
+        let replay = format!("seed {seed}: {config:?}, partition dc0|dc1 over [{cut_from}, {cut_until}) ns");
+        let mut sim: Sim<P> = Sim::new(config);
+        sim.partition_dcs(0, 1, cut_from, cut_until);
+        let spec = RunSpec {
+            clients_per_dc: 4,
+            duration_ns: 800_000_000,
+            warmup_ns: 0,
+            cooldown_ns: 0,
+            workload: MixedWorkload { keys: 30, ..Default::default() },
+            record_history: true,
+            seed,
+            final_reads_after_ns: Some(2_000_000_000),
+        };
+        let report = drive_sim(&mut sim, &spec);
+        let history = report.history.expect("recorded");
+        let written: BTreeSet<&str> = history
+            .iter()
+            .filter(|e| e.kind == EventType::Invoke)
+            .flat_map(|e| e.value.iter())
+            .filter(|op| op.0 == OpKind::Write)
+            .filter_map(|op| op.2.as_deref())
+            .collect();
+        let mut reads = 0;
+        for e in history.iter().filter(|e| e.kind == EventType::Ok) {
+            for op in e.value.iter().filter(|op| op.0 == OpKind::Read) {
+                reads += 1;
+                if let Some(v) = op.2.as_deref() {
+                    assert!(written.contains(v), "{replay}: event {} read {v:?}, which nobody wrote", e.index);
+                }
+            }
+        }
+        assert!(reads > 100, "{replay}: only {reads} reads");
+        let unfinished = history.iter().filter(|e| matches!(e.kind, EventType::Info | EventType::Fail)).count();
+        assert_eq!(unfinished, 0, "{replay}: every operation completes once the partition heals");
+        assert_eq!(report.converged, Some(true), "{replay}: datacenters diverge on {:?}", report.divergent);
+    }
+}
+
+#[test]
+fn cv_survives_reordering_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::Cv>();
+}

@@ -1,0 +1,201 @@
+//! Local cluster process management for `snowline cluster up/down` and `snowline bench`.
+//!
+//! [`spawn_local_cluster`] writes `DIR/cluster.toml`, starts one child process per node of the config as
+//! `EXE server --config DIR/cluster.toml --node ID` (so `EXE` must implement that subcommand by calling
+//! [`crate::run_server`]), sends each child's stdout and stderr to `DIR/node-ID.log` and records
+//! `ID PID` lines in `DIR/pids`. [`stop_cluster_dir`] stops such a cluster from another process.
+//! Children are stopped with SIGTERM (the server shuts down cleanly on it), then SIGKILL after a grace
+//! period.
+
+use crate::NetError;
+use crate::config::ClusterConfig;
+use crate::util::os_u64;
+use std::fs::File;
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long [`LocalCluster::stop`] and [`stop_cluster_dir`] wait after SIGTERM before SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Running child server processes. Dropping it stops them (unless [`LocalCluster::detach`]ed).
+pub struct LocalCluster {
+    dir: PathBuf,
+    config: ClusterConfig,
+    children: Vec<(u32, Child)>,
+}
+
+/// Start one server process per node of `config`; see the module docs.
+pub fn spawn_local_cluster(exe: &Path, dir: &Path, config: &ClusterConfig) -> Result<LocalCluster, NetError> {
+    config.validate()?;
+    std::fs::create_dir_all(dir)?;
+    let config_path = dir.join("cluster.toml");
+    config.save(&config_path)?;
+    let mut cluster = LocalCluster { dir: dir.to_owned(), config: config.clone(), children: Vec::new() };
+    for node in &config.nodes {
+        let log_path = dir.join(format!("node-{}.log", node.id));
+        let log = File::create(&log_path)?;
+        let child = Command::new(exe)
+            .arg("server")
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--node")
+            .arg(node.id.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .map_err(|source| NetError::Spawn { exe: exe.to_owned(), source })?;
+        cluster.children.push((node.id, child));
+    }
+    let pids: String = cluster.children.iter().map(|(id, c)| format!("{id} {}\n", c.id())).collect();
+    std::fs::write(dir.join("pids"), pids)?;
+    Ok(cluster)
+}
+
+impl LocalCluster {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// `(node id, pid)` of each child.
+    pub fn pids(&self) -> Vec<(u32, u32)> {
+        self.children.iter().map(|(id, c)| (*id, c.id())).collect()
+    }
+
+    /// Wait until every node accepts TCP connections. Fails early, naming the log, if a child exits.
+    pub fn wait_ready(&mut self, timeout: Duration) -> Result<(), NetError> {
+        let deadline = Instant::now() + timeout;
+        let mut waiting: Vec<(u32, String)> = self.config.nodes.iter().map(|n| (n.id, n.addr.clone())).collect();
+        loop {
+            for (id, child) in &mut self.children {
+                if let Some(status) = child.try_wait()? {
+                    return Err(NetError::Cluster(format!(
+                        "node {id} exited ({status}) before the cluster was ready; see {}",
+                        self.dir.join(format!("node-{id}.log")).display()
+                    )));
+                }
+            }
+            waiting.retain(|(_, addr)| !accepts(addr));
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let names: Vec<String> = waiting
+                    .iter()
+                    .map(|(id, addr)| {
+                        format!("node {id} ({addr}, log {})", self.dir.join(format!("node-{id}.log")).display())
+                    })
+                    .collect();
+                return Err(NetError::Cluster(format!(
+                    "cluster not ready after {timeout:?}: {} not accepting connections",
+                    names.join(", ")
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// SIGTERM every child, wait up to [`STOP_GRACE`], SIGKILL what is left, and remove `DIR/pids`.
+    pub fn stop(&mut self) -> Result<(), NetError> {
+        for (_, child) in &mut self.children {
+            if child.try_wait()?.is_none() {
+                signal(child.id(), libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        for (_, child) in &mut self.children {
+            while child.try_wait()?.is_none() {
+                if Instant::now() >= deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        self.children.clear();
+        let _ = std::fs::remove_file(self.dir.join("pids"));
+        Ok(())
+    }
+
+    /// Leave the processes running (for `snowline cluster up`); stop them later with [`stop_cluster_dir`].
+    pub fn detach(mut self) {
+        self.children.clear();
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        if !self.children.is_empty() {
+            let _ = self.stop();
+        }
+    }
+}
+
+fn accepts(addr: &str) -> bool {
+    let Ok(addrs) = addr.to_socket_addrs() else { return false };
+    addrs.into_iter().any(|a| TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok())
+}
+
+/// Send `sig` to `pid`; true if the process existed.
+fn signal(pid: u32, sig: libc::c_int) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// Stop the cluster whose `DIR/pids` was written by [`spawn_local_cluster`] (possibly by another process):
+/// SIGTERM each, wait up to [`STOP_GRACE`], SIGKILL the rest, remove `DIR/pids`. Returns how many processes
+/// were still running.
+pub fn stop_cluster_dir(dir: &Path) -> Result<usize, NetError> {
+    let path = dir.join("pids");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        NetError::Cluster(format!("no cluster to stop in {}: cannot read {}: {e}", dir.display(), path.display()))
+    })?;
+    let mut pids = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let pid = line.split_whitespace().last().and_then(|p| p.parse::<u32>().ok());
+        match pid {
+            Some(pid) => pids.push(pid),
+            None => return Err(NetError::Cluster(format!("{}: malformed line {line:?}", path.display()))),
+        }
+    }
+    let running: Vec<u32> = pids.into_iter().filter(|pid| signal(*pid, libc::SIGTERM)).collect();
+    let deadline = Instant::now() + STOP_GRACE;
+    for pid in &running {
+        while signal(*pid, 0) {
+            if Instant::now() >= deadline {
+                signal(*pid, libc::SIGKILL);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    Ok(running.len())
+}
+
+/// A base port `b` such that `b..b + 64` could all be bound on 127.0.0.1 just now (random in 20000–60000).
+pub fn free_base_port() -> u16 {
+    free_port_range(64)
+}
+
+/// A base port `b` such that `b..b + count` could all be bound on 127.0.0.1 just now.
+pub fn free_port_range(count: u16) -> u16 {
+    let span = 40_000u64.saturating_sub(u64::from(count)).max(1);
+    let mut base = 20_000;
+    for _ in 0..200 {
+        base = 20_000 + (os_u64() % span) as u16;
+        let all_free = (0..count).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok());
+        if all_free {
+            return base;
+        }
+    }
+    base
+}
