@@ -6,7 +6,7 @@
 //! #     config: snowline_net::ClusterConfig,
 //! # ) -> Result<(), Box<dyn std::error::Error>> {
 //! use snowline_core::Request;
-//! let runtime = snowline_net::ClientRuntime::<P>::connect(&config, 0)?;
+//! let runtime = snowline_net::ClientRuntime::<P>::connect(&config, 0).await?;
 //! let session = runtime.session();
 //! let reply = session.execute(Request::Put { key: "k".into(), value: "v".into() }).await?;
 //! # Ok(()) }
@@ -87,9 +87,10 @@ struct Limits {
 }
 
 impl<P: Protocol> ClientRuntime<P> {
-    /// Start a client runtime whose sessions live in datacenter `dc`. Connections open on first use.
-    /// Must be called inside a tokio runtime (it spawns the driver task).
-    pub fn connect(config: &ClusterConfig, dc: DcId) -> Result<Self, NetError> {
+    /// Start a client runtime whose sessions live in datacenter `dc`. Connections open on first use (so
+    /// this does no IO and fails only on a bad config, an unknown dc or a missing tokio runtime; an
+    /// unreachable server shows up as `OpError::Unknown` on the operations that need it).
+    pub async fn connect(config: &ClusterConfig, dc: DcId) -> Result<Self, NetError> {
         config.validate()?;
         if config.protocol != P::NAME {
             return Err(NetError::ProtocolMismatch { config: config.protocol.clone(), runtime: P::NAME });
@@ -437,7 +438,7 @@ impl<P: Protocol> Driver<P> {
                 let spec = PeerSpec {
                     peer: node,
                     addr: peer.addr.clone(),
-                    label: format!("client link to node {} ({})", peer.id, peer.addr),
+                    label: format!("server node {} ({})", peer.id, peer.addr),
                     hello: Frame::Hello {
                         protocol: P::NAME.to_owned(),
                         from: Addr::Client(ClientId(self.prefix << 32)),

@@ -14,6 +14,7 @@ use std::fs::File;
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long [`LocalCluster::stop`] and [`stop_cluster_dir`] wait after SIGTERM before SIGKILL.
@@ -23,7 +24,8 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 pub struct LocalCluster {
     dir: PathBuf,
     config: ClusterConfig,
-    children: Vec<(u32, Child)>,
+    /// `(node id, child)`; behind a mutex so that waiting and polling need only `&self`.
+    children: Mutex<Vec<(u32, Child)>>,
 }
 
 /// Start one server process per node of `config`; see the module docs.
@@ -32,7 +34,7 @@ pub fn spawn_local_cluster(exe: &Path, dir: &Path, config: &ClusterConfig) -> Re
     std::fs::create_dir_all(dir)?;
     let config_path = dir.join("cluster.toml");
     config.save(&config_path)?;
-    let mut cluster = LocalCluster { dir: dir.to_owned(), config: config.clone(), children: Vec::new() };
+    let mut cluster = LocalCluster { dir: dir.to_owned(), config: config.clone(), children: Mutex::default() };
     for node in &config.nodes {
         let log_path = dir.join(format!("node-{}.log", node.id));
         let log = File::create(&log_path)?;
@@ -47,9 +49,9 @@ pub fn spawn_local_cluster(exe: &Path, dir: &Path, config: &ClusterConfig) -> Re
             .stderr(log)
             .spawn()
             .map_err(|source| NetError::Spawn { exe: exe.to_owned(), source })?;
-        cluster.children.push((node.id, child));
+        cluster.children.get_mut().expect("not poisoned").push((node.id, child));
     }
-    let pids: String = cluster.children.iter().map(|(id, c)| format!("{id} {}\n", c.id())).collect();
+    let pids: String = cluster.node_pids().iter().map(|(id, pid)| format!("{id} {pid}\n")).collect();
     std::fs::write(dir.join("pids"), pids)?;
     Ok(cluster)
 }
@@ -63,17 +65,26 @@ impl LocalCluster {
         &self.config
     }
 
-    /// `(node id, pid)` of each child.
-    pub fn pids(&self) -> Vec<(u32, u32)> {
-        self.children.iter().map(|(id, c)| (*id, c.id())).collect()
+    /// `(node id, pid)` of each running child.
+    pub fn node_pids(&self) -> Vec<(u32, u32)> {
+        self.lock().iter().map(|(id, c)| (*id, c.id())).collect()
+    }
+
+    /// The pid of each running child, in node order.
+    pub fn pids(&self) -> Vec<u32> {
+        self.lock().iter().map(|(_, c)| c.id()).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u32, Child)>> {
+        self.children.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Wait until every node accepts TCP connections. Fails early, naming the log, if a child exits.
-    pub fn wait_ready(&mut self, timeout: Duration) -> Result<(), NetError> {
+    pub fn wait_ready(&self, timeout: Duration) -> Result<(), NetError> {
         let deadline = Instant::now() + timeout;
         let mut waiting: Vec<(u32, String)> = self.config.nodes.iter().map(|n| (n.id, n.addr.clone())).collect();
         loop {
-            for (id, child) in &mut self.children {
+            for (id, child) in self.lock().iter_mut() {
                 if let Some(status) = child.try_wait()? {
                     return Err(NetError::Cluster(format!(
                         "node {id} exited ({status}) before the cluster was ready; see {}",
@@ -102,15 +113,21 @@ impl LocalCluster {
     }
 
     /// SIGTERM every child, wait up to [`STOP_GRACE`], SIGKILL what is left, and remove `DIR/pids`.
-    pub fn stop(&mut self) -> Result<(), NetError> {
-        for (_, child) in &mut self.children {
-            if child.try_wait()?.is_none() {
+    /// (Dropping the cluster does the same.)
+    pub fn stop(self) {
+        drop(self);
+    }
+
+    fn stop_children(&mut self) {
+        let children = self.children.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (_, child) in children.iter_mut() {
+            if matches!(child.try_wait(), Ok(None)) {
                 signal(child.id(), libc::SIGTERM);
             }
         }
         let deadline = Instant::now() + STOP_GRACE;
-        for (_, child) in &mut self.children {
-            while child.try_wait()?.is_none() {
+        for (_, child) in children.iter_mut() {
+            while matches!(child.try_wait(), Ok(None)) {
                 if Instant::now() >= deadline {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -119,21 +136,20 @@ impl LocalCluster {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
-        self.children.clear();
+        children.clear();
         let _ = std::fs::remove_file(self.dir.join("pids"));
-        Ok(())
     }
 
     /// Leave the processes running (for `snowline cluster up`); stop them later with [`stop_cluster_dir`].
     pub fn detach(mut self) {
-        self.children.clear();
+        self.children.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
-        if !self.children.is_empty() {
-            let _ = self.stop();
+        if !self.children.get_mut().unwrap_or_else(|e| e.into_inner()).is_empty() {
+            self.stop_children();
         }
     }
 }
@@ -148,6 +164,18 @@ fn signal(pid: u32, sig: libc::c_int) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
     // SAFETY: kill(2) has no memory-safety preconditions.
     unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// Whether `pid` exists and is not a zombie (an exited child its parent has not reaped yet).
+fn is_running(pid: u32) -> bool {
+    if !signal(pid, 0) {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat.rsplit_once(')').is_none_or(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
 }
 
 /// Stop the cluster whose `DIR/pids` was written by [`spawn_local_cluster`] (possibly by another process):
@@ -169,7 +197,7 @@ pub fn stop_cluster_dir(dir: &Path) -> Result<usize, NetError> {
     let running: Vec<u32> = pids.into_iter().filter(|pid| signal(*pid, libc::SIGTERM)).collect();
     let deadline = Instant::now() + STOP_GRACE;
     for pid in &running {
-        while signal(*pid, 0) {
+        while is_running(*pid) {
             if Instant::now() >= deadline {
                 signal(*pid, libc::SIGKILL);
                 break;

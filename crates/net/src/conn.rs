@@ -174,13 +174,15 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
             eprintln!("{}: connected", spec.label);
         }
         failing = false;
-        backoff = Duration::from_millis(20);
+        let connected_at = Instant::now();
         let _ = stream.set_nodelay(true);
         let (rd, mut wr) = stream.into_split();
         let mut hello = BytesMut::new();
         frame::encode_into(&spec.hello, spec.max_frame, &mut hello).expect("a hello fits in any frame");
         if let Err(e) = wr.write_all(&hello).await {
             eprintln!("warning: {}: handshake failed: {e}", spec.label);
+            sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
             continue;
         }
         let reader =
@@ -198,7 +200,12 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
             let reason = format!("connection to {} lost", spec.label);
             let _ = inbound.send(NetIn::Down { peer: spec.peer, reason });
         }
+        // A peer that keeps closing right away (e.g. refusing our protocol) is retried ever more slowly.
+        if connected_at.elapsed() > Duration::from_secs(1) {
+            backoff = Duration::from_millis(20);
+        }
         sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
     }
 }
 

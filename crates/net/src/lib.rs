@@ -30,7 +30,7 @@ pub use client::{ClientRuntime, DEFAULT_OP_TIMEOUT, Session};
 pub use cluster::{LocalCluster, free_base_port, spawn_local_cluster, stop_cluster_dir};
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use frame::{Frame, FrameError, WIRE_VERSION};
-pub use server::run_server;
+pub use server::{run_server, shutdown_signal};
 
 use std::path::PathBuf;
 

@@ -471,3 +471,20 @@ async fn read_conn<P: Protocol>(
         }
     }
 }
+
+/// Resolves on SIGTERM or ctrl-c (SIGINT): the `shutdown` future for `snowline server`.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(e) => {
+            eprintln!("warning: cannot listen for SIGTERM ({e}); stop with ctrl-c");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Process management with a stand-in executable (a shell script), in its own test binary so no other
+//! test forks while the script is being written.
+
+// A test of process management: it times how fast children stop with the real clock.
+#![allow(clippy::disallowed_methods)]
+
+use snowline_net::{ClusterConfig, free_base_port, spawn_local_cluster, stop_cluster_dir};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+}
+
+#[test]
+fn spawn_wait_stop() {
+    let dir = std::env::temp_dir().join(format!("snowline-net-cluster-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = ClusterConfig::local("cv", 1, 2, free_base_port());
+    // Arguments reach the child and its output goes to the node's log.
+    let sleeper = script(&dir, "sleeper", "echo \"args: $*\"; exec sleep 30");
+    let cluster = spawn_local_cluster(&sleeper, &dir.join("c1"), &config).unwrap();
+    let pids = cluster.pids();
+    assert_eq!(pids.len(), 2);
+    let recorded = std::fs::read_to_string(dir.join("c1/pids")).unwrap();
+    assert_eq!(recorded, format!("0 {}\n1 {}\n", pids[0], pids[1]));
+    assert_eq!(cluster.node_pids(), vec![(0, pids[0]), (1, pids[1])]);
+    assert_eq!(ClusterConfig::load(dir.join("c1/cluster.toml")).unwrap(), config);
+    // Nobody listens: wait_ready times out naming the nodes.
+    let err = cluster.wait_ready(Duration::from_millis(200)).unwrap_err().to_string();
+    assert!(err.contains("node 0") && err.contains("not accepting"), "{err}");
+    let log = std::fs::read_to_string(dir.join("c1/node-1.log")).unwrap();
+    assert!(
+        log.contains(&format!("args: server --config {} --node 1", dir.join("c1/cluster.toml").display())),
+        "{log}"
+    );
+    let started = Instant::now();
+    cluster.stop();
+    assert!(started.elapsed() < Duration::from_secs(4), "SIGTERM should end sleep at once");
+    assert!(pids.iter().all(|pid| !alive(*pid)));
+    assert!(!dir.join("c1/pids").exists());
+
+    // A child that exits early is reported with its log.
+    let failing = script(&dir, "failing", "echo boom; exit 3");
+    let cluster = spawn_local_cluster(&failing, &dir.join("c2"), &config).unwrap();
+    let err = cluster.wait_ready(Duration::from_secs(5)).unwrap_err().to_string();
+    assert!(err.contains("exited") && err.contains("node-"), "{err}");
+    drop(cluster);
+
+    // `cluster down` from another process: detach, then stop by directory.
+    let cluster = spawn_local_cluster(&sleeper, &dir.join("c3"), &config).unwrap();
+    let pids = cluster.pids();
+    cluster.detach();
+    assert_eq!(stop_cluster_dir(&dir.join("c3")).unwrap(), 2);
+    // The children are ours (not reaped until waited for): they are zombies or gone, not running.
+    assert!(pids.iter().all(|pid| !alive(*pid)));
+    let err = stop_cluster_dir(&dir.join("c3")).unwrap_err().to_string();
+    assert!(err.contains("no cluster to stop"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
