@@ -47,8 +47,15 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a closed-loop workload against a real local cluster that this command starts and stops.
     Bench(sim_cmd::BenchArgs),
-    /// Write KEY = VALUE.
-    Put { key: String, value: String },
+    /// Write KEY = VALUE (or the contents of --value-file).
+    Put {
+        key: String,
+        #[arg(required_unless_present = "value_file", conflicts_with = "value_file")]
+        value: Option<String>,
+        /// Read the value from this file (for values too large for a command line).
+        #[arg(long)]
+        value_file: Option<PathBuf>,
+    },
     /// Read KEY.
     Get { key: String },
     /// A read-only transaction over KEYS; prints JSON.
@@ -117,7 +124,13 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Sim(args) => sim_cmd::sim(args),
         Command::Bench(args) => sim_cmd::bench(args),
-        Command::Put { key, value } => {
+        Command::Put { key, value, value_file } => {
+            let value = match (value, value_file) {
+                (Some(v), _) => v,
+                (None, Some(path)) => std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading the value from {}", path.display()))?,
+                (None, None) => unreachable!("clap requires a value or --value-file"),
+            };
             client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Put(key.into(), value.into()))
         }
         Command::Get { key } => client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Rot(vec![key.into()])),

@@ -1,4 +1,6 @@
 //! End-to-end tests of the `snowline` binary: real server processes on loopback.
+// These tests drive real processes: they poll with the real clock.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -78,8 +80,9 @@ fn a_put_in_one_datacenter_becomes_readable_in_the_other_and_bad_input_is_refuse
     }
 
     // An oversized value is refused with the limit named; the cluster keeps serving.
-    let big = "x".repeat((1 << 20) + 1);
-    let o = snowline(&["--cluster", d, "put", "big", &big]);
+    let big = dir.join("big-value");
+    std::fs::write(&big, "x".repeat((1 << 20) + 1)).unwrap();
+    let o = snowline(&["--cluster", d, "put", "big", "--value-file", big.to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(text(&o).contains("max_value_bytes"), "{}", text(&o));
     let o = snowline(&["--cluster", d, "get", "photo"]);

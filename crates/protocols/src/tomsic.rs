@@ -212,7 +212,7 @@ impl TomsicServer {
                 let results = vec![None; keys.len()];
                 self.coordinated.insert(txn, Coordinated::Read { client, op, results, slots, pending });
                 for (p, keys) in reads {
-                    self.to_partition(cx, p, TomsicMsg::Read { txn, keys });
+                    self.send_to_partition(cx, p, TomsicMsg::Read { txn, keys });
                 }
             }
             Request::Put { .. } | Request::Update { .. } => {
@@ -230,14 +230,14 @@ impl TomsicServer {
                     } else {
                         TomsicMsg::Prepare { txn, writes }
                     };
-                    self.to_partition(cx, p, msg);
+                    self.send_to_partition(cx, p, msg);
                 }
             }
         }
     }
 
     /// Send a TC → partition message, or handle it in place when the partition is this server.
-    fn to_partition(&mut self, cx: &mut Ctx<'_, Cv>, partition: PartitionId, msg: TomsicMsg) {
+    fn send_to_partition(&mut self, cx: &mut Ctx<'_, Cv>, partition: PartitionId, msg: TomsicMsg) {
         if partition == self.id.partition {
             if let Some(reply) = self.as_partition(cx, self.id, msg) {
                 self.as_coordinator(cx, reply);
@@ -297,7 +297,7 @@ impl TomsicServer {
                 cx.send(client, TomsicMsg::Done { op, result: Ok(Reply { reads: Vec::new(), commit, metrics }) });
                 if participants.len() > 1 {
                     for p in participants {
-                        self.to_partition(cx, p, TomsicMsg::Commit { txn, ct });
+                        self.send_to_partition(cx, p, TomsicMsg::Commit { txn, ct });
                     }
                 }
             }
