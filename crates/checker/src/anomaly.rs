@@ -134,7 +134,7 @@ impl fmt::Display for Anomaly {
             let micro: Vec<String> = op.ops.iter().map(crate::input::fmt_op).collect();
             writeln!(
                 f,
-                "    {} (index {}..{done}, process {}, {:?}): {}",
+                "    {} (index {}..{done}, process {}, {}): {}",
                 op.txn,
                 op.index,
                 op.process,

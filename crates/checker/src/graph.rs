@@ -9,10 +9,9 @@
 //! Edges, each with the line that justifies it:
 //! - SO: consecutive committed transactions of one process;
 //! - WR: `U -> T` when a valid external read of `T` returns a version `U` wrote;
-//! - WW (generating set, see [`Graph::edges`]): consecutive writers of a key in one process; `V -> X` when `X`
-//!   read the key from `V` and then wrote it, or a later writer of the key in `X`'s process; consecutive
-//!   versions of a reported [`CommitOrder`];
-//! - RW: `T -> W` when `T` read a version whose direct WW successor is `W`.
+//! - WW: `V -> W` when `V`'s version of a key precedes `W`'s in the version order below ([`Graph::edges`]
+//!   lists a generating set);
+//! - RW: `T -> W` when `T` read a version whose WW successor is `W`.
 //!
 //! Happens-before (hb) is the transitive closure of SO ∪ WR. It is computed with one vector clock per
 //! transaction over the condensation of the graph (Tarjan's strongly connected components, then topological
@@ -21,8 +20,9 @@
 //! `pos(A) < clock[T][proc(A)]`. Time and memory are O((transactions + reads) · processes).
 //!
 //! The version order of a key `y` (≺): the initial version precedes every written version; `V ≺ W` when
-//! `V` hb `W` — which covers session order of writers and write-read-write chains — or, for a key with an
-//! accepted commit order, when the order lists `V` before `W`.
+//! `V` hb `W` but not `W` hb `V` — which covers session order of writers and write-read-write chains; the
+//! versions of transactions on one happens-before cycle are unordered — or, for a key with an accepted
+//! commit order, when the order lists `V` before `W`.
 
 use crate::anomaly::{Anomaly, AnomalyKind, Edge, EdgeKind, OpRef};
 use crate::input::{CommitOrder, History, InputError, TxnId, TxnStatus, fmt_value};
@@ -48,6 +48,9 @@ pub enum Prec {
     CommitOrder,
 }
 
+/// One key's writers: per process (sorted), (position, transaction) in session order.
+type KeyWriters = Vec<(u32, Vec<(u32, TxnId)>)>;
+
 /// See the module documentation.
 pub struct Graph<'h> {
     pub history: &'h History,
@@ -68,10 +71,12 @@ pub struct Graph<'h> {
     procs: Vec<u64>,
     nproc: usize,
     clock: Vec<u32>,
+    /// Per transaction, its strongly connected component.
+    comp: Vec<u32>,
     /// Strongly connected components with more than one member, each sorted, in order of first member.
     pub cycles: Vec<Vec<TxnId>>,
     /// Per key: per process (sorted), the writers of the key by position.
-    writers: Vec<Vec<(u32, Vec<(u32, TxnId)>)>>,
+    writers: Vec<KeyWriters>,
     commit_rank: Vec<Option<HashMap<TxnId, u32>>>,
     /// Anomalies found while resolving reads (committed visibility).
     pub read_anomalies: Vec<(TxnId, Anomaly)>,
@@ -129,7 +134,7 @@ impl<'h> Graph<'h> {
                             from: txns[u].name(),
                             to: t.name(),
                             key: Some(op.1.clone()),
-                            why: format!("{read} written by {} ({:?})", txns[u].name(), txns[u].status),
+                            why: format!("{read} written by {} ({})", txns[u].name(), txns[u].status),
                         });
                     }
                     (t.id, Anomaly { name: kind, summary, ops: w.op_refs(history), edges })
@@ -150,7 +155,11 @@ impl<'h> Graph<'h> {
                     continue;
                 };
                 let Some(&(u, j)) = values.get(v) else {
-                    read_anomalies.push(local(AnomalyKind::ThinAirRead, format!("{read}, a value never written"), None));
+                    read_anomalies.push(local(
+                        AnomalyKind::ThinAirRead,
+                        format!("{read}, a value never written"),
+                        None,
+                    ));
                     continue;
                 };
                 let w = &txns[u].ops[j];
@@ -226,6 +235,7 @@ impl<'h> Graph<'h> {
             procs,
             nproc,
             clock: Vec::new(),
+            comp: Vec::new(),
             cycles: Vec::new(),
             writers,
             commit_rank: Vec::new(),
@@ -345,6 +355,7 @@ impl<'h> Graph<'h> {
         }
         self.cycles.sort();
         self.clock = clock;
+        self.comp = comp.into_iter().map(|c| c as u32).collect();
     }
 
     /// `a` happens-before `b`: a non-empty path of SO and WR edges from `a` to `b`.
@@ -396,7 +407,7 @@ impl<'h> Graph<'h> {
         {
             return (a < b).then_some(Prec::CommitOrder);
         }
-        self.hb(v, w).then_some(Prec::Hb)
+        (self.hb(v, w) && self.comp[v] != self.comp[w]).then_some(Prec::Hb)
     }
 
     /// A writer `w` of key `k` among those that happen-before the frontier (for each process `p`, the
@@ -582,10 +593,16 @@ impl<'h> Graph<'h> {
                     return Err(err(format!("key {key:?}: value {v:?} is written to key {:?}", txns[t].ops[i].1)));
                 }
                 if !txns[t].is_committed() {
-                    return Err(err(format!("key {key:?}: value {v:?} is written by {}, which failed", txns[t].name())));
+                    return Err(err(format!(
+                        "key {key:?}: value {v:?} is written by {}, which failed",
+                        txns[t].name()
+                    )));
                 }
                 if self.final_write(t, k) != Some(i) {
-                    return Err(err(format!("key {key:?}: value {v:?} is an intermediate write of {}", txns[t].name())));
+                    return Err(err(format!(
+                        "key {key:?}: value {v:?} is an intermediate write of {}",
+                        txns[t].name()
+                    )));
                 }
                 if rank.insert(t, seq.len() as u32).is_some() {
                     return Err(err(format!("key {key:?}: value {v:?} is listed twice")));
@@ -657,51 +674,60 @@ impl<'h> Graph<'h> {
         Ok(anomalies)
     }
 
-    /// The generating edges of the dependency graph (see the module documentation), for levels that search
-    /// the graph for cycles. Happens-before and the version order are their closures.
+    /// The dependency graph's edges, each justified: SO between consecutive transactions of a process; WR
+    /// per reads-from pair; WW a generating set of the version order (its transitive closure, for keys and
+    /// transactions off happens-before cycles): the initial version to the first writer of each process,
+    /// consecutive writers of a key in a process, for each writer `W` and process `p` the latest writer in
+    /// `p` that happens-before `W`, and consecutive versions of an accepted commit order; RW from a
+    /// transaction that read version `V` to each WW successor of `V`. For levels that search the graph
+    /// for cycles (SI, serializability and the rest).
     pub fn edges(&self) -> Vec<Edge> {
         let txns = &self.history.txns;
         let mut scratch = Witness::default();
         let mut out = Vec::new();
-        let mut ww: BTreeSet<(u32, Option<TxnId>, TxnId)> = BTreeSet::new();
         for t in (0..txns.len()).filter(|&t| self.committed(t)) {
             if let Some(nx) = self.so_next[t] {
                 out.push(self.hb_edge(t, nx, &mut scratch));
             }
-            for r in &self.ext_reads[t] {
-                if r.source.is_some() {
-                    out.push(self.wr_edge(t, r));
-                }
-                // Write-read-write: t read r.key from v, then t (or its process's next writer of the key) wrote it.
-                let after =
-                    if self.final_write(t, r.key).is_some() { Some(t) } else { self.next_writer(r.key, t) };
-                if let Some(w) = after
-                    && r.source != Some(w)
-                {
-                    ww.insert((r.key, r.source, w));
-                }
+            for r in self.ext_reads[t].iter().filter(|r| r.source.is_some()) {
+                out.push(self.wr_edge(t, r));
             }
         }
+        let mut ww: BTreeSet<(u32, Option<TxnId>, TxnId)> = BTreeSet::new();
         for (k, per_proc) in self.writers.iter().enumerate() {
+            let k = k as u32;
+            let mut add = |v: Option<TxnId>, w: TxnId| {
+                if self.precedes(k, v, w).is_some() {
+                    ww.insert((k, v, w));
+                }
+            };
             for (_, list) in per_proc {
+                add(None, list[0].1);
                 for pair in list.windows(2) {
-                    ww.insert((k as u32, Some(pair[0].1), pair[1].1));
+                    add(Some(pair[0].1), pair[1].1);
+                }
+                for &(_, w) in list {
+                    for (p, other) in per_proc {
+                        let bound = self.clock_row(w)[*p as usize];
+                        let i = other.partition_point(|&(pos, _)| pos < bound);
+                        if *p != self.proc[w] && i > 0 {
+                            add(Some(other[i - 1].1), w);
+                        }
+                    }
                 }
             }
-            if let Some(rank) = &self.commit_rank[k] {
+            if let Some(rank) = &self.commit_rank[k as usize] {
                 let mut seq: Vec<(u32, TxnId)> = rank.iter().map(|(&t, &r)| (r, t)).collect();
                 seq.sort_unstable();
                 for pair in seq.windows(2) {
-                    ww.insert((k as u32, Some(pair[0].1), pair[1].1));
+                    add(Some(pair[0].1), pair[1].1);
                 }
             }
         }
         let mut succ: HashMap<(u32, Option<TxnId>), Vec<TxnId>> = HashMap::new();
         for &(k, v, w) in &ww {
-            let why = self.precedes(k, v, w).unwrap_or(Prec::Hb);
-            let mut e = self.ww_edges(k, v, w, why, &mut scratch);
-            e.truncate(1);
-            out.extend(e);
+            let why = self.precedes(k, v, w).expect("filtered");
+            out.push(self.ww_edges(k, v, w, why, &mut scratch).swap_remove(0));
             succ.entry((k, v)).or_default().push(w);
         }
         for t in (0..txns.len()).filter(|&t| self.committed(t)) {
@@ -714,14 +740,6 @@ impl<'h> Graph<'h> {
             }
         }
         out
-    }
-
-    fn next_writer(&self, k: u32, t: TxnId) -> Option<TxnId> {
-        let list = &self.writers[k as usize];
-        let i = list.binary_search_by_key(&self.proc[t], |x| x.0).ok()?;
-        let list = &list[i].1;
-        let j = list.partition_point(|&(pos, _)| pos <= self.pos[t]);
-        list.get(j).map(|x| x.1)
     }
 }
 

@@ -35,6 +35,16 @@ pub enum TxnStatus {
     Fail,
 }
 
+impl fmt::Display for TxnStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TxnStatus::Ok => "ok",
+            TxnStatus::Info => "info",
+            TxnStatus::Fail => "fail",
+        })
+    }
+}
+
 /// One transaction: an invoke and its completion.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Txn {
@@ -132,7 +142,9 @@ pub fn validate(events: &[HistoryEvent]) -> Result<History, InputError> {
                 for (i, op) in e.value.iter().enumerate() {
                     match op {
                         HistoryOp(OpKind::Read, k, Some(v)) => {
-                            return Err(err(format!("micro-op {i}: invoke reads key {k:?} with value {v:?}, not null")));
+                            return Err(err(format!(
+                                "micro-op {i}: invoke reads key {k:?} with value {v:?}, not null"
+                            )));
                         }
                         HistoryOp(OpKind::Write, _, Some(v)) => {
                             if let Some(first) = written.insert(v.clone(), e.index) {

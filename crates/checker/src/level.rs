@@ -32,11 +32,6 @@ impl Level {
         }
     }
 
-    /// Reads of one transaction come from one snapshot (`non-repeatable-read` is checked).
-    pub(crate) fn snapshot_reads(self) -> bool {
-        self != Level::Rc
-    }
-
     /// Atomic visibility (`fractured-read`).
     pub(crate) fn atomic(self) -> bool {
         matches!(self, Level::Ra | Level::Tcc)

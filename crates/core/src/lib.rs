@@ -22,6 +22,6 @@ pub use config::ProtocolConfig;
 pub use history::{HistoryEvent, HistoryOp, HistoryWriter};
 pub use ids::{Addr, ClientId, DcId, OpId, PartitionId, ServerId};
 pub use protocol::{ClientNode, Ctx, Effects, LinkAssumptions, Message, Protocol, ServerNode};
-pub use request::{Key, OpError, OpMetrics, ReadResult, Reply, Request, Value, Version};
+pub use request::{Key, OpError, OpMetrics, ReadResult, ReadersCheckCost, Reply, Request, Value, Version};
 pub use store::{GcPolicy, MvStore, StoredVersion};
 pub use topology::Topology;

@@ -80,6 +80,22 @@ pub struct OpMetrics {
     pub versions_returned: u32,
     /// Total time the operation's requests waited at servers (Cure blocks; minimal-delay protocols don't).
     pub blocked_ns: u64,
+    /// COPS-SNOW / CC-LO only: the cost of the readers check this write ran (SNOW §5.3, Contrarian §3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readers_check: Option<ReadersCheckCost>,
+}
+
+/// What one readers check cost: the metadata a write collected from the partitions of its dependencies.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadersCheckCost {
+    /// ROT ids received, counting repeats across partitions.
+    pub rot_ids_total: u64,
+    /// Distinct ROT ids received.
+    pub rot_ids_distinct: u64,
+    /// Dependency keys checked.
+    pub keys_checked: u64,
+    /// Partitions contacted.
+    pub partitions_contacted: u64,
 }
 
 /// The result of a completed operation.

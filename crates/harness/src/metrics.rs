@@ -207,7 +207,7 @@ mod tests {
                 .map(|s| ReadResult { key: "k".into(), value: None, version: Version::INITIAL, versions_skipped: *s })
                 .collect(),
             commit: None,
-            metrics: OpMetrics { rounds: 2, versions_returned: skips.len() as u32, blocked_ns: 0 },
+            metrics: OpMetrics { rounds: 2, versions_returned: skips.len() as u32, ..Default::default() },
         }
     }
 

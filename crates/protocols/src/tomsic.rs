@@ -287,7 +287,7 @@ impl TomsicServer {
         match state {
             Coordinated::Read { client, op, results, .. } => {
                 let reads: Vec<ReadResult> = results.into_iter().map(|r| r.expect("every slot answered")).collect();
-                let metrics = OpMetrics { rounds: 1, versions_returned: reads.len() as u32, blocked_ns: 0 };
+                let metrics = OpMetrics { rounds: 1, versions_returned: reads.len() as u32, ..Default::default() };
                 cx.send(client, TomsicMsg::Done { op, result: Ok(Reply { reads, commit: None, metrics }) });
             }
             Coordinated::Write { client, op, participants, ct, .. } => {

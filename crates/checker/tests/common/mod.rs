@@ -1,0 +1,142 @@
+//! Test helpers: a compact history notation, a serial single-copy store simulation, and a brute-force
+//! reference checker.
+
+#![allow(dead_code)]
+
+pub mod reference;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use snowline_checker::{AnomalyKind, Level, Verdict};
+use snowline_core::history::{EventType, HistoryEvent, HistoryOp, HistoryWriter, OpKind};
+use std::collections::BTreeMap;
+
+/// Parse `"r x 1, w y 2, r z _"` (`_` is null) into micro-operations.
+pub fn ops(spec: &str) -> Vec<HistoryOp> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|op| {
+            let parts: Vec<&str> = op.split_whitespace().collect();
+            assert_eq!(parts.len(), 3, "bad micro-op {op:?}");
+            let kind = match parts[0] {
+                "r" => OpKind::Read,
+                "w" => OpKind::Write,
+                other => panic!("bad op kind {other:?}"),
+            };
+            let value = (parts[2] != "_").then(|| parts[2].into());
+            HistoryOp(kind, parts[1].into(), value)
+        })
+        .collect()
+}
+
+/// Builds histories event by event.
+#[derive(Default)]
+pub struct Builder {
+    pub events: Vec<HistoryEvent>,
+}
+
+impl Builder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push(&mut self, process: u64, kind: EventType, value: Vec<HistoryOp>) {
+        let index = self.events.len() as u64;
+        self.events.push(HistoryEvent {
+            index,
+            process,
+            dc: 0,
+            kind,
+            f: "txn".into(),
+            value,
+            time: index * 10,
+            error: None,
+        });
+    }
+
+    /// An invoke: reads carry null.
+    pub fn invoke(&mut self, process: u64, spec: &str) -> &mut Self {
+        let invoked =
+            ops(spec).into_iter().map(|HistoryOp(k, key, v)| HistoryOp(k, key, v.filter(|_| k == OpKind::Write)));
+        self.push(process, EventType::Invoke, invoked.collect());
+        self
+    }
+
+    /// A completion: `ok` carries the reads' values; `fail`/`info` carry the ops as invoked.
+    pub fn complete(&mut self, process: u64, status: &str, spec: &str) -> &mut Self {
+        let kind = match status {
+            "ok" => EventType::Ok,
+            "fail" => EventType::Fail,
+            "info" => EventType::Info,
+            other => panic!("bad status {other:?}"),
+        };
+        let mut value = ops(spec);
+        if kind != EventType::Ok {
+            value.iter_mut().filter(|o| o.0 == OpKind::Read).for_each(|o| o.2 = None);
+        }
+        self.push(process, kind, value);
+        self
+    }
+
+    /// A whole transaction: invoke then completion.
+    pub fn txn(&mut self, process: u64, status: &str, spec: &str) -> &mut Self {
+        self.invoke(process, spec).complete(process, status, spec)
+    }
+
+    pub fn jsonl(&self) -> String {
+        let mut buf = Vec::new();
+        HistoryWriter::write_jsonl(&self.events, &mut buf).unwrap();
+        String::from_utf8(buf).unwrap()
+    }
+}
+
+pub fn parse_jsonl(s: &str) -> Vec<HistoryEvent> {
+    HistoryWriter::read_jsonl(s.as_bytes()).unwrap_or_else(|e| panic!("bad JSONL at line {}: {}", e.0, e.1))
+}
+
+pub fn kinds(v: &Verdict) -> Vec<&'static str> {
+    v.counts.keys().map(|k: &AnomalyKind| k.name()).collect()
+}
+
+/// A serial execution against one copy of the store: each step one random session runs one transaction
+/// (reads return the latest values). Always satisfies every level. `multi` makes some transactions write
+/// several keys.
+pub fn serial_history(seed: u64, sessions: u64, steps: usize, keys: usize) -> Vec<HistoryEvent> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut store: BTreeMap<String, String> = BTreeMap::new();
+    let mut b = Builder::new();
+    for step in 0..steps {
+        let p = rng.random_range(0..sessions);
+        let n = rng.random_range(1..=3usize);
+        let mut spec = Vec::new();
+        let read_only = rng.random_bool(0.5);
+        let mut used = Vec::new();
+        for j in 0..n {
+            let k = format!("k{}", rng.random_range(0..keys));
+            if used.contains(&k) {
+                continue;
+            }
+            used.push(k.clone());
+            if read_only {
+                let v = store.get(&k).cloned().unwrap_or_else(|| "_".into());
+                spec.push(format!("r {k} {v}"));
+            } else {
+                let v = format!("v{step}-{j}");
+                store.insert(k.clone(), v.clone());
+                spec.push(format!("w {k} {v}"));
+            }
+        }
+        b.txn(p, "ok", &spec.join(", "));
+    }
+    b.events
+}
+
+/// Check every level and assert the expected anomaly kinds (empty: passes) at each.
+pub fn expect(events: &[HistoryEvent], expected: &[(Level, &[&str])]) {
+    for &(level, names) in expected {
+        let v = snowline_checker::check(events, level);
+        assert_eq!(kinds(&v), names.to_vec(), "at {level}:\n{v}");
+        assert_eq!(v.ok, names.is_empty());
+    }
+}
