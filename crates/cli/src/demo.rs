@@ -65,7 +65,11 @@ pub fn run(args: DemoArgs) -> Result<()> {
             result.with_context(|| format!("{name} (server logs in {})", dir.display()))?;
         println!("a PUT in dc0 was readable in dc1 after {visible_after_ms:.1} ms");
         println!("{}", report.summary);
-        let verdict = "recorded".to_string();
+        let level = crate::check_cmd::resolve_level("claimed", name)?;
+        let verdict = crate::check_cmd::check_recorded(report.history.as_deref().unwrap_or_default(), level)?;
+        print!("history check: ");
+        crate::check_cmd::print_verdict(&verdict, false);
+        let verdict = format!("{level} {}", if verdict.ok { "ok" } else { "FAILED" });
         rows.push(Row { protocol: name.to_string(), report, visible_after_ms, verdict });
     }
     let table = table(&rows);

@@ -2,6 +2,7 @@
 // The CLI is a runtime edge: it reads real clocks to time runs and seeds from the OS.
 #![allow(clippy::disallowed_methods)]
 
+mod check_cmd;
 mod client_cmd;
 mod demo;
 mod duration;
@@ -47,6 +48,20 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a closed-loop workload against a real local cluster that this command starts and stops.
     Bench(sim_cmd::BenchArgs),
+    /// Check a recorded history (docs/HISTORY.md) at a consistency level: exit 0 if it holds, 1 with a
+    /// witness if not, 2 if the input is not a valid history.
+    Check {
+        history: PathBuf,
+        /// rc, ra, causal-snapshot, causal or tcc.
+        #[arg(long)]
+        level: String,
+        /// Print the verdict as JSON.
+        #[arg(long)]
+        json: bool,
+        /// List every witness (up to a cap per kind), not just the first of each kind.
+        #[arg(long)]
+        all: bool,
+    },
     /// Write KEY = VALUE (or the contents of --value-file).
     Put {
         key: String,
@@ -114,6 +129,9 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
+        Command::Check { history, level, json, all } => {
+            std::process::exit(check_cmd::run(&history, &level, json, all)?)
+        }
         Command::Server { config, node } => client_cmd::server(&config, node),
         Command::Cluster(ClusterCommand::Up(args)) => client_cmd::cluster_up(args),
         Command::Cluster(ClusterCommand::Down { dir }) => {

@@ -1,6 +1,6 @@
 //! `snowline sim` and `snowline bench`: one workload, two runtimes.
 
-use crate::duration;
+use crate::{check_cmd, duration};
 use anyhow::{Context, Result};
 use clap::Args;
 use snowline_core::{HistoryWriter, Protocol, ProtocolConfig, Topology};
@@ -36,6 +36,10 @@ pub struct WorkloadArgs {
     /// Write the summary as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Check the recorded history at this level (rc, ra, causal-snapshot, causal, tcc, or `claimed`: the
+    /// protocol's own claim) and print the verdict; exits 1 if it fails.
+    #[arg(long, value_name = "LEVEL")]
+    pub check: Option<String>,
 }
 
 impl WorkloadArgs {
@@ -47,10 +51,22 @@ impl WorkloadArgs {
             warmup_ns: self.warmup.as_nanos() as u64,
             cooldown_ns: 0,
             workload: MixedWorkload { keys: self.keys, zipf: self.zipf, ..Default::default() },
-            record_history: self.history.is_some(),
+            record_history: self.history.is_some() || self.check.is_some(),
             seed,
             final_reads_after_ns: None,
         }
+    }
+
+    /// Reject bad arguments before any work starts.
+    pub fn validate(&self) -> Result<()> {
+        snowline_protocols::canonical_name(&self.protocol)?;
+        if let Some(level) = &self.check {
+            check_cmd::resolve_level(level, &self.protocol)?;
+        }
+        anyhow::ensure!(self.keys >= 1, "--keys must be at least 1");
+        anyhow::ensure!(self.zipf >= 0.0 && self.zipf.is_finite(), "--zipf must be a non-negative number");
+        anyhow::ensure!(self.warmup < self.duration, "--warmup must be shorter than --duration");
+        Ok(())
     }
 
     pub fn topology(&self) -> Result<Topology> {
@@ -87,6 +103,7 @@ pub struct BenchArgs {
 
 pub fn sim(args: SimArgs) -> Result<()> {
     println!("seed {}", args.seed);
+    args.run.validate()?;
     let topology = args.run.topology()?;
     let mut config = snowline_sim::SimConfig::new(args.seed, topology, ProtocolConfig::default());
     let dcs = usize::from(topology.dcs);
@@ -121,6 +138,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
 }
 
 pub fn bench(args: BenchArgs) -> Result<()> {
+    args.run.validate()?;
     let topology = args.run.topology()?;
     let name = snowline_protocols::canonical_name(&args.run.protocol)?;
     let seed = rand_seed();
@@ -156,6 +174,13 @@ fn finish(report: &RunReport, args: &WorkloadArgs) -> Result<()> {
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(report)?)
             .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let (Some(level), Some(history)) = (&args.check, &report.history) {
+        let level = check_cmd::resolve_level(level, &args.protocol)?;
+        let verdict = check_cmd::check_recorded(history, level)?;
+        print!("check: ");
+        check_cmd::print_verdict(&verdict, false);
+        anyhow::ensure!(verdict.ok, "the history does not satisfy {level}");
     }
     Ok(())
 }

@@ -140,3 +140,33 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[test]
+fn check_exits_0_1_or_2() {
+    let dir = tempdir("check");
+    let path = dir.join("h.jsonl");
+    let path_s = path.to_str().unwrap();
+    // T0 writes x and y atomically; T1 reads the new x but the initial y: a fractured read.
+    let fractured = r#"{"index":0,"process":0,"dc":0,"type":"invoke","f":"txn","value":[["w","x","x1"],["w","y","y1"]],"time":1}
+{"index":1,"process":0,"dc":0,"type":"ok","f":"txn","value":[["w","x","x1"],["w","y","y1"]],"time":2}
+{"index":2,"process":1,"dc":0,"type":"invoke","f":"txn","value":[["r","x",null],["r","y",null]],"time":3}
+{"index":3,"process":1,"dc":0,"type":"ok","f":"txn","value":[["r","x","x1"],["r","y",null]],"time":4}
+"#;
+    std::fs::write(&path, fractured).unwrap();
+    let o = snowline(&["check", path_s, "--level", "rc"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = snowline(&["check", path_s, "--level", "ra"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("fractured-read"), "{}", text(&o));
+    let o = snowline(&["check", path_s, "--level", "ra", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--json prints JSON");
+    assert_eq!(json["ok"], false);
+
+    std::fs::write(&path, format!("{fractured}{{\"index\":4,\"oops\n")).unwrap();
+    let o = snowline(&["check", path_s, "--level", "rc"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("h.jsonl:5"), "the error names the line: {}", text(&o));
+    let o = snowline(&["check", path_s, "--level", "snapshot-isolation-please"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("valid levels"), "{}", text(&o));
+}

@@ -138,15 +138,20 @@ impl HistoryWriter {
         out.flush()
     }
 
-    /// Parse a JSON Lines history; on error, the 1-based line number and the reason.
+    /// Parse a JSON Lines history (blank lines are skipped); on error, the 1-based line number and the reason.
     pub fn read_jsonl(input: impl BufRead) -> Result<Vec<HistoryEvent>, (usize, String)> {
+        Ok(Self::read_jsonl_with_lines(input)?.into_iter().map(|(_, e)| e).collect())
+    }
+
+    /// Like [`HistoryWriter::read_jsonl`], with each event's 1-based line number in the file.
+    pub fn read_jsonl_with_lines(input: impl BufRead) -> Result<Vec<(usize, HistoryEvent)>, (usize, String)> {
         let mut events = Vec::new();
         for (i, line) in input.lines().enumerate() {
             let line = line.map_err(|e| (i + 1, e.to_string()))?;
             if line.trim().is_empty() {
                 continue;
             }
-            events.push(serde_json::from_str(&line).map_err(|e| (i + 1, e.to_string()))?);
+            events.push((i + 1, serde_json::from_str(&line).map_err(|e| (i + 1, e.to_string()))?));
         }
         Ok(events)
     }

@@ -81,7 +81,7 @@ pub struct OpMetrics {
     /// Total time the operation's requests waited at servers (Cure blocks; minimal-delay protocols don't).
     pub blocked_ns: u64,
     /// COPS-SNOW / CC-LO only: the cost of the readers check this write ran (SNOW §5.3, Contrarian §3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// (No `skip_serializing_if` anywhere in wire types: postcard is not self-describing.)
     pub readers_check: Option<ReadersCheckCost>,
 }
 

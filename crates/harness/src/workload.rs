@@ -107,9 +107,10 @@ impl Generator {
         out
     }
 
-    /// A value unique in the run: the writer's id and sequence number, padded to the value size.
-    pub fn value(&self, writer: u64, seq: u64) -> Value {
-        let mut v = format!("v{writer}-{seq}");
+    /// A value unique in the run: the writer's id, its operation's sequence number and the write's position
+    /// in the operation, padded to the value size.
+    pub fn value(&self, writer: u64, seq: u64, position: usize) -> Value {
+        let mut v = format!("v{writer}-{seq}-{position}");
         while v.len() < self.spec.value_bytes {
             v.push('.');
         }
@@ -131,15 +132,11 @@ impl Generator {
         match choice {
             0 => Request::Rot { keys: vec![self.key(rng)] },
             1 => Request::Rot { keys: self.distinct_keys(rng, self.spec.rot_keys) },
-            2 => Request::Put { key: self.key(rng), value: self.value(writer, seq) },
+            2 => Request::Put { key: self.key(rng), value: self.value(writer, seq, 0) },
             _ => {
                 let keys = self.distinct_keys(rng, self.spec.update_keys);
                 Request::Update {
-                    writes: keys
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, k)| (k, self.value(writer, seq * 1000 + i as u64)))
-                        .collect(),
+                    writes: keys.into_iter().enumerate().map(|(i, k)| (k, self.value(writer, seq, i))).collect(),
                 }
             }
         }

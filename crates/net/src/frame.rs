@@ -103,6 +103,39 @@ mod tests {
         Ack(u64),
     }
 
+    /// The shared client-facing types cross the wire inside every protocol's messages; postcard is not
+    /// self-describing, so a serde attribute that skips fields (`skip_serializing_if`) would break them.
+    #[test]
+    fn client_facing_types_round_trip() {
+        use snowline_core::{OpError, OpMetrics, ReadResult, ReadersCheckCost, Reply, Request, Version};
+        let replies: Vec<Result<Reply, OpError>> = vec![
+            Ok(Reply {
+                reads: vec![ReadResult {
+                    key: "k".into(),
+                    value: None,
+                    version: Version::INITIAL,
+                    versions_skipped: 2,
+                }],
+                commit: Some(Version { time: 9, dc: 1 }),
+                metrics: OpMetrics { rounds: 2, versions_returned: 1, blocked_ns: 5, readers_check: None },
+            }),
+            Ok(Reply {
+                metrics: OpMetrics {
+                    readers_check: Some(ReadersCheckCost { rot_ids_total: 3, ..Default::default() }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            Err(OpError::Unknown("x".into())),
+        ];
+        for r in replies {
+            let bytes = postcard::to_stdvec(&r).unwrap();
+            assert_eq!(postcard::from_bytes::<Result<Reply, OpError>>(&bytes).unwrap(), r);
+        }
+        let req = Request::Update { writes: vec![("a".into(), "1".into())] };
+        assert_eq!(postcard::from_bytes::<Request>(&postcard::to_stdvec(&req).unwrap()).unwrap(), req);
+    }
+
     fn frames() -> Vec<Frame<M>> {
         vec![
             Frame::Hello { protocol: "cv".into(), from: Addr::Server(ServerId::new(1, 3)) },

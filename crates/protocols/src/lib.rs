@@ -17,6 +17,15 @@ pub fn canonical_name(name: &str) -> Result<&'static str, UnknownProtocol> {
     PROTOCOLS.iter().copied().find(|p| *p == lower).ok_or_else(|| UnknownProtocol(name.to_string()))
 }
 
+/// The consistency level a protocol claims, as a `snowline check --level` name (`docs/PROTOCOLS.md`
+/// states each claim and why).
+pub fn claimed_level(name: &str) -> Result<&'static str, UnknownProtocol> {
+    match canonical_name(name)? {
+        "cv" => Ok("rc"),
+        other => unreachable!("protocol {other} has no claimed level"),
+    }
+}
+
 /// A protocol name that is not implemented.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownProtocol(pub String);

@@ -1,0 +1,82 @@
+//! `snowline check` and the `--check` option of `sim`, `bench` and `demo`.
+
+use anyhow::{Context, Result};
+use snowline_checker::{Level, Verdict};
+use snowline_core::{HistoryEvent, HistoryWriter};
+use std::path::Path;
+
+/// Exit codes of `snowline check`.
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_ANOMALY: i32 = 1;
+pub const EXIT_INVALID: i32 = 2;
+
+/// Resolve `--check LEVEL` where LEVEL may be `claimed` (the protocol's own claim).
+pub fn resolve_level(level: &str, protocol: &str) -> Result<Level> {
+    let name = if level == "claimed" { snowline_protocols::claimed_level(protocol)? } else { level };
+    name.parse::<Level>().map_err(|e| anyhow::anyhow!("{e} (or `claimed`)"))
+}
+
+/// Check a recorded history and print the verdict; returns whether it passed.
+pub fn check_recorded(history: &[HistoryEvent], level: Level) -> Result<Verdict> {
+    let h = snowline_checker::validate(history).map_err(|e| anyhow::anyhow!("the recorded history is invalid: {e}"))?;
+    Ok(snowline_checker::check_history(&h, level))
+}
+
+/// Print a verdict: the outcome, the count per anomaly, and the first witness of each kind (all with `all`).
+pub fn print_verdict(verdict: &Verdict, all: bool) {
+    if verdict.ok || all {
+        print!("{verdict}");
+        return;
+    }
+    let counts: Vec<String> = verdict.counts.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    println!("{}: FAILED ({})", verdict.level, counts.join(", "));
+    let mut shown = std::collections::BTreeSet::new();
+    for a in &verdict.anomalies {
+        if shown.insert(a.name) {
+            print!("{a}");
+        }
+    }
+    println!("(the first witness of each kind; --all lists up to {} per kind)", Verdict::MAX_PER_KIND);
+}
+
+/// `snowline check FILE --level LEVEL [--json] [--all]`: exits 0 (holds), 1 (anomaly) or 2 (invalid input).
+pub fn run(path: &Path, level: &str, json: bool, all: bool) -> Result<i32> {
+    let level: Level = match level.parse() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: cannot read history {}: {e}", path.display());
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let events = match HistoryWriter::read_jsonl_with_lines(std::io::BufReader::new(file)) {
+        Ok(e) => e,
+        Err((line, reason)) => {
+            eprintln!("error: {}:{line}: not a history event: {reason}", path.display());
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let (lines, events): (Vec<usize>, Vec<HistoryEvent>) = events.into_iter().unzip();
+    let history = match snowline_checker::validate(&events) {
+        Ok(h) => h,
+        Err(e) => {
+            // The checker numbers events from 1; map that back to the file's line.
+            let line = lines.get(e.line.wrapping_sub(1)).copied().unwrap_or(0);
+            eprintln!("error: {}:{line}: invalid history: {}", path.display(), e.reason);
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let verdict = snowline_checker::check_history(&history, level);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&verdict).context("serializing the verdict")?);
+    } else {
+        print_verdict(&verdict, all);
+    }
+    Ok(if verdict.ok { EXIT_OK } else { EXIT_ANOMALY })
+}
