@@ -60,6 +60,10 @@ pub trait Protocol: Sized + 'static {
     type Server: ServerNode<Self>;
     type Client: ClientNode<Self>;
 
+    /// Whether the protocol offers multi-key update transactions (`Request::Update`; the W of SNOW). Protocols
+    /// without them reject `Update` and workloads issue single-key PUTs instead.
+    const WRITE_TRANSACTIONS: bool;
+
     fn links() -> LinkAssumptions;
     fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> Self::Server;
     fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> Self::Client;

@@ -14,7 +14,7 @@ use std::time::Instant;
 /// Run `spec` against the running cluster described by `config`: `clients_per_dc` sessions per datacenter,
 /// each issuing its next operation as soon as the previous one completes, until the duration is over.
 pub async fn run_net<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> anyhow::Result<RunReport> {
-    let generator = Generator::new(spec.workload.clone());
+    let generator = Generator::new(spec.workload.clone()).write_transactions(P::WRITE_TRANSACTIONS);
     let recorder = RefCell::new(HistoryRecorder::new());
     let metrics = RefCell::new(Metrics::default());
     let mut runtimes = Vec::new();

@@ -76,7 +76,7 @@ pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
 /// Drive `spec`'s closed-loop clients on an existing simulator (which tests may have set up with faults or
 /// scenario holds), then, if asked, quiesce and do the final reads.
 pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
-    let generator = Generator::new(spec.workload.clone());
+    let generator = Generator::new(spec.workload.clone()).write_transactions(P::WRITE_TRANSACTIONS);
     let topology = sim.topology();
     let mut recorder = HistoryRecorder::new();
     let mut metrics = Metrics::default();

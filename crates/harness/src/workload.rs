@@ -74,6 +74,9 @@ impl Default for MixedWorkload {
 #[derive(Clone, Debug)]
 pub struct Generator {
     spec: MixedWorkload,
+    /// Whether to issue multi-key updates; without them (protocols lacking write transactions) the update
+    /// share becomes single-key PUTs.
+    write_transactions: bool,
     zipf: Zipf,
     keys: Arc<Vec<Key>>,
 }
@@ -82,7 +85,13 @@ impl Generator {
     pub fn new(spec: MixedWorkload) -> Self {
         let zipf = Zipf::new(spec.keys, spec.zipf);
         let keys = Arc::new((0..spec.keys).map(|i| Key::from(format!("k{i}"))).collect());
-        Self { spec, zipf, keys }
+        Self { spec, zipf, keys, write_transactions: true }
+    }
+
+    /// Issue PUTs instead of multi-key updates when `enabled` is false.
+    pub fn write_transactions(mut self, enabled: bool) -> Self {
+        self.write_transactions = enabled;
+        self
     }
 
     /// Every key of the key space.
@@ -133,6 +142,7 @@ impl Generator {
             0 => Request::Rot { keys: vec![self.key(rng)] },
             1 => Request::Rot { keys: self.distinct_keys(rng, self.spec.rot_keys) },
             2 => Request::Put { key: self.key(rng), value: self.value(writer, seq, 0) },
+            _ if !self.write_transactions => Request::Put { key: self.key(rng), value: self.value(writer, seq, 0) },
             _ => {
                 let keys = self.distinct_keys(rng, self.spec.update_keys);
                 Request::Update {
@@ -199,5 +209,10 @@ mod tests {
         assert!((share("rot") - 0.35).abs() < 0.02, "{kinds:?}");
         assert!((share("put") - 0.15).abs() < 0.02, "{kinds:?}");
         assert!((share("update") - 0.05).abs() < 0.01, "{kinds:?}");
+
+        // Without write transactions the update share becomes PUTs.
+        let g = g.write_transactions(false);
+        let puts = (0..20_000).filter(|seq| g.next(&mut rng, 8, *seq).kind() == "put").count();
+        assert!((puts as f64 / 20_000.0 - 0.20).abs() < 0.02, "{puts}");
     }
 }

@@ -121,6 +121,7 @@ impl Protocol for Kv {
     type Timer = ();
     type Server = KvServer;
     type Client = KvClient;
+    const WRITE_TRANSACTIONS: bool = false;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: true }

@@ -56,6 +56,7 @@ impl Protocol for Cv {
     type Timer = TomsicTimer;
     type Server = TomsicServer;
     type Client = TomsicClient;
+    const WRITE_TRANSACTIONS: bool = true;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: false }

@@ -150,6 +150,7 @@ impl<const F: bool> Protocol for Echo<F> {
     type Timer = Tick;
     type Server = EchoServer;
     type Client = EchoClient;
+    const WRITE_TRANSACTIONS: bool = false;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: F }
