@@ -119,17 +119,23 @@ impl<M> MvStore<M> {
 
     /// Drop the versions `policy` allows; returns how many were dropped.
     pub fn collect_garbage(&mut self, policy: GcPolicy) -> usize {
+        match policy {
+            GcPolicy::SingleVersion => self.collect_below(|_| true),
+            // The newest version at or before the horizon stays: snapshots at the horizon read it.
+            GcPolicy::KeepSince { horizon } => self.collect_below(|v| v.version.time <= horizon),
+        }
+    }
+
+    /// For each key, keep the newest version for which `below_horizon` holds and everything newer; drop the
+    /// older ones. Use it when every snapshot still to be served sees `below_horizon` versions (for example
+    /// a vector horizon: `cv ≤ horizon` entry-wise): such a snapshot reads that version or a newer one, so
+    /// the dropped versions are unreachable. Returns how many were dropped.
+    pub fn collect_below(&mut self, mut below_horizon: impl FnMut(&StoredVersion<M>) -> bool) -> usize {
         let mut dropped = 0;
         let mut done = Vec::new();
         for key in &self.multi {
             let chain = self.keys.get_mut(key).expect("multi-version keys are stored");
-            let keep_from = match policy {
-                GcPolicy::SingleVersion => chain.len() - 1,
-                // The newest version at or before the horizon stays: snapshots at the horizon read it.
-                GcPolicy::KeepSince { horizon } => {
-                    chain.partition_point(|v| v.version.time <= horizon).saturating_sub(1)
-                }
-            };
+            let keep_from = chain.iter().rposition(&mut below_horizon).unwrap_or(0);
             if keep_from > 0 {
                 chain.drain(..keep_from);
                 dropped += keep_from;

@@ -65,8 +65,9 @@ fn check_protocol<P: Protocol>() {
             .filter(|op| op.0 == OpKind::Read)
             .count();
         assert!(reads > 100, "{replay}: only {reads} reads");
-        let unfinished = history.iter().filter(|e| matches!(e.kind, EventType::Info | EventType::Fail)).count();
-        assert_eq!(unfinished, 0, "{replay}: every operation completes once the partition heals");
+        let unfinished: Vec<_> =
+            history.iter().filter(|e| matches!(e.kind, EventType::Info | EventType::Fail)).collect();
+        assert!(unfinished.is_empty(), "{replay}: every operation completes once the partition heals: {unfinished:?}");
         assert_eq!(report.converged, Some(true), "{replay}: datacenters diverge on {:?}", report.divergent);
     }
 }
@@ -74,4 +75,19 @@ fn check_protocol<P: Protocol>() {
 #[test]
 fn cv_survives_reordering_spikes_skew_and_a_healing_partition() {
     check_protocol::<snowline_protocols::Cv>();
+}
+
+#[test]
+fn cure_survives_reordering_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::Cure>();
+}
+
+#[test]
+fn av_survives_reordering_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::Av>();
+}
+
+#[test]
+fn op_survives_reordering_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::Op>();
 }

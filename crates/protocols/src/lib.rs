@@ -6,10 +6,10 @@
 
 pub mod tomsic;
 
-pub use tomsic::Cv;
+pub use tomsic::{Av, Cure, Cv, Op};
 
 /// Every protocol a user can select, by canonical name.
-pub const PROTOCOLS: &[&str] = &["cv"];
+pub const PROTOCOLS: &[&str] = &["cure", "av", "op", "cv"];
 
 /// Resolve a user-supplied protocol name (case-insensitive) to its canonical name.
 pub fn canonical_name(name: &str) -> Result<&'static str, UnknownProtocol> {
@@ -21,6 +21,8 @@ pub fn canonical_name(name: &str) -> Result<&'static str, UnknownProtocol> {
 /// states each claim and why).
 pub fn claimed_level(name: &str) -> Result<&'static str, UnknownProtocol> {
     match canonical_name(name)? {
+        "cure" | "av" => Ok("tcc"),
+        "op" => Ok("causal"),
         "cv" => Ok("rc"),
         other => unreachable!("protocol {other} has no claimed level"),
     }
@@ -44,6 +46,18 @@ impl std::error::Error for UnknownProtocol {}
 macro_rules! with_protocol {
     ($name:expr, $P:ident => $body:expr) => {
         match $crate::canonical_name($name) {
+            Ok("cure") => {
+                type $P = $crate::Cure;
+                Ok($body)
+            }
+            Ok("av") => {
+                type $P = $crate::Av;
+                Ok($body)
+            }
+            Ok("op") => {
+                type $P = $crate::Op;
+                Ok($body)
+            }
             Ok("cv") => {
                 type $P = $crate::Cv;
                 Ok($body)

@@ -1,101 +1,241 @@
-//! Cure's skeleton and its minimal-delay variants (Tomsic, Bravo, Shapiro, Middleware 2018, §4,
-//! Algorithms 1–3). This module implements **CV** (Committed Visibility, Latest Freshness); Cure, AV and OP
-//! share this skeleton and differ in the places the paper's pseudocode branches on `protocol`
-//! ([`Variant`]), so they will join it here rather than copy it.
+//! Cure and its minimal-delay variants AV, OP and CV (Tomsic, Bravo, Shapiro, Middleware 2018, §4,
+//! Algorithms 1–3). The paper presents the four as one skeleton that branches on `protocol`; so does this
+//! module ([`Variant`]), so each protocol is exactly the paper's branch and nothing is copied.
 //!
 //! # Roles and messages
 //!
-//! - The **client node** sends each operation (`Begin`) to a transaction coordinator (TC) and waits for
-//!   `Done`. The paper: "the server that receives a new transaction starts a new TC process" (§4.2.1).
-//!   Choice (the paper is silent on which server): the partition server of the operation's first key in the
-//!   client's own datacenter, so a single-key operation costs one client round trip.
-//! - The **TC** (inside a partition server) splits reads by partition and sends `Read` to each in parallel
-//!   (Alg. 1 lines 1–13); for updates it runs presumed-commit two-phase commit (§4.1, Alg. 1 lines 18–28):
-//!   `Prepare` to each updated partition, `Prepared{time}` back, the client is answered as soon as every
-//!   participant has prepared, then `Commit{ct}` goes out. A single-partition update collapses prepare and
-//!   commit into `CommitSingle` (§4.2.1: "we collapse the prepare and commit messages"). A TC's own
-//!   partition is called directly, without a message.
-//! - The **partition** answers reads with the newest version satisfying COND (Alg. 2 lines 1–6), keeps
-//!   prepared updates invisible until `Commit` (lines 7–16), and propagates committed updates to its sibling
-//!   partitions in the other datacenters (`Replicate`).
+//! - The **client node** sends each operation (`Begin`, with its session state) to a transaction coordinator
+//!   (TC) and waits for `Done`. The paper: "the server that receives a new transaction starts a new TC
+//!   process" (§4.2.1). Choice (the paper is silent on which server): the partition server of the
+//!   operation's first key in the client's own datacenter, so a single-key operation costs one client round
+//!   trip.
+//! - The **TC** (inside a partition server) assigns the snapshot `ss_T` and dependency vector `dep_T`
+//!   (Alg. 1 lines 30–35), sends `Read` to each partition in parallel (lines 1–13; under OP it merges the
+//!   commit vectors read into `dep_T`, lines 10–12), and for updates runs presumed-commit two-phase commit
+//!   (§4.1, lines 18–28): `ct_T = dep_T[n] + 1`, `Prepare` to each updated partition, `Prepared{time}` back,
+//!   the client is answered as soon as every participant has prepared, `ct = max(times)`, then
+//!   `Commit{ct}`. A single-partition update collapses prepare and commit into `CommitSingle` (§4.2.1). A
+//!   TC's own partition is called in place, without a message.
+//! - The **partition** answers reads with the newest version satisfying COND (Alg. 2 lines 1–6, 17–20),
+//!   keeps prepared updates invisible until `Commit` (lines 7–16), and replicates committed updates to its
+//!   siblings in the other datacenters.
+//! - **Stabilisation** (Alg. 3; Cure, AV, OP): every `stabilisation_interval_ms` a partition computes
+//!   `stable_n` (just below its oldest prepared time, else its clock), sends its vector `vec_p` to the other
+//!   partitions of its datacenter (`Stable`), and sends its committed updates with `ct ≤ stable_n`, in `ct`
+//!   order, to its siblings (`Updates`). The stable vector `SV` is the entry-wise minimum of the vectors of
+//!   all partitions of the datacenter.
 //!
-//! # CV specifics and the choices written down
+//! # The four variants
 //!
-//! - COND is always true: a read returns the latest committed version (Alg. 2 line 18), so
-//!   `versions_skipped` is always 0 and each key keeps one version ("ver[k] = {val}", line 23).
-//! - The paper gives CV no commit time (Alg. 1 line 25, Alg. 2 lines 8–11). Replicas must still converge
-//!   when two datacenters write a key concurrently, so CV keeps Cure's timestamps: a participant proposes
-//!   a hybrid-logical-clock time at prepare, the commit time `ct` is the maximum, and a replica keeps a
-//!   remote update only if its `(ct, dc, value)` is greater than what it stores (last writer wins).
-//! - CV makes remote updates "visible as they arrive" (§4.2.2): a partition sends `Replicate` to its
-//!   siblings as soon as it commits, without the stabilisation protocol (Alg. 3 is for AV and OP).
-//! - Links: CV tolerates reordered messages (a commit is only sent after its prepare was answered, and
-//!   last-writer-wins makes replication order-insensitive), so it declares no FIFO assumption.
+//! | | snapshot `ss_T` | COND (which version a read returns) | blocks |
+//! |---|---|---|---|
+//! | Cure | `SV`, local entry raised to the TC's physical clock | newest with `cv ≤ ss_T` | until the partition's clock passes `ss_T[n]`, no transaction prepared at or before `ss_T[n]`, and remote updates up to `ss_T` applied |
+//! | AV | `SV` | newest with `cv ≤ ss_T` (Stable Freshness) | never |
+//! | OP | `SV` | newest with `dep ≤ ss_T` (a compatible version, Def. 5; Concurrent Freshness) | never |
+//! | CV | none | the latest committed version (Latest Freshness) | never |
+//!
+//! # Choices written down
+//!
+//! - **Session guarantees** (Appendix A). The client sends its latest snapshot `ss` and dependency vector
+//!   with every operation; the TC uses `max(SV, client ss)` (same datacenter: "updates its SV to ss
+//!   immediately") and `dep_T = max(ss_T, client dep)`, so a client's later updates are ordered after its
+//!   earlier ones. Under AV and OP the client caches its own unstable writes and returns a cached version
+//!   when it is fresher than the one read (read your writes); `Done` carries the TC's `SV`, and the client
+//!   drops cached writes with `cv ≤ SV`. Cure needs no cache: its snapshot includes the client's own
+//!   commits, and its reads wait for them.
+//! - **CV's commit times.** The paper gives CV none (Alg. 1 line 25, Alg. 2 lines 8–11). Replicas must still
+//!   converge when two datacenters write a key concurrently, so CV keeps the same timestamps and a replica
+//!   keeps a remote update only if its `(ct, dc, value)` is greater than what it stores (last writer wins).
+//!   CV makes remote updates "visible as they arrive" (§4.2.2): a partition sends `Replicate` to its
+//!   siblings as soon as it commits, without stabilisation. Versions of one key from different datacenters
+//!   are likewise ordered last-writer-wins by `(ct, dc, value)` under Cure, AV and OP (Antidote's LWW
+//!   registers, §5.2).
+//! - **Commit times across datacenters.** Alg. 1 line 19 takes `ct_T = dep_T[n] + 1`; snowline takes one
+//!   more than the largest entry of `dep_T`, so that a write causally after a version from another
+//!   datacenter also wins last-writer-wins against it even when that datacenter's clock runs ahead.
+//! - **Clocks.** Prepare times and single-partition commit times are hybrid-logical-clock ticks
+//!   (`max(physical, last + 1)`), so a partition's times are unique and `stable_n` can be a tick that every
+//!   later prepare exceeds. Cure's snapshot uses the TC's physical clock, as Cure does.
+//! - **Replication batching.** One `Updates` message per stabilisation round carries the updates with
+//!   `ct ≤ stable_n` in `ct` order and `stable_n` itself: Alg. 3 lines 7–10 (updates, else heartbeat)
+//!   folded into one message that always advances the receiver's `vec_p[j]`. It needs FIFO links, which
+//!   Cure, AV and OP declare; CV does not.
+//! - **Version garbage collection** (`gc_retain_ms`, every `gc_interval_ms`): the paper's prototype
+//!   truncated version lists at 50 to 20. Here a partition keeps, per key, the newest version with
+//!   `cv ≤ SV − gc_retain` (entry-wise) and everything newer: every snapshot at or above that horizon reads
+//!   exactly what it would have read without collection. A read whose snapshot is below the horizon (a TC
+//!   whose stable vector lags by more than `gc_retain_ms`) is refused with a clear error rather than
+//!   answered wrongly.
 
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     Addr, ClientId, ClientNode, Ctx, DcId, Hlc, Key, LinkAssumptions, Message, MvStore, OpError, OpId, OpMetrics,
     PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, StoredVersion, Topology,
-    Value, Version,
+    Value, VectorClock, Version,
 };
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 
 /// Where the algorithms branch on `protocol` in the paper's pseudocode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
-    /// Committed Visibility: reads return the latest committed version.
+    /// Transactional causal consistency; blocks on clock catch-up and on prepared transactions.
+    Cure,
+    /// Atomic Visibility, Minimal Delay, Stable Freshness.
+    Av,
+    /// Order-Preserving Visibility, Minimal Delay, Concurrent Freshness.
+    Op,
+    /// Committed Visibility, Minimal Delay, Latest Freshness.
     Cv,
 }
 
-/// The CV protocol.
-pub struct Cv;
+impl Variant {
+    /// Cure, AV and OP keep versions with vectors and run the stabilisation protocol; CV keeps one version.
+    fn multi_version(self) -> bool {
+        self != Variant::Cv
+    }
 
-impl Protocol for Cv {
-    const NAME: &'static str = "cv";
+    /// AV and OP read from a stable snapshot without blocking, so their clients cache their own writes.
+    fn caches_own_writes(self) -> bool {
+        matches!(self, Variant::Av | Variant::Op)
+    }
+}
+
+/// Selects one of the four protocols of the skeleton.
+pub trait Flavour: Send + 'static {
+    const VARIANT: Variant;
+    const NAME: &'static str;
+}
+
+macro_rules! flavour {
+    ($(#[$doc:meta])* $flavour:ident, $alias:ident, $variant:ident, $name:literal) => {
+        $(#[$doc])*
+        pub struct $flavour;
+        impl Flavour for $flavour {
+            const VARIANT: Variant = Variant::$variant;
+            const NAME: &'static str = $name;
+        }
+        $(#[$doc])*
+        pub type $alias = Tomsic<$flavour>;
+    };
+}
+
+flavour!(
+    /// Cure (Akkoorath et al., ICDCS 2016) as the base protocol of Tomsic §4.1.
+    CureFlavour, Cure, Cure, "cure"
+);
+flavour!(
+    /// AV: Cure reading from the stable snapshot (Tomsic §4.3).
+    AvFlavour, Av, Av, "av"
+);
+flavour!(
+    /// OP: Cure returning newer compatible versions (Tomsic §3.3.2, §4.3).
+    OpFlavour, Op, Op, "op"
+);
+flavour!(
+    /// CV: Cure returning the latest committed version (Tomsic §3.3.1, §4.3).
+    CvFlavour, Cv, Cv, "cv"
+);
+
+/// The skeleton, instantiated per [`Flavour`].
+pub struct Tomsic<F>(PhantomData<F>);
+
+impl<F: Flavour> Protocol for Tomsic<F> {
+    const NAME: &'static str = F::NAME;
     type Msg = TomsicMsg;
     type Timer = TomsicTimer;
-    type Server = TomsicServer;
-    type Client = TomsicClient;
+    type Server = TomsicServer<F>;
+    type Client = TomsicClient<F>;
     const WRITE_TRANSACTIONS: bool = true;
 
     fn links() -> LinkAssumptions {
-        LinkAssumptions { fifo: false }
+        LinkAssumptions { fifo: F::VARIANT.multi_version() }
     }
 
-    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> TomsicServer {
-        TomsicServer::new(Variant::Cv, id, topology, config.clone())
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> TomsicServer<F> {
+        TomsicServer::new(id, topology, config.clone())
     }
 
-    fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> TomsicClient {
-        TomsicClient { id, dc, topology, config: config.clone() }
+    fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> TomsicClient<F> {
+        TomsicClient {
+            id,
+            dc,
+            topology,
+            config: config.clone(),
+            dep: VectorClock::zero(topology.dcs),
+            ss: VectorClock::zero(topology.dcs),
+            observed: VectorClock::zero(topology.dcs),
+            cache: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            _flavour: PhantomData,
+        }
     }
 }
 
 /// A transaction id, unique at its coordinator; partitions key prepared records by `(coordinator, txn)`.
 pub type TxnId = u64;
 
+/// The session state a client sends with each operation (Appendix A).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// The client's dependency vector: its own commits (and, under OP, the commit vectors it read).
+    pub dep: VectorClock,
+    /// The snapshot of the client's latest transaction.
+    pub ss: VectorClock,
+    /// OP: the commit vectors of the versions this session has read (it may have read versions newer than
+    /// the stable snapshot; later transactions of the session must not miss them).
+    pub observed: VectorClock,
+}
+
+/// What the TC tells the client besides the result.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionUpdate {
+    /// The transaction's dependency vector (for an update: its commit vector is this with entry `dc` = ct).
+    pub dep: VectorClock,
+    pub ss: VectorClock,
+    /// The TC's stable vector: cached writes with `cv ≤ stable` are visible to every later snapshot.
+    pub stable: VectorClock,
+}
+
+/// A committed transaction's updates at one partition, as replicated (Alg. 3 line 9).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replicated {
+    pub writes: Vec<(Key, Value)>,
+    pub dep: VectorClock,
+    pub ct: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TomsicMsg {
     /// Client → TC: run this operation.
-    Begin { op: OpId, request: Request },
+    Begin { op: OpId, request: Request, session: Session },
     /// TC → client: the operation's result.
-    Done { op: OpId, result: Result<Reply, OpError> },
-    /// TC → partition: read these keys (Alg. 1 line 6).
-    Read { txn: TxnId, keys: Vec<Key> },
-    /// Partition → TC: one result per key, in request order (Alg. 2 line 6).
-    ReadReply { txn: TxnId, results: Vec<ReadResult> },
+    Done { op: OpId, result: Result<Reply, OpError>, session: SessionUpdate },
+    /// TC → partition: read these keys at snapshot `ss` (Alg. 1 line 6).
+    Read { txn: TxnId, keys: Vec<Key>, ss: VectorClock },
+    /// Partition → TC: one result per key in request order, the commit vectors' maximum (for OP, Alg. 1
+    /// line 11) and how long the read waited (Cure).
+    ReadReply { txn: TxnId, results: Vec<ReadResult>, max_cv: VectorClock, blocked_ns: u64 },
+    /// Partition → TC: the snapshot was garbage-collected here.
+    ReadRefused { txn: TxnId, reason: String },
     /// TC → partition: first phase of presumed commit (Alg. 1 line 22).
-    Prepare { txn: TxnId, writes: Vec<(Key, Value)> },
+    Prepare { txn: TxnId, writes: Vec<(Key, Value)>, dep: VectorClock, ct: u64 },
     /// Partition → TC: the proposed commit time (Alg. 2 line 12).
     Prepared { txn: TxnId, time: u64 },
     /// TC → partition: commit with time `ct` (Alg. 1 line 28).
     Commit { txn: TxnId, ct: u64 },
     /// TC → the only updated partition: prepare and commit collapsed.
-    CommitSingle { txn: TxnId, writes: Vec<(Key, Value)> },
+    CommitSingle { txn: TxnId, writes: Vec<(Key, Value)>, dep: VectorClock, ct: u64 },
     /// Partition → TC: the single-partition update committed at `time`.
     Committed { txn: TxnId, time: u64 },
-    /// Partition → sibling partitions: a committed update to apply (§4.2.2, update propagation).
+    /// CV, partition → siblings: a committed update, visible on arrival (§4.2.2).
     Replicate { writes: Vec<(Key, Value)>, version: Version },
+    /// Cure/AV/OP, partition → siblings: committed updates with `ct ≤ stable`, in `ct` order, and `stable`
+    /// (Alg. 3 lines 7–10).
+    Updates { updates: Vec<Replicated>, stable: u64 },
+    /// Partition → the other partitions of its datacenter: its `vec_p` (Alg. 3 line 6), and its stable
+    /// vector (for the garbage-collection horizon, below every snapshot any TC of the datacenter can use).
+    Stable { vec: VectorClock, stable: VectorClock },
 }
 
 impl Message for TomsicMsg {
@@ -105,19 +245,35 @@ impl Message for TomsicMsg {
             TomsicMsg::Done { .. } => "done",
             TomsicMsg::Read { .. } => "read",
             TomsicMsg::ReadReply { .. } => "read-reply",
+            TomsicMsg::ReadRefused { .. } => "read-refused",
             TomsicMsg::Prepare { .. } => "prepare",
             TomsicMsg::Prepared { .. } => "prepared",
             TomsicMsg::Commit { .. } => "commit",
             TomsicMsg::CommitSingle { .. } => "commit-single",
             TomsicMsg::Committed { .. } => "committed",
             TomsicMsg::Replicate { .. } => "replicate",
+            TomsicMsg::Updates { .. } => "updates",
+            TomsicMsg::Stable { .. } => "stable",
         }
     }
 }
 
-/// CV sets no timers; Cure, AV and OP will add the stabilisation and garbage-collection timers here.
-#[derive(Clone, Debug)]
-pub enum TomsicTimer {}
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TomsicTimer {
+    /// Run a stabilisation round (Alg. 3 line 1).
+    Stabilise,
+    /// Collect old versions.
+    CollectGarbage,
+    /// Cure: a waiting read's snapshot time has passed on this partition's clock; re-check waiting reads.
+    ClockCaughtUp,
+}
+
+/// Per-version metadata (Alg. 2 line 24: `⟨val, dep_T, ct, n⟩`); empty vectors under CV.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VersionMeta {
+    pub dep: VectorClock,
+    pub cv: VectorClock,
+}
 
 /// A TC's in-flight transaction.
 #[derive(Debug)]
@@ -125,15 +281,21 @@ enum Coordinated {
     Read {
         client: ClientId,
         op: OpId,
+        ss: VectorClock,
+        dep: VectorClock,
         /// Result slots in request order, filled as partitions answer.
         results: Vec<Option<ReadResult>>,
         /// For each partition asked, the request positions of the keys sent to it.
         slots: BTreeMap<PartitionId, Vec<usize>>,
         pending: usize,
+        blocked_ns: u64,
+        refused: Option<String>,
     },
     Write {
         client: ClientId,
         op: OpId,
+        ss: VectorClock,
+        dep: VectorClock,
         participants: Vec<PartitionId>,
         /// The maximum time proposed so far (Alg. 1 line 25).
         ct: u64,
@@ -145,26 +307,65 @@ enum Coordinated {
 #[derive(Debug)]
 struct PreparedTxn {
     writes: Vec<(Key, Value)>,
+    dep: VectorClock,
     time: u64,
 }
 
+/// An OP transaction waiting at its TC until the stable vector covers what its session has read.
+#[derive(Debug)]
+struct Parked {
+    client: ClientId,
+    op: OpId,
+    request: Request,
+    session: Session,
+    since_ns: u64,
+}
+
+/// A Cure read waiting for its snapshot to be safe at this partition.
+#[derive(Debug)]
+struct WaitingRead {
+    tc: ServerId,
+    txn: TxnId,
+    keys: Vec<Key>,
+    ss: VectorClock,
+    arrived_ns: u64,
+}
+
 /// A partition server, hosting the TC role as well.
-pub struct TomsicServer {
-    variant: Variant,
+pub struct TomsicServer<F> {
     id: ServerId,
     topology: Topology,
     config: ProtocolConfig,
     clock: Hlc,
-    store: MvStore<()>,
+    store: MvStore<VersionMeta>,
     prepared: BTreeMap<(ServerId, TxnId), PreparedTxn>,
     coordinated: BTreeMap<TxnId, Coordinated>,
     next_txn: TxnId,
+    /// Committed updates not yet sent to the siblings (Alg. 2 line 16).
+    to_send: Vec<Replicated>,
+    /// `vec_p`: entry `n` is `stable_n`, entry `j` the updates applied from the sibling at site `j`.
+    vec: VectorClock,
+    /// The latest `vec_p` of every other partition of this datacenter.
+    peer_vecs: BTreeMap<PartitionId, VectorClock>,
+    /// The latest stable vector of every other partition of this datacenter.
+    peer_stables: BTreeMap<PartitionId, VectorClock>,
+    /// `SV`: the stable vector (Alg. 3 line 12).
+    stable: VectorClock,
+    /// Versions with `cv ≤ gc_horizon` have been collected down to the newest one.
+    gc_horizon: VectorClock,
+    waiting: Vec<WaitingRead>,
+    parked: Vec<Parked>,
+    /// Cure: the clock reading at which a `ClockCaughtUp` timer is already due (0: none pending).
+    wake_at_ns: u64,
+    _flavour: PhantomData<F>,
 }
 
-impl TomsicServer {
-    pub fn new(variant: Variant, id: ServerId, topology: Topology, config: ProtocolConfig) -> Self {
+type Cx<'a, F> = Ctx<'a, Tomsic<F>>;
+
+impl<F: Flavour> TomsicServer<F> {
+    pub fn new(id: ServerId, topology: Topology, config: ProtocolConfig) -> Self {
+        let zero = VectorClock::zero(topology.dcs);
         Self {
-            variant,
             id,
             topology,
             config,
@@ -173,8 +374,20 @@ impl TomsicServer {
             prepared: BTreeMap::new(),
             coordinated: BTreeMap::new(),
             next_txn: 0,
+            to_send: Vec::new(),
+            vec: zero.clone(),
+            peer_vecs: BTreeMap::new(),
+            peer_stables: BTreeMap::new(),
+            stable: zero.clone(),
+            gc_horizon: zero,
+            waiting: Vec::new(),
+            parked: Vec::new(),
+            wake_at_ns: 0,
+            _flavour: PhantomData,
         }
     }
+
+    const VARIANT: Variant = F::VARIANT;
 
     /// The stored versions of `key`, oldest first (for tests and inspection).
     pub fn versions(&self, key: &str) -> Vec<(Version, Value)> {
@@ -186,23 +399,108 @@ impl TomsicServer {
         self.prepared.len()
     }
 
-    /// The smallest time proposed by a transaction still prepared here (Alg. 3 line 3 bounds the stable
-    /// time by it).
+    /// The smallest time proposed by a transaction still prepared here (Alg. 3 line 3).
     pub fn oldest_prepared_time(&self) -> Option<u64> {
         self.prepared.values().map(|p| p.time).min()
     }
 
+    /// This partition's stable vector `SV`.
+    pub fn stable_vector(&self) -> &VectorClock {
+        &self.stable
+    }
+
+    /// Reads waiting here (Cure).
+    pub fn waiting_reads(&self) -> usize {
+        self.waiting.len()
+    }
+
     // ---- TC role (Alg. 1) ----
 
-    fn begin(&mut self, cx: &mut Ctx<'_, Cv>, client: ClientId, op: OpId, request: Request) {
+    /// INIT (Alg. 1 lines 30–35) with the session guarantees of Appendix A: the snapshot and dependencies.
+    fn init(&self, now_ns: u64, session: &Session) -> (VectorClock, VectorClock) {
+        let dcs = self.topology.dcs;
+        let fit = |v: &VectorClock| if v.0.len() == usize::from(dcs) { v.clone() } else { VectorClock::zero(dcs) };
+        let (client_ss, client_dep) = (fit(&session.ss), fit(&session.dep));
+        let mut ss = self.stable.clone();
+        match Self::VARIANT {
+            Variant::Cv => return (VectorClock::zero(dcs), client_dep),
+            Variant::Av | Variant::Op => ss.merge_max(&client_ss),
+            Variant::Cure => {
+                // Cure's snapshot: the stable vector with the local entry at the coordinator's clock, and at
+                // least the client's own commits and previous snapshot.
+                ss.merge_max(&client_ss);
+                ss.merge_max(&client_dep);
+                let local = ss.get(self.id.dc).max(now_ns);
+                ss.set(self.id.dc, local);
+            }
+        }
+        let mut dep = ss.clone();
+        dep.merge_max(&client_dep);
+        (ss, dep)
+    }
+
+    fn begin(&mut self, cx: &mut Cx<'_, F>, client: ClientId, op: OpId, request: Request, session: Session) {
         if let Err(reason) = self.config.check_request(&request) {
-            cx.send(client, TomsicMsg::Done { op, result: Err(OpError::Rejected(reason)) });
+            let session = SessionUpdate { stable: self.stable.clone(), ..Default::default() };
+            cx.send(client, TomsicMsg::Done { op, result: Err(OpError::Rejected(reason)), session });
             return;
         }
+        if Self::VARIANT == Variant::Op && request.is_read_only() && !self.covers_observed(&session) {
+            self.parked.push(Parked { client, op, request, session, since_ns: cx.now_ns() });
+            return;
+        }
+        self.start(cx, client, op, request, session, 0);
+    }
+
+    /// OP: whether this TC's snapshot for the session includes everything the session has read. Appendix A
+    /// lets a TC whose SV is behind a client's snapshot wait for stabilisation to catch up; OP applies the
+    /// same rule to the newer-than-stable versions a session has read, so that its later transactions never
+    /// miss their causal past.
+    fn covers_observed(&self, session: &Session) -> bool {
+        if session.observed.0.len() != self.stable.0.len() {
+            return true;
+        }
+        let mut ss = self.stable.clone();
+        if session.ss.0.len() == ss.0.len() {
+            ss.merge_max(&session.ss);
+        }
+        session.observed.le(&ss)
+    }
+
+    /// Start the transactions parked until the stable vector covers their sessions.
+    fn start_parked(&mut self, cx: &mut Cx<'_, F>) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let parked = std::mem::take(&mut self.parked);
+        for p in parked {
+            if self.covers_observed(&p.session) {
+                let waited = cx.now_ns().saturating_sub(p.since_ns);
+                self.start(cx, p.client, p.op, p.request, p.session, waited);
+            } else {
+                self.parked.push(p);
+            }
+        }
+    }
+
+    fn start(
+        &mut self,
+        cx: &mut Cx<'_, F>,
+        client: ClientId,
+        op: OpId,
+        request: Request,
+        session: Session,
+        waited_ns: u64,
+    ) {
+        let (ss, mut dep) = self.init(cx.now_ns(), &session);
         let txn = self.next_txn;
         self.next_txn += 1;
         match request {
             Request::Rot { keys } => {
+                if Self::VARIANT == Variant::Op {
+                    // What the session observes: the snapshot, plus the versions read (Alg. 1 line 12).
+                    dep = ss.clone();
+                }
                 let mut slots: BTreeMap<PartitionId, Vec<usize>> = BTreeMap::new();
                 for (i, key) in keys.iter().enumerate() {
                     slots.entry(self.topology.partition_of(key)).or_default().push(i);
@@ -211,9 +509,22 @@ impl TomsicServer {
                     slots.iter().map(|(p, idx)| (*p, idx.iter().map(|i| keys[*i].clone()).collect())).collect();
                 let pending = slots.len();
                 let results = vec![None; keys.len()];
-                self.coordinated.insert(txn, Coordinated::Read { client, op, results, slots, pending });
+                self.coordinated.insert(
+                    txn,
+                    Coordinated::Read {
+                        client,
+                        op,
+                        ss: ss.clone(),
+                        dep,
+                        results,
+                        slots,
+                        pending,
+                        blocked_ns: waited_ns,
+                        refused: None,
+                    },
+                );
                 for (p, keys) in reads {
-                    self.send_to_partition(cx, p, TomsicMsg::Read { txn, keys });
+                    self.send_to_partition(cx, p, TomsicMsg::Read { txn, keys, ss: ss.clone() });
                 }
             }
             Request::Put { .. } | Request::Update { .. } => {
@@ -223,13 +534,20 @@ impl TomsicServer {
                 }
                 let participants: Vec<PartitionId> = by_partition.keys().copied().collect();
                 let pending = participants.len();
-                self.coordinated.insert(txn, Coordinated::Write { client, op, participants, ct: 0, pending });
+                // Alg. 1 line 19 sets ct_T = dep_T[n] + 1. Versions of a key from different datacenters are
+                // ordered last-writer-wins by (ct, dc), so ct_T also exceeds every other entry of dep_T: a
+                // write that causally follows a remote version is then ordered after it (needed for read your
+                // writes and causal order under clock skew).
+                let ct = dep.0.iter().copied().max().unwrap_or(0) + 1;
+                self.coordinated
+                    .insert(txn, Coordinated::Write { client, op, ss, dep: dep.clone(), participants, ct, pending });
                 let single = pending == 1;
                 for (p, writes) in by_partition {
+                    let dep = dep.clone();
                     let msg = if single {
-                        TomsicMsg::CommitSingle { txn, writes }
+                        TomsicMsg::CommitSingle { txn, writes, dep, ct }
                     } else {
-                        TomsicMsg::Prepare { txn, writes }
+                        TomsicMsg::Prepare { txn, writes, dep, ct }
                     };
                     self.send_to_partition(cx, p, msg);
                 }
@@ -238,34 +556,53 @@ impl TomsicServer {
     }
 
     /// Send a TC → partition message, or handle it in place when the partition is this server.
-    fn send_to_partition(&mut self, cx: &mut Ctx<'_, Cv>, partition: PartitionId, msg: TomsicMsg) {
+    fn send_to_partition(&mut self, cx: &mut Cx<'_, F>, partition: PartitionId, msg: TomsicMsg) {
         if partition == self.id.partition {
-            if let Some(reply) = self.as_partition(cx, self.id, msg) {
-                self.as_coordinator(cx, reply);
-            }
+            self.as_partition(cx, self.id, msg);
         } else {
             cx.send(ServerId::new(self.id.dc, partition), msg);
         }
     }
 
+    /// Send a partition → TC reply, or handle it in place when the TC is this server.
+    fn reply_to_coordinator(&mut self, cx: &mut Cx<'_, F>, tc: ServerId, msg: TomsicMsg) {
+        if tc == self.id {
+            self.as_coordinator(cx, msg);
+        } else {
+            cx.send(tc, msg);
+        }
+    }
+
     /// A partition's answer reaches the TC.
-    fn as_coordinator(&mut self, cx: &mut Ctx<'_, Cv>, msg: TomsicMsg) {
-        let from_partition = |m: &TomsicMsg| match m {
-            TomsicMsg::ReadReply { txn, .. } | TomsicMsg::Prepared { txn, .. } | TomsicMsg::Committed { txn, .. } => {
-                *txn
-            }
+    fn as_coordinator(&mut self, cx: &mut Cx<'_, F>, msg: TomsicMsg) {
+        let txn = match &msg {
+            TomsicMsg::ReadReply { txn, .. }
+            | TomsicMsg::ReadRefused { txn, .. }
+            | TomsicMsg::Prepared { txn, .. }
+            | TomsicMsg::Committed { txn, .. } => *txn,
             other => unreachable!("not a partition reply: {other:?}"),
         };
-        let txn = from_partition(&msg);
         let Some(state) = self.coordinated.get_mut(&txn) else { return };
         match (state, msg) {
-            (Coordinated::Read { results, slots, pending, .. }, TomsicMsg::ReadReply { results: got, .. }) => {
+            (
+                Coordinated::Read { results, slots, pending, dep, blocked_ns, .. },
+                TomsicMsg::ReadReply { results: got, max_cv, blocked_ns: waited, .. },
+            ) => {
                 let Some(first) = got.first() else { return };
                 let positions = &slots[&self.topology.partition_of(&first.key)];
                 assert_eq!(positions.len(), got.len(), "a partition answers every key it was asked");
                 for (pos, r) in positions.iter().zip(got) {
                     results[*pos] = Some(r);
                 }
+                // Alg. 1 lines 10–12: OP's dependencies include what it read.
+                if F::VARIANT == Variant::Op {
+                    dep.merge_max(&max_cv);
+                }
+                *blocked_ns += waited;
+                *pending -= 1;
+            }
+            (Coordinated::Read { pending, refused, .. }, TomsicMsg::ReadRefused { reason, .. }) => {
+                *refused = Some(reason);
                 *pending -= 1;
             }
             (Coordinated::Write { ct, pending, .. }, TomsicMsg::Prepared { time, .. })
@@ -284,18 +621,27 @@ impl TomsicServer {
         }
     }
 
-    fn finish(&mut self, cx: &mut Ctx<'_, Cv>, txn: TxnId, state: Coordinated) {
+    fn finish(&mut self, cx: &mut Cx<'_, F>, txn: TxnId, state: Coordinated) {
+        let stable = self.stable.clone();
         match state {
-            Coordinated::Read { client, op, results, .. } => {
-                let reads: Vec<ReadResult> = results.into_iter().map(|r| r.expect("every slot answered")).collect();
-                let metrics = OpMetrics { rounds: 1, versions_returned: reads.len() as u32, ..Default::default() };
-                cx.send(client, TomsicMsg::Done { op, result: Ok(Reply { reads, commit: None, metrics }) });
+            Coordinated::Read { client, op, refused: Some(reason), ss, dep, .. } => {
+                let session = SessionUpdate { dep, ss, stable };
+                cx.send(client, TomsicMsg::Done { op, result: Err(OpError::Rejected(reason)), session });
             }
-            Coordinated::Write { client, op, participants, ct, .. } => {
+            Coordinated::Read { client, op, results, ss, dep, blocked_ns, .. } => {
+                let reads: Vec<ReadResult> = results.into_iter().map(|r| r.expect("every slot answered")).collect();
+                let metrics =
+                    OpMetrics { rounds: 1, versions_returned: reads.len() as u32, blocked_ns, ..Default::default() };
+                let session = SessionUpdate { dep, ss, stable };
+                cx.send(client, TomsicMsg::Done { op, result: Ok(Reply { reads, commit: None, metrics }), session });
+            }
+            Coordinated::Write { client, op, participants, ct, ss, dep, .. } => {
                 // Presumed commit: every participant prepared, so the transaction is committed (§4.1).
                 let metrics = OpMetrics { rounds: 1, ..Default::default() };
                 let commit = Some(Version { time: ct, dc: self.id.dc });
-                cx.send(client, TomsicMsg::Done { op, result: Ok(Reply { reads: Vec::new(), commit, metrics }) });
+                let session = SessionUpdate { dep, ss, stable };
+                let reply = Reply { reads: Vec::new(), commit, metrics };
+                cx.send(client, TomsicMsg::Done { op, result: Ok(reply), session });
                 if participants.len() > 1 {
                     for p in participants {
                         self.send_to_partition(cx, p, TomsicMsg::Commit { txn, ct });
@@ -307,83 +653,249 @@ impl TomsicServer {
 
     // ---- Partition role (Alg. 2) ----
 
-    /// Handle a TC's request; returns the reply for the TC, if any.
-    fn as_partition(&mut self, cx: &mut Ctx<'_, Cv>, tc: ServerId, msg: TomsicMsg) -> Option<TomsicMsg> {
+    /// Handle a TC's request; replies go back through [`Self::reply_to_coordinator`].
+    fn as_partition(&mut self, cx: &mut Cx<'_, F>, tc: ServerId, msg: TomsicMsg) {
         match msg {
-            TomsicMsg::Read { txn, keys } => {
+            TomsicMsg::Read { txn, keys, ss } => {
                 cx.charge(keys.len() as u64);
-                let results = keys.into_iter().map(|key| self.read(key)).collect();
-                Some(TomsicMsg::ReadReply { txn, results })
+                if Self::VARIANT.multi_version() && !self.gc_horizon.le(&ss) {
+                    let reason = format!(
+                        "snapshot {:?} is older than the garbage-collection horizon {:?} at {}; retry",
+                        ss.0, self.gc_horizon.0, self.id
+                    );
+                    self.reply_to_coordinator(cx, tc, TomsicMsg::ReadRefused { txn, reason });
+                    return;
+                }
+                let read = WaitingRead { tc, txn, keys, ss, arrived_ns: cx.now_ns() };
+                if Self::VARIANT == Variant::Cure && !self.cure_can_serve(cx, &read.ss) {
+                    self.waiting.push(read);
+                } else {
+                    self.serve(cx, read);
+                }
             }
-            TomsicMsg::Prepare { txn, writes } => {
+            TomsicMsg::Prepare { txn, writes, dep, ct } => {
                 cx.charge(writes.len() as u64);
-                let time = self.clock.tick(cx.now_ns());
-                self.prepared.insert((tc, txn), PreparedTxn { writes, time });
-                Some(TomsicMsg::Prepared { txn, time })
+                // Alg. 2 line 9: time = MAX(READ_CLOCK(), ct_T), as a clock tick (unique, increasing).
+                let time = self.clock.tick(cx.now_ns()).max(ct);
+                self.clock.advance_to(time);
+                self.prepared.insert((tc, txn), PreparedTxn { writes, dep, time });
+                self.reply_to_coordinator(cx, tc, TomsicMsg::Prepared { txn, time });
             }
             TomsicMsg::Commit { txn, ct } => {
                 // Presumed commit: a commit for a transaction not prepared here is a duplicate; ignore it.
-                let prepared = self.prepared.remove(&(tc, txn))?;
+                let Some(prepared) = self.prepared.remove(&(tc, txn)) else { return };
                 cx.charge(prepared.writes.len() as u64);
                 self.clock.observe(cx.now_ns(), ct);
-                self.commit(cx, prepared.writes, Version { time: ct, dc: self.id.dc });
-                None
+                self.commit(cx, prepared.writes, prepared.dep, ct);
+                self.serve_waiting(cx);
             }
-            TomsicMsg::CommitSingle { txn, writes } => {
+            TomsicMsg::CommitSingle { txn, writes, dep, ct } => {
                 cx.charge(writes.len() as u64);
-                let time = self.clock.tick(cx.now_ns());
-                self.commit(cx, writes, Version { time, dc: self.id.dc });
-                Some(TomsicMsg::Committed { txn, time })
+                let time = self.clock.tick(cx.now_ns()).max(ct);
+                self.clock.advance_to(time);
+                self.commit(cx, writes, dep, time);
+                self.reply_to_coordinator(cx, tc, TomsicMsg::Committed { txn, time });
+                self.serve_waiting(cx);
             }
             other => unreachable!("not a TC → partition message: {other:?}"),
         }
     }
 
-    /// COND (Alg. 2 lines 17–20) picks the version a read returns.
-    fn read(&self, key: Key) -> ReadResult {
-        let (found, skipped) = match self.variant {
-            Variant::Cv => self.store.newest_where(&key, |_| true),
-        };
-        match found {
-            Some(v) => ReadResult { key, value: Some(v.value.clone()), version: v.version, versions_skipped: skipped },
-            None => ReadResult { key, value: None, version: Version::INITIAL, versions_skipped: skipped },
+    /// Cure's blocking conditions (§4.1): the snapshot is safe here once this partition's clock has passed
+    /// its local entry, no transaction prepared at or before it may still commit into it, and every remote
+    /// update it includes has been applied.
+    fn cure_can_serve(&mut self, cx: &mut Cx<'_, F>, ss: &VectorClock) -> bool {
+        let local = ss.get(self.id.dc);
+        let now = cx.now_ns();
+        let clock_passed = now > local;
+        let no_prepared = self.prepared.values().all(|p| p.time > local);
+        let remote_applied = self.topology.dc_ids().filter(|d| *d != self.id.dc).all(|d| self.vec.get(d) >= ss.get(d));
+        // Wake up when the clock passes the snapshot, unless an earlier wake-up is already due.
+        if !clock_passed && (self.wake_at_ns <= now || self.wake_at_ns > local + 1) {
+            self.wake_at_ns = local + 1;
+            cx.set_timer(local + 1 - now, TomsicTimer::ClockCaughtUp);
+        }
+        clock_passed && no_prepared && remote_applied
+    }
+
+    /// Serve the waiting reads that can now be served, in arrival order.
+    fn serve_waiting(&mut self, cx: &mut Cx<'_, F>) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let waiting = std::mem::take(&mut self.waiting);
+        for read in waiting {
+            if self.cure_can_serve(cx, &read.ss) {
+                self.serve(cx, read);
+            } else {
+                self.waiting.push(read);
+            }
+        }
+    }
+
+    /// Answer a read (Alg. 2 lines 1–6).
+    fn serve(&mut self, cx: &mut Cx<'_, F>, read: WaitingRead) {
+        let mut max_cv = VectorClock::zero(self.topology.dcs);
+        let mut results = Vec::with_capacity(read.keys.len());
+        for key in read.keys {
+            let (found, skipped) = self.store.newest_where(&key, |v| Self::cond(v, &read.ss));
+            cx.charge(u64::from(skipped));
+            results.push(match found {
+                Some(v) => {
+                    if Self::VARIANT.multi_version() {
+                        max_cv.merge_max(&v.meta.cv);
+                    }
+                    ReadResult { key, value: Some(v.value.clone()), version: v.version, versions_skipped: skipped }
+                }
+                None => ReadResult { key, value: None, version: Version::INITIAL, versions_skipped: skipped },
+            });
+        }
+        let blocked_ns = cx.now_ns().saturating_sub(read.arrived_ns);
+        self.reply_to_coordinator(cx, read.tc, TomsicMsg::ReadReply { txn: read.txn, results, max_cv, blocked_ns });
+    }
+
+    /// COND (Alg. 2 lines 17–20).
+    fn cond(v: &StoredVersion<VersionMeta>, ss: &VectorClock) -> bool {
+        match Self::VARIANT {
+            Variant::Cv => true,
+            Variant::Op => v.meta.dep.le(ss),
+            Variant::Av | Variant::Cure => v.meta.cv.le(ss),
         }
     }
 
     /// UPDATE_VERSIONS (Alg. 2 lines 21–24) for a local commit, then queue it for the siblings (line 16).
-    fn commit(&mut self, cx: &mut Ctx<'_, Cv>, writes: Vec<(Key, Value)>, version: Version) {
-        self.apply(&writes, version);
-        for sibling in self.topology.siblings(self.id) {
-            cx.send(sibling, TomsicMsg::Replicate { writes: writes.clone(), version });
+    fn commit(&mut self, cx: &mut Cx<'_, F>, writes: Vec<(Key, Value)>, dep: VectorClock, ct: u64) {
+        let version = Version { time: ct, dc: self.id.dc };
+        if Self::VARIANT == Variant::Cv {
+            self.apply(&writes, &dep, version);
+            for sibling in self.topology.siblings(self.id) {
+                cx.send(sibling, TomsicMsg::Replicate { writes: writes.clone(), version });
+            }
+        } else {
+            self.apply(&writes, &dep, version);
+            self.to_send.push(Replicated { writes, dep, ct });
         }
     }
 
-    fn apply(&mut self, writes: &[(Key, Value)], version: Version) {
+    fn apply(&mut self, writes: &[(Key, Value)], dep: &VectorClock, version: Version) {
         for (key, value) in writes {
-            match self.variant {
-                Variant::Cv => {
-                    self.store.put_if_newer(key.clone(), StoredVersion { value: value.clone(), version, meta: () });
-                }
+            if Self::VARIANT.multi_version() {
+                let mut cv = dep.clone();
+                cv.set(version.dc, version.time);
+                let meta = VersionMeta { dep: dep.clone(), cv };
+                self.store.insert(key.clone(), StoredVersion { value: value.clone(), version, meta });
+            } else {
+                let meta = VersionMeta::default();
+                self.store.put_if_newer(key.clone(), StoredVersion { value: value.clone(), version, meta });
             }
         }
+    }
+
+    // ---- Stabilisation (Alg. 3) ----
+
+    fn stabilise(&mut self, cx: &mut Cx<'_, F>) {
+        // Lines 2–5: just below the oldest prepared time, else the clock (a tick every later prepare exceeds).
+        let stable_n = match self.oldest_prepared_time() {
+            Some(t) => t - 1,
+            None => self.clock.tick(cx.now_ns()),
+        };
+        assert!(stable_n >= self.vec.get(self.id.dc), "stable_n never goes backwards");
+        self.vec.set(self.id.dc, stable_n);
+        // Line 6.
+        for peer in self.topology.local_peers(self.id) {
+            cx.send(peer, TomsicMsg::Stable { vec: self.vec.clone(), stable: self.stable.clone() });
+        }
+        // Lines 7–10: updates with ct ≤ stable_n, in ct order, and stable_n as the heartbeat.
+        self.to_send.sort_by_key(|u| u.ct);
+        let ready = self.to_send.partition_point(|u| u.ct <= stable_n);
+        let updates: Vec<Replicated> = self.to_send.drain(..ready).collect();
+        cx.charge(1 + updates.len() as u64);
+        for sibling in self.topology.siblings(self.id) {
+            cx.send(sibling, TomsicMsg::Updates { updates: updates.clone(), stable: stable_n });
+        }
+        self.recompute_stable();
+        self.start_parked(cx);
+        cx.set_timer(self.config.stabilisation_interval_ms * 1_000_000, TomsicTimer::Stabilise);
+    }
+
+    /// Line 12: `SV = MIN(vec_p)` over every partition of the datacenter (once all have reported).
+    fn recompute_stable(&mut self) {
+        if self.peer_vecs.len() + 1 < usize::from(self.topology.partitions) {
+            return;
+        }
+        let mut sv = self.vec.clone();
+        for v in self.peer_vecs.values() {
+            sv.merge_min(v);
+        }
+        // Each entry only grows; keep SV monotonic even if a peer's report was overtaken.
+        self.stable.merge_max(&sv);
+    }
+
+    fn collect_garbage(&mut self, cx: &mut Cx<'_, F>) {
+        cx.set_timer(self.config.gc_interval_ms * 1_000_000, TomsicTimer::CollectGarbage);
+        // Every TC of this datacenter snapshots at or above its own stable vector, which only grows: the
+        // minimum of all of them (as last reported), less the retention time, is below every snapshot in use.
+        if self.peer_stables.len() + 1 < usize::from(self.topology.partitions) {
+            return;
+        }
+        let retain = self.config.gc_retain_ms * 1_000_000;
+        let mut horizon = self.stable.clone();
+        for s in self.peer_stables.values() {
+            horizon.merge_min(s);
+        }
+        for e in &mut horizon.0 {
+            *e = e.saturating_sub(retain);
+        }
+        if self.gc_horizon.le(&horizon) {
+            self.gc_horizon = horizon;
+        }
+        let h = &self.gc_horizon;
+        let dropped = self.store.collect_below(|v| v.meta.cv.le(h));
+        cx.charge(dropped as u64);
     }
 }
 
-impl ServerNode<Cv> for TomsicServer {
-    fn on_start(&mut self, _cx: &mut Ctx<'_, Cv>) {}
+impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
+    fn on_start(&mut self, cx: &mut Cx<'_, F>) {
+        if Self::VARIANT.multi_version() {
+            cx.set_timer(self.config.stabilisation_interval_ms * 1_000_000, TomsicTimer::Stabilise);
+            cx.set_timer(self.config.gc_interval_ms * 1_000_000, TomsicTimer::CollectGarbage);
+        }
+    }
 
-    fn on_message(&mut self, cx: &mut Ctx<'_, Cv>, from: Addr, msg: TomsicMsg) {
+    fn on_message(&mut self, cx: &mut Cx<'_, F>, from: Addr, msg: TomsicMsg) {
         cx.charge(1);
         match (from, msg) {
-            (Addr::Client(client), TomsicMsg::Begin { op, request }) => self.begin(cx, client, op, request),
+            (Addr::Client(client), TomsicMsg::Begin { op, request, session }) => {
+                self.begin(cx, client, op, request, session)
+            }
             (Addr::Server(_), TomsicMsg::Replicate { writes, version }) => {
                 cx.charge(writes.len() as u64);
                 self.clock.observe(cx.now_ns(), version.time);
-                self.apply(&writes, version);
+                self.apply(&writes, &VectorClock::default(), version);
+            }
+            (Addr::Server(sibling), TomsicMsg::Updates { updates, stable }) => {
+                // Alg. 3 lines 13–19.
+                for u in updates {
+                    cx.charge(u.writes.len() as u64);
+                    self.apply(&u.writes, &u.dep, Version { time: u.ct, dc: sibling.dc });
+                    self.vec.set(sibling.dc, self.vec.get(sibling.dc).max(u.ct));
+                }
+                self.vec.set(sibling.dc, self.vec.get(sibling.dc).max(stable));
+                self.serve_waiting(cx);
+            }
+            (Addr::Server(peer), TomsicMsg::Stable { vec, stable }) => {
+                self.peer_vecs.insert(peer.partition, vec);
+                self.peer_stables.insert(peer.partition, stable);
+                self.recompute_stable();
+                self.start_parked(cx);
             }
             (
                 Addr::Server(_),
-                msg @ (TomsicMsg::ReadReply { .. } | TomsicMsg::Prepared { .. } | TomsicMsg::Committed { .. }),
+                msg @ (TomsicMsg::ReadReply { .. }
+                | TomsicMsg::ReadRefused { .. }
+                | TomsicMsg::Prepared { .. }
+                | TomsicMsg::Committed { .. }),
             ) => self.as_coordinator(cx, msg),
             (
                 Addr::Server(tc),
@@ -391,18 +903,21 @@ impl ServerNode<Cv> for TomsicServer {
                 | TomsicMsg::Prepare { .. }
                 | TomsicMsg::Commit { .. }
                 | TomsicMsg::CommitSingle { .. }),
-            ) => {
-                if let Some(reply) = self.as_partition(cx, tc, msg) {
-                    cx.send(tc, reply);
-                }
-            }
+            ) => self.as_partition(cx, tc, msg),
             // A message that does not fit its sender's role is a peer bug or a forged frame: ignore it.
             (_, _) => {}
         }
     }
 
-    fn on_timer(&mut self, _cx: &mut Ctx<'_, Cv>, timer: TomsicTimer) {
-        match timer {}
+    fn on_timer(&mut self, cx: &mut Cx<'_, F>, timer: TomsicTimer) {
+        match timer {
+            TomsicTimer::Stabilise => self.stabilise(cx),
+            TomsicTimer::CollectGarbage => self.collect_garbage(cx),
+            TomsicTimer::ClockCaughtUp => {
+                self.wake_at_ns = 0;
+                self.serve_waiting(cx)
+            }
+        }
     }
 
     fn stored_versions(&self) -> usize {
@@ -410,16 +925,89 @@ impl ServerNode<Cv> for TomsicServer {
     }
 }
 
-/// The client session: forwards each operation to its coordinator.
-pub struct TomsicClient {
+/// A write of this client's that may not be stable yet (AV and OP read your writes from it).
+#[derive(Clone, Debug)]
+struct CachedWrite {
+    value: Value,
+    version: Version,
+    cv: VectorClock,
+}
+
+/// The client session: forwards each operation to its coordinator and keeps the session state of
+/// Appendix A.
+pub struct TomsicClient<F> {
     id: ClientId,
     dc: DcId,
     topology: Topology,
     config: ProtocolConfig,
+    dep: VectorClock,
+    ss: VectorClock,
+    observed: VectorClock,
+    cache: BTreeMap<Key, CachedWrite>,
+    /// The operations in flight (a session normally has one) and their writes.
+    pending: BTreeMap<OpId, Vec<(Key, Value)>>,
+    _flavour: PhantomData<F>,
 }
 
-impl ClientNode<Cv> for TomsicClient {
-    fn on_request(&mut self, cx: &mut Ctx<'_, Cv>, op: OpId, request: Request) {
+impl<F: Flavour> TomsicClient<F> {
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+
+    /// Own writes cached for reading them back.
+    pub fn cached_writes(&self) -> usize {
+        self.cache.len()
+    }
+
+    fn done(&mut self, op: OpId, mut result: Result<Reply, OpError>, session: SessionUpdate) -> Result<Reply, OpError> {
+        let writes = self.pending.remove(&op).unwrap_or_default();
+        if session.ss.0.len() == self.ss.0.len() && session.stable.0.len() == self.ss.0.len() {
+            // Appendix A: the next snapshot is at least this one, and at least the stable vector this client
+            // has seen (its cached writes are dropped below once that vector covers them).
+            self.ss.merge_max(&session.ss);
+            self.ss.merge_max(&session.stable);
+            self.dep.merge_max(&session.dep);
+            if F::VARIANT == Variant::Op && writes.is_empty() {
+                self.observed.merge_max(&session.dep);
+            }
+        }
+        if let Ok(reply) = &mut result {
+            if let Some(commit) = reply.commit
+                && F::VARIANT.multi_version()
+            {
+                let mut cv = session.dep.clone();
+                cv.set(commit.dc, commit.time);
+                self.dep.merge_max(&cv);
+                if F::VARIANT.caches_own_writes() {
+                    for (key, value) in writes {
+                        self.cache.insert(key, CachedWrite { value, version: commit, cv: cv.clone() });
+                    }
+                }
+            }
+            // Read your writes: a cached own write fresher than what was read replaces it.
+            for r in &mut reply.reads {
+                if let Some(c) = self.cache.get(&r.key) {
+                    let fresher = match &r.value {
+                        None => true,
+                        Some(v) => (c.version, &*c.value) > (r.version, &**v),
+                    };
+                    if fresher {
+                        r.value = Some(c.value.clone());
+                        r.version = c.version;
+                    }
+                }
+            }
+        }
+        // Writes with cv ≤ SV are in every later snapshot.
+        if session.stable.0.len() == self.ss.0.len() {
+            self.cache.retain(|_, c| !c.cv.le(&session.stable));
+        }
+        result
+    }
+}
+
+impl<F: Flavour> ClientNode<Tomsic<F>> for TomsicClient<F> {
+    fn on_request(&mut self, cx: &mut Cx<'_, F>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {
             cx.complete(op, Err(OpError::Rejected(reason)));
             return;
@@ -429,45 +1017,58 @@ impl ClientNode<Cv> for TomsicClient {
             Request::Put { key, .. } => key.clone(),
             Request::Update { writes } => writes[0].0.clone(),
         };
+        self.pending.insert(op, request.writes());
         let tc = self.topology.server_of(self.dc, &first_key);
-        cx.send(tc, TomsicMsg::Begin { op, request });
+        let session = Session { dep: self.dep.clone(), ss: self.ss.clone(), observed: self.observed.clone() };
+        cx.send(tc, TomsicMsg::Begin { op, request, session });
     }
 
-    fn on_message(&mut self, cx: &mut Ctx<'_, Cv>, _from: Addr, msg: TomsicMsg) {
-        if let TomsicMsg::Done { op, result } = msg {
+    fn on_message(&mut self, cx: &mut Cx<'_, F>, _from: Addr, msg: TomsicMsg) {
+        if let TomsicMsg::Done { op, result, session } = msg {
+            let result = self.done(op, result, session);
             cx.complete(op, result);
         }
     }
 }
-
-impl TomsicClient {
-    pub fn id(&self) -> ClientId {
-        self.id
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    //! Each test drives one state machine directly and asserts the exact effects of one input.
+    //! Each test drives one state machine directly and asserts the effects of one input.
     use super::*;
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
     use snowline_core::Effects;
 
-    const NOW: u64 = 1_000_000;
+    const NOW: u64 = 1_000_000_000;
+    const CLIENT: ClientId = ClientId(9);
 
     fn topo() -> Topology {
         Topology::new(2, 2)
     }
 
-    fn server(dc: DcId, p: PartitionId) -> TomsicServer {
-        Cv::server(ServerId::new(dc, p), topo(), &ProtocolConfig::default())
+    fn server<F: Flavour>(dc: DcId, p: PartitionId) -> TomsicServer<F> {
+        Tomsic::<F>::server(ServerId::new(dc, p), topo(), &ProtocolConfig::default())
     }
 
-    fn deliver(node: &mut TomsicServer, from: impl Into<Addr>, msg: TomsicMsg) -> Effects<Cv> {
+    fn deliver_at<F: Flavour>(
+        node: &mut TomsicServer<F>,
+        now: u64,
+        from: impl Into<Addr>,
+        msg: TomsicMsg,
+    ) -> Effects<Tomsic<F>> {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut out = Effects::default();
-        node.on_message(&mut Ctx::new(NOW, &mut rng, &mut out), from.into(), msg);
+        node.on_message(&mut Ctx::new(now, &mut rng, &mut out), from.into(), msg);
+        out
+    }
+
+    fn deliver<F: Flavour>(node: &mut TomsicServer<F>, from: impl Into<Addr>, msg: TomsicMsg) -> Effects<Tomsic<F>> {
+        deliver_at(node, NOW, from, msg)
+    }
+
+    fn fire<F: Flavour>(node: &mut TomsicServer<F>, now: u64, timer: TomsicTimer) -> Effects<Tomsic<F>> {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut out = Effects::default();
+        node.on_timer(&mut Ctx::new(now, &mut rng, &mut out), timer);
         out
     }
 
@@ -475,7 +1076,15 @@ mod tests {
         topo().key_on(p, "k").into()
     }
 
-    fn done(out: &Effects<Cv>) -> &Result<Reply, OpError> {
+    fn vc(v: [u64; 2]) -> VectorClock {
+        VectorClock(v.to_vec())
+    }
+
+    fn begin(op: u64, request: Request) -> TomsicMsg {
+        TomsicMsg::Begin { op: OpId(op), request, session: Session::default() }
+    }
+
+    fn done<F: Flavour>(out: &Effects<Tomsic<F>>) -> &Result<Reply, OpError> {
         match out
             .sends
             .iter()
@@ -486,7 +1095,22 @@ mod tests {
         }
     }
 
-    const CLIENT: ClientId = ClientId(9);
+    fn read_reply<F: Flavour>(out: &Effects<Tomsic<F>>) -> (&[ReadResult], u64) {
+        match out.sends.iter().find_map(|(_, m)| match m {
+            TomsicMsg::ReadReply { results, blocked_ns, .. } => Some((results.as_slice(), *blocked_ns)),
+            _ => None,
+        }) {
+            Some(r) => r,
+            None => panic!("no read reply in {:?}", out.sends),
+        }
+    }
+
+    /// A committed version of `key` at a partition of dc 0, with dependency vector `dep`, at time `ct`.
+    fn committed<F: Flavour>(p: &mut TomsicServer<F>, key: Key, value: &str, dep: [u64; 2], ct: u64) {
+        let tc = ServerId::new(0, 1 - p.id.partition);
+        deliver(p, tc, TomsicMsg::Prepare { txn: ct, writes: vec![(key, value.into())], dep: vc(dep), ct });
+        deliver(p, tc, TomsicMsg::Commit { txn: ct, ct });
+    }
 
     #[test]
     fn client_sends_the_operation_to_the_server_of_its_first_key_in_its_own_dc() {
@@ -496,34 +1120,35 @@ mod tests {
         let mut out = Effects::default();
         let req = Request::Rot { keys: vec![key(1), key(0)] };
         client.on_request(&mut Ctx::new(NOW, &mut rng, &mut out), OpId(3), req.clone());
+        let session = Session { dep: vc([0, 0]), ss: vc([0, 0]), observed: vc([0, 0]) };
         assert_eq!(
             out.sends,
-            vec![(Addr::Server(ServerId::new(1, 1)), TomsicMsg::Begin { op: OpId(3), request: req })]
+            vec![(Addr::Server(ServerId::new(1, 1)), TomsicMsg::Begin { op: OpId(3), request: req, session })]
         );
     }
 
     #[test]
     fn tc_reads_its_own_partition_in_place_and_the_others_in_parallel() {
         // Alg. 1 lines 4–6: split keys by partition, one read request per partition, in parallel.
-        let mut tc = server(0, 0);
-        deliver(&mut tc, ServerId::new(0, 1), TomsicMsg::CommitSingle { txn: 5, writes: vec![(key(0), "a".into())] });
-        let out = deliver(
+        let mut tc = server::<CvFlavour>(0, 0);
+        deliver(
             &mut tc,
-            CLIENT,
-            TomsicMsg::Begin { op: OpId(1), request: Request::Rot { keys: vec![key(1), key(0)] } },
+            ServerId::new(0, 1),
+            TomsicMsg::CommitSingle { txn: 5, writes: vec![(key(0), "a".into())], dep: vc([0, 0]), ct: 1 },
         );
+        let out = deliver(&mut tc, CLIENT, begin(1, Request::Rot { keys: vec![key(1), key(0)] }));
         assert_eq!(
             out.sends,
-            vec![(Addr::Server(ServerId::new(0, 1)), TomsicMsg::Read { txn: 0, keys: vec![key(1)] })]
+            vec![(Addr::Server(ServerId::new(0, 1)), TomsicMsg::Read { txn: 0, keys: vec![key(1)], ss: vc([0, 0]) })]
         );
-
         let remote = ReadResult {
             key: key(1),
             value: Some("b".into()),
             version: Version { time: 5, dc: 1 },
             versions_skipped: 0,
         };
-        let out = deliver(&mut tc, ServerId::new(0, 1), TomsicMsg::ReadReply { txn: 0, results: vec![remote.clone()] });
+        let reply = TomsicMsg::ReadReply { txn: 0, results: vec![remote.clone()], max_cv: vc([0, 0]), blocked_ns: 0 };
+        let out = deliver(&mut tc, ServerId::new(0, 1), reply);
         let reply = done(&out).as_ref().unwrap();
         assert_eq!(reply.reads[0], remote, "results come back in request order");
         assert_eq!(reply.reads[1].value.as_deref(), Some("a"));
@@ -534,16 +1159,11 @@ mod tests {
     fn presumed_commit_answers_the_client_after_prepare_then_commits_at_the_max_time() {
         // Tomsic §4.1 (presumed commit) and Alg. 1 lines 18–28: ok to the client once all prepared, then
         // commit with ct = max of the proposed times.
-        let mut tc = server(0, 0);
+        let mut tc = server::<CvFlavour>(0, 0);
         let writes = vec![(key(0), "x".into()), (key(1), "y".into())];
-        let out = deliver(&mut tc, CLIENT, TomsicMsg::Begin { op: OpId(1), request: Request::Update { writes } });
-        assert_eq!(
-            out.sends,
-            vec![(
-                Addr::Server(ServerId::new(0, 1)),
-                TomsicMsg::Prepare { txn: 0, writes: vec![(key(1), "y".into())] }
-            )]
-        );
+        let out = deliver(&mut tc, CLIENT, begin(1, Request::Update { writes }));
+        let prepare = TomsicMsg::Prepare { txn: 0, writes: vec![(key(1), "y".into())], dep: vc([0, 0]), ct: 1 };
+        assert_eq!(out.sends, vec![(Addr::Server(ServerId::new(0, 1)), prepare)]);
         assert_eq!(tc.prepared_count(), 1, "the TC's own partition prepared in place");
         assert_eq!(tc.versions(&key(0)), vec![], "prepared updates are not visible (Alg. 2 line 10)");
 
@@ -562,16 +1182,20 @@ mod tests {
 
     #[test]
     fn a_partition_proposes_increasing_times_and_commits_only_what_it_prepared() {
-        // Alg. 2 lines 7–16.
-        let mut p = server(0, 1);
+        // Alg. 2 lines 7–16; line 9: time = MAX(READ_CLOCK(), ct_T).
+        let mut p = server::<CvFlavour>(0, 1);
         let tc = ServerId::new(0, 0);
-        let a = deliver(&mut p, tc, TomsicMsg::Prepare { txn: 7, writes: vec![(key(1), "y".into())] });
-        let b = deliver(&mut p, tc, TomsicMsg::Prepare { txn: 8, writes: vec![(key(1), "z".into())] });
+        let prepare =
+            |txn, v: &str, ct| TomsicMsg::Prepare { txn, writes: vec![(key(1), v.into())], dep: vc([0, 0]), ct };
+        let a = deliver(&mut p, tc, prepare(7, "y", 1));
+        let b = deliver(&mut p, tc, prepare(8, "z", 1));
+        let c = deliver(&mut p, tc, prepare(9, "w", NOW * 3));
         let time = |e: &Effects<Cv>| match &e.sends[0].1 {
             TomsicMsg::Prepared { time, .. } => *time,
             m => panic!("{m:?}"),
         };
         assert!(time(&b) > time(&a));
+        assert_eq!(time(&c), NOW * 3, "a coordinator's ct_T above the clock wins");
         assert_eq!(p.oldest_prepared_time(), Some(time(&a)));
         let out = deliver(&mut p, tc, TomsicMsg::Commit { txn: 99, ct: 1 });
         assert!(out.sends.is_empty(), "a commit for nothing prepared is ignored");
@@ -583,7 +1207,7 @@ mod tests {
     #[test]
     fn cv_reads_the_latest_committed_version_and_replicas_converge_last_writer_wins() {
         // Alg. 2 line 18 (COND is true under CV) and line 23 (one version per key).
-        let mut p = server(1, 0);
+        let mut p = server::<CvFlavour>(1, 0);
         let s = ServerId::new(0, 0);
         let newer = Version { time: 20, dc: 0 };
         deliver(&mut p, s, TomsicMsg::Replicate { writes: vec![(key(0), "new".into())], version: newer });
@@ -593,33 +1217,166 @@ mod tests {
             TomsicMsg::Replicate { writes: vec![(key(0), "old".into())], version: Version { time: 10, dc: 0 } },
         );
         assert_eq!(p.versions(&key(0)), vec![(newer, "new".into())]);
-        let out = deliver(&mut p, ServerId::new(1, 1), TomsicMsg::Read { txn: 4, keys: vec![key(0)] });
+        let out = deliver(&mut p, ServerId::new(1, 1), TomsicMsg::Read { txn: 4, keys: vec![key(0)], ss: vc([0, 0]) });
+        let (results, blocked) = read_reply(&out);
         assert_eq!(
-            out.sends,
-            vec![(
-                Addr::Server(ServerId::new(1, 1)),
-                TomsicMsg::ReadReply {
-                    txn: 4,
-                    results: vec![ReadResult {
-                        key: key(0),
-                        value: Some("new".into()),
-                        version: newer,
-                        versions_skipped: 0
-                    }]
-                }
-            )]
+            results,
+            &[ReadResult { key: key(0), value: Some("new".into()), version: newer, versions_skipped: 0 }]
         );
+        assert_eq!(blocked, 0);
+    }
+
+    #[test]
+    fn av_reads_the_newest_version_in_the_stable_snapshot_and_counts_the_skipped_ones() {
+        // Tomsic §4.3 and Alg. 2 line 20: under AV, COND is cv ≤ ss_T; newer versions are skipped (Stable
+        // Freshness).
+        let mut p = server::<AvFlavour>(0, 0);
+        committed(&mut p, key(0), "old", [0, 0], 100);
+        committed(&mut p, key(0), "new", [0, 0], 200);
+        let out =
+            deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Read { txn: 1, keys: vec![key(0)], ss: vc([150, 0]) });
+        let (results, _) = read_reply(&out);
+        assert_eq!((results[0].value.as_deref(), results[0].versions_skipped), (Some("old"), 1));
+        let out = deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Read { txn: 2, keys: vec![key(0)], ss: vc([50, 0]) });
+        assert_eq!(read_reply(&out).0[0].value, None, "nothing in the snapshot: the initial state");
+    }
+
+    #[test]
+    fn op_returns_a_newer_compatible_version_where_av_does_not() {
+        // Tomsic §3.3.2 (Def. 5, Concurrent Freshness) and Alg. 2 line 19: under OP a version whose
+        // dependencies are in the snapshot is compatible even if its commit vector is not.
+        let read = TomsicMsg::Read { txn: 1, keys: vec![key(0)], ss: vc([150, 0]) };
+        let mut op = server::<OpFlavour>(0, 0);
+        let mut av = server::<AvFlavour>(0, 0);
+        committed(&mut op, key(0), "old", [0, 0], 100);
+        committed(&mut op, key(0), "new", [120, 0], 200);
+        committed(&mut av, key(0), "old", [0, 0], 100);
+        committed(&mut av, key(0), "new", [120, 0], 200);
+        assert_eq!(read_reply(&deliver(&mut op, ServerId::new(0, 1), read.clone())).0[0].value.as_deref(), Some("new"));
+        assert_eq!(read_reply(&deliver(&mut av, ServerId::new(0, 1), read)).0[0].value.as_deref(), Some("old"));
+        // A version depending on something outside the snapshot is not compatible.
+        committed(&mut op, key(0), "newest", [180, 0], 300);
+        let read = TomsicMsg::Read { txn: 2, keys: vec![key(0)], ss: vc([150, 0]) };
+        let out = deliver(&mut op, ServerId::new(0, 1), read);
+        assert_eq!((read_reply(&out).0[0].value.as_deref(), read_reply(&out).0[0].versions_skipped), (Some("new"), 1));
+    }
+
+    #[test]
+    fn op_coordinator_merges_the_commit_vectors_it_read_into_the_dependencies() {
+        // Alg. 1 lines 10–12.
+        let mut tc = server::<OpFlavour>(0, 0);
+        deliver(&mut tc, CLIENT, begin(1, Request::Rot { keys: vec![key(1)] }));
+        let result = ReadResult {
+            key: key(1),
+            value: Some("v".into()),
+            version: Version { time: 9, dc: 1 },
+            versions_skipped: 0,
+        };
+        let out = deliver(
+            &mut tc,
+            ServerId::new(0, 1),
+            TomsicMsg::ReadReply { txn: 0, results: vec![result], max_cv: vc([7, 9]), blocked_ns: 0 },
+        );
+        match out
+            .sends
+            .iter()
+            .find_map(|(_, m)| if let TomsicMsg::Done { session, .. } = m { Some(session) } else { None })
+        {
+            Some(session) => assert_eq!(session.dep, vc([7, 9])),
+            None => panic!("no reply: {:?}", out.sends),
+        }
+    }
+
+    #[test]
+    fn cure_blocks_a_read_until_the_partition_clock_passes_the_snapshot() {
+        // Tomsic §4.1: in Cure a partition delays a read while "the clock at the partition is behind the
+        // snapshot timestamp".
+        let mut p = server::<CureFlavour>(0, 0);
+        let ahead = NOW + 5_000;
+        let out =
+            deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Read { txn: 1, keys: vec![key(0)], ss: vc([ahead, 0]) });
+        assert!(out.sends.is_empty(), "the read waits");
+        assert_eq!(out.timers.len(), 1, "a wake-up when the clock passes the snapshot");
+        assert_eq!(p.waiting_reads(), 1);
+        let out = fire(&mut p, ahead + 1, TomsicTimer::ClockCaughtUp);
+        assert_eq!(read_reply(&out).1, 5_001, "blocked from arrival to answer");
+        assert_eq!(p.waiting_reads(), 0);
+    }
+
+    #[test]
+    fn cure_blocks_a_read_on_a_prepared_transaction_that_may_commit_into_its_snapshot() {
+        // Tomsic §4.1: a read is delayed when "an instance of 2PC is committing a transaction which needs to
+        // be included in the snapshot".
+        let mut p = server::<CureFlavour>(0, 0);
+        let tc = ServerId::new(0, 1);
+        let out = deliver(
+            &mut p,
+            tc,
+            TomsicMsg::Prepare { txn: 3, writes: vec![(key(0), "x".into())], dep: vc([0, 0]), ct: 1 },
+        );
+        let TomsicMsg::Prepared { time, .. } = out.sends[0].1 else { panic!("{:?}", out.sends) };
+        let later = time + 1_000;
+        let out = deliver_at(&mut p, later, tc, TomsicMsg::Read { txn: 1, keys: vec![key(0)], ss: vc([later - 1, 0]) });
+        assert!(out.sends.is_empty(), "the prepared transaction may commit below the snapshot");
+        let out = deliver_at(&mut p, later + 10, tc, TomsicMsg::Commit { txn: 3, ct: time });
+        let (results, blocked) = read_reply(&out);
+        assert_eq!((results[0].value.as_deref(), blocked), (Some("x"), 10));
+    }
+
+    #[test]
+    fn stabilisation_holds_back_updates_above_the_oldest_prepared_time() {
+        // Alg. 3 lines 2–10: stable_n is just below the oldest prepared time; only updates with ct ≤ stable_n
+        // go to the siblings, in ct order, with stable_n as the heartbeat; vec_p goes to the local peers.
+        let mut p = server::<AvFlavour>(0, 0);
+        committed(&mut p, key(0), "a", [0, 0], NOW + 10);
+        let tc = ServerId::new(0, 1);
+        let out = deliver(
+            &mut p,
+            tc,
+            TomsicMsg::Prepare { txn: 5, writes: vec![(key(0), "b".into())], dep: vc([0, 0]), ct: 1 },
+        );
+        let TomsicMsg::Prepared { time: held, .. } = out.sends[0].1 else { panic!() };
+        deliver(
+            &mut p,
+            tc,
+            TomsicMsg::CommitSingle { txn: 6, writes: vec![(key(0), "c".into())], dep: vc([0, 0]), ct: 1 },
+        );
+        let out = fire(&mut p, NOW + 1_000_000, TomsicTimer::Stabilise);
+        let stable_n = held - 1;
+        let mut sent_updates = None;
+        for (to, m) in &out.sends {
+            match m {
+                TomsicMsg::Stable { vec, .. } => {
+                    assert_eq!(*to, Addr::Server(ServerId::new(0, 1)));
+                    assert_eq!(vec.get(0), stable_n);
+                }
+                TomsicMsg::Updates { updates, stable } => {
+                    assert_eq!(*to, Addr::Server(ServerId::new(1, 0)));
+                    assert_eq!(*stable, stable_n);
+                    sent_updates = Some(updates.iter().map(|u| u.ct).collect::<Vec<_>>());
+                }
+                m => panic!("{m:?}"),
+            }
+        }
+        assert_eq!(sent_updates, Some(vec![NOW + 10]), "the commit above stable_n waits for a later round");
+    }
+
+    #[test]
+    fn the_stable_vector_is_the_minimum_over_the_datacenter() {
+        // Alg. 3 lines 11–12.
+        let mut p = server::<AvFlavour>(0, 0);
+        fire(&mut p, NOW, TomsicTimer::Stabilise);
+        assert_eq!(p.stable_vector(), &vc([0, 0]), "not every partition has reported yet");
+        deliver(&mut p, ServerId::new(1, 0), TomsicMsg::Updates { updates: vec![], stable: 77 });
+        deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Stable { vec: vc([NOW - 5, 50]), stable: vc([0, 0]) });
+        assert_eq!(p.stable_vector(), &vc([NOW - 5, 50]));
     }
 
     #[test]
     fn oversized_values_are_rejected_with_the_limit_named() {
-        let mut tc = server(0, 0);
+        let mut tc = server::<CvFlavour>(0, 0);
         let big: Value = "x".repeat(ProtocolConfig::default().max_value_bytes + 1).into();
-        let out = deliver(
-            &mut tc,
-            CLIENT,
-            TomsicMsg::Begin { op: OpId(1), request: Request::Put { key: key(0), value: big } },
-        );
+        let out = deliver(&mut tc, CLIENT, begin(1, Request::Put { key: key(0), value: big }));
         match done(&out) {
             Err(OpError::Rejected(msg)) => assert!(msg.contains("max_value_bytes"), "{msg}"),
             other => panic!("{other:?}"),
