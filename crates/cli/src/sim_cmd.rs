@@ -26,6 +26,10 @@ pub struct WorkloadArgs {
     /// Not measured at the start of the run.
     #[arg(long, default_value = "0s", value_parser = duration::parse)]
     pub warmup: Duration,
+    /// The operation pattern: mixed (GET/ROT/PUT/update over a Zipfian key space) or photo-acl (Contrarian
+    /// Fig. 1: ACL then photo writes, and ROTs over both; --keys / 2 albums).
+    #[arg(long, default_value = "mixed")]
+    pub workload: snowline_harness::Pattern,
     #[arg(long, default_value_t = 1000)]
     pub keys: usize,
     #[arg(long, default_value_t = 0.8)]
@@ -50,10 +54,20 @@ impl WorkloadArgs {
             duration_ns,
             warmup_ns: self.warmup.as_nanos() as u64,
             cooldown_ns: 0,
-            workload: MixedWorkload { keys: self.keys, zipf: self.zipf, ..Default::default() },
+            workload: MixedWorkload { pattern: self.pattern(), keys: self.keys, zipf: self.zipf, ..Default::default() },
             record_history: self.history.is_some() || self.check.is_some(),
             seed,
             final_reads_after_ns: None,
+        }
+    }
+
+    /// The pattern, sized by `--keys` (photo-acl: one album per two keys).
+    pub fn pattern(&self) -> snowline_harness::Pattern {
+        match self.workload {
+            snowline_harness::Pattern::PhotoAcl { .. } => {
+                snowline_harness::Pattern::PhotoAcl { albums: (self.keys / 2).max(1) }
+            }
+            mixed => mixed,
         }
     }
 

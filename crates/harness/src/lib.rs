@@ -10,4 +10,4 @@ pub mod workload;
 
 pub use metrics::{Metrics, Summary};
 pub use run::{RunReport, RunSpec, drive_sim, run_sim};
-pub use workload::{Generator, MixedWorkload, Zipf};
+pub use workload::{Generator, MixedWorkload, Pattern, Zipf};

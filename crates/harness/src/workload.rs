@@ -48,10 +48,35 @@ impl Zipf {
     }
 }
 
-/// The mixed workload of `snowline sim` / `bench` / `demo`: GETs, multi-key ROTs, PUTs and multi-key
+/// The operation pattern of a workload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pattern {
+    /// GETs, multi-key ROTs, PUTs and multi-key updates in the proportions of `mix`.
+    #[default]
+    Mixed,
+    /// The photo/ACL pattern (Contrarian Fig. 1, SNOW Fig. 3) over `albums` albums: every client cycles
+    /// through "PUT the ACL of album a", "PUT a photo into album a" (session order makes the photo depend on
+    /// the ACL) and "ROT {ACL, photo} of a random album b". A protocol without causal snapshots lets a ROT see
+    /// the new photo with the old ACL.
+    PhotoAcl { albums: usize },
+}
+
+impl std::str::FromStr for Pattern {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mixed" => Ok(Pattern::Mixed),
+            "photo-acl" => Ok(Pattern::PhotoAcl { albums: 8 }),
+            other => Err(format!("unknown workload {other:?}; valid workloads: mixed, photo-acl")),
+        }
+    }
+}
+
+/// The workload of `snowline sim` / `bench` / `demo`: by default GETs, multi-key ROTs, PUTs and multi-key
 /// update transactions over a Zipfian key space.
 #[derive(Clone, Debug)]
 pub struct MixedWorkload {
+    pub pattern: Pattern,
     pub keys: usize,
     pub zipf: f64,
     /// Keys per multi-key ROT.
@@ -66,7 +91,15 @@ pub struct MixedWorkload {
 
 impl Default for MixedWorkload {
     fn default() -> Self {
-        Self { keys: 1000, zipf: 0.8, rot_keys: 4, update_keys: 3, value_bytes: 16, mix: [0.45, 0.35, 0.15, 0.05] }
+        Self {
+            pattern: Pattern::Mixed,
+            keys: 1000,
+            zipf: 0.8,
+            rot_keys: 4,
+            update_keys: 3,
+            value_bytes: 16,
+            mix: [0.45, 0.35, 0.15, 0.05],
+        }
     }
 }
 
@@ -96,7 +129,25 @@ impl Generator {
 
     /// Every key of the key space.
     pub fn keys(&self) -> Vec<Key> {
-        self.keys.to_vec()
+        match self.spec.pattern {
+            Pattern::Mixed => self.keys.to_vec(),
+            Pattern::PhotoAcl { albums } => {
+                (0..albums.max(1)).flat_map(|a| [format!("acl{a}").into(), format!("photo{a}").into()]).collect()
+            }
+        }
+    }
+
+    fn photo_acl(&self, rng: &mut SmallRng, albums: usize, writer: u64, seq: u64) -> Request {
+        // The album a client updates in this cycle, the same for its ACL write and its photo write.
+        let album = (writer.wrapping_mul(31).wrapping_add(seq / 3)) as usize % albums;
+        match seq % 3 {
+            0 => Request::Put { key: format!("acl{album}").into(), value: self.value(writer, seq, 0) },
+            1 => Request::Put { key: format!("photo{album}").into(), value: self.value(writer, seq, 0) },
+            _ => {
+                let b = rng.random_range(0..albums);
+                Request::Rot { keys: vec![format!("acl{b}").into(), format!("photo{b}").into()] }
+            }
+        }
     }
 
     fn key(&self, rng: &mut SmallRng) -> Key {
@@ -128,6 +179,9 @@ impl Generator {
 
     /// The next operation of client `writer`, whose `seq`-th operation this is.
     pub fn next(&self, rng: &mut SmallRng, writer: u64, seq: u64) -> Request {
+        if let Pattern::PhotoAcl { albums } = self.spec.pattern {
+            return self.photo_acl(rng, albums.max(1), writer, seq);
+        }
         let total: f64 = self.spec.mix.iter().sum();
         let mut u = rng.random::<f64>() * total;
         let mut choice = 3;
@@ -174,6 +228,24 @@ mod tests {
         }
         // The law itself: p(1)/p(10) = 10^z.
         assert!((z.probability(0) / z.probability(9) - 10f64.powf(0.99)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn photo_acl_cycles_acl_then_photo_then_a_read() {
+        let g = Generator::new(MixedWorkload { pattern: Pattern::PhotoAcl { albums: 4 }, ..Default::default() });
+        let mut rng = SmallRng::seed_from_u64(1);
+        let ops: Vec<Request> = (0..6).map(|seq| g.next(&mut rng, 5, seq)).collect();
+        let key = |r: &Request| match r {
+            Request::Put { key, .. } => key.to_string(),
+            Request::Rot { keys } => format!("{}+{}", keys[0], keys[1]),
+            Request::Update { .. } => unreachable!(),
+        };
+        let album = |k: &str| k.trim_start_matches(char::is_alphabetic).to_string();
+        assert!(key(&ops[0]).starts_with("acl") && key(&ops[1]).starts_with("photo"));
+        assert_eq!(album(&key(&ops[0])), album(&key(&ops[1])), "the photo goes to the album whose ACL was set");
+        assert!(key(&ops[2]).starts_with("acl") && key(&ops[2]).contains("+photo"));
+        assert!(key(&ops[3]).starts_with("acl"));
+        assert_eq!(g.keys().len(), 8);
     }
 
     #[test]
