@@ -75,3 +75,11 @@ fn check_protocol<P: Protocol>() {
 fn cv_survives_reordering_spikes_skew_and_a_healing_partition() {
     check_protocol::<snowline_protocols::Cv>();
 }
+
+/// Contrarian §4.3: nonblocking, one-version ROTs from causally consistent snapshots, eventual visibility
+/// and convergence, under delay spikes, clock skew and drift, and a healing inter-datacenter partition (links
+/// stay FIFO: Contrarian declares it).
+#[test]
+fn contrarian_survives_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::Contrarian>();
+}
