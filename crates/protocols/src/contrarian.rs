@@ -72,7 +72,7 @@ use snowline_core::{
     PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, StoredVersion, Topology,
     Value, VectorClock, Version,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 const MS: u64 = 1_000_000;
 
@@ -467,14 +467,14 @@ pub struct ContrarianClient {
     config: ProtocolConfig,
     dv: VectorClock,
     last_sv: VectorClock,
-    puts: BTreeMap<OpId, ()>,
+    puts: BTreeSet<OpId>,
     rots: BTreeMap<OpId, PendingRot>,
 }
 
 impl ContrarianClient {
     pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
         let zero = VectorClock::zero(topology.dcs);
-        Self { id, dc, topology, config, dv: zero.clone(), last_sv: zero, puts: BTreeMap::new(), rots: BTreeMap::new() }
+        Self { id, dc, topology, config, dv: zero.clone(), last_sv: zero, puts: BTreeSet::new(), rots: BTreeMap::new() }
     }
 
     pub fn id(&self) -> ClientId {
@@ -519,7 +519,7 @@ impl ClientNode<Contrarian> for ContrarianClient {
                 cx.complete(op, Err(OpError::Rejected(reason.into())));
             }
             Request::Put { key, value } => {
-                self.puts.insert(op, ());
+                self.puts.insert(op);
                 let to = self.topology.server_of(self.dc, &key);
                 cx.send(to, ContrarianMsg::Put { op, key, value, dv: self.dv.clone() });
             }
@@ -545,7 +545,7 @@ impl ClientNode<Contrarian> for ContrarianClient {
     fn on_message(&mut self, cx: &mut Ctx<'_, Contrarian>, from: Addr, msg: ContrarianMsg) {
         match msg {
             ContrarianMsg::PutDone { op, result } => {
-                if self.puts.remove(&op).is_none() {
+                if !self.puts.remove(&op) {
                     return;
                 }
                 let result = result.map(|version| {
