@@ -216,7 +216,7 @@ mod tests {
             s.insert("k".into(), sv(t));
         }
         s.insert("u".into(), sv(7));
-        s.insert("u".into(), sv(8));
+        s.insert("u".into(), sv(9));
         // Version 2 and 4 are "stable"; 4 is the newest stable one: 1, 2 and 3 go.
         assert_eq!(s.collect_below_newest_where(|v| v.version.time % 2 == 0 || v.version.time == 1), 3);
         let times: Vec<u64> = s.versions("k").iter().map(|v| v.version.time).collect();
