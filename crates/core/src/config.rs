@@ -14,9 +14,17 @@ pub struct ProtocolConfig {
     /// Period of the stabilisation protocol (Tomsic Alg. 3; AV, OP, Cure): 10 ms as in the paper.
     pub stabilisation_interval_ms: u64,
     /// Multi-version garbage collection: versions that no snapshot younger than this can read are dropped.
+    /// (Contrarian: a partition keeps what every snapshot vector at least its GSS and clock minus this much
+    /// can read, and refuses reads at older snapshots; the client then takes a fresh snapshot.)
     pub gc_retain_ms: u64,
     /// How often garbage collection runs.
     pub gc_interval_ms: u64,
+    /// Contrarian: period of the intra-datacenter exchange of version vectors that computes the GSS (§4.1;
+    /// 5 ms as in the paper's evaluation, §5.1).
+    pub gss_interval_ms: u64,
+    /// Contrarian: a partition that has sent its sibling replicas nothing for this long sends them a
+    /// heartbeat carrying its clock (§4.1; 1 ms as in §5.1).
+    pub heartbeat_ms: u64,
 }
 
 impl Default for ProtocolConfig {
@@ -27,6 +35,8 @@ impl Default for ProtocolConfig {
             stabilisation_interval_ms: 10,
             gc_retain_ms: 1_000,
             gc_interval_ms: 100,
+            gss_interval_ms: 5,
+            heartbeat_ms: 1,
         }
     }
 }

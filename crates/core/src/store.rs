@@ -20,10 +20,11 @@ impl<M> StoredVersion<M> {
 
 /// Which versions garbage collection may drop.
 ///
-/// With `SingleVersion` a key keeps only its newest version (CV, Contrarian). With `KeepSince { horizon }`
+/// With `SingleVersion` a key keeps only its newest version (CV). With `KeepSince { horizon }`
 /// a key keeps every version newer than `horizon` plus the newest one at or before it: every snapshot whose
 /// time is at or after the horizon still reads exactly what it would have read without collection; a
 /// snapshot older than the horizon may no longer find its version, and the protocol must not serve one.
+/// Protocols whose snapshots are vectors rather than times (Contrarian) use [`MvStore::collect_below`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GcPolicy {
     SingleVersion,
@@ -188,6 +189,22 @@ mod tests {
         assert_eq!(s.collect_garbage(GcPolicy::SingleVersion), 2);
         assert_eq!(s.version_count(), 2);
         assert_eq!(s.collect_garbage(GcPolicy::SingleVersion), 0);
+    }
+
+    #[test]
+    fn gc_by_predicate_keeps_the_newest_stable_version_and_everything_newer() {
+        let mut s = MvStore::new();
+        for t in [1, 2, 3, 4, 5] {
+            s.insert("k".into(), sv(t));
+        }
+        s.insert("u".into(), sv(7));
+        s.insert("u".into(), sv(9));
+        // Version 2 and 4 are "stable"; 4 is the newest stable one: 1, 2 and 3 go.
+        assert_eq!(s.collect_below(|v| v.version.time % 2 == 0 || v.version.time == 1), 3);
+        let times: Vec<u64> = s.versions("k").iter().map(|v| v.version.time).collect();
+        assert_eq!(times, vec![4, 5]);
+        assert_eq!(s.versions("u").len(), 2, "nothing stable: all kept");
+        assert_eq!(s.version_count(), 4);
     }
 
     #[test]

@@ -91,3 +91,11 @@ fn av_survives_reordering_spikes_skew_and_a_healing_partition() {
 fn op_survives_reordering_spikes_skew_and_a_healing_partition() {
     check_protocol::<snowline_protocols::Op>();
 }
+
+/// Contrarian §4.3: nonblocking, one-version ROTs from causally consistent snapshots, eventual visibility
+/// and convergence, under delay spikes, clock skew and drift, and a healing inter-datacenter partition (links
+/// stay FIFO: Contrarian declares it).
+#[test]
+fn contrarian_survives_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::Contrarian>();
+}

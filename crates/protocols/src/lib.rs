@@ -4,12 +4,14 @@
 //! Users select a protocol by name; [`canonical_name`] resolves names and aliases and [`with_protocol!`]
 //! turns a name into a concrete protocol type for code generic over `P: Protocol`.
 
+pub mod contrarian;
 pub mod tomsic;
 
+pub use contrarian::Contrarian;
 pub use tomsic::{Av, Cure, Cv, Op};
 
 /// Every protocol a user can select, by canonical name.
-pub const PROTOCOLS: &[&str] = &["cure", "av", "op", "cv"];
+pub const PROTOCOLS: &[&str] = &["contrarian", "cure", "av", "op", "cv"];
 
 /// Resolve a user-supplied protocol name (case-insensitive) to its canonical name.
 pub fn canonical_name(name: &str) -> Result<&'static str, UnknownProtocol> {
@@ -24,6 +26,7 @@ pub fn claimed_level(name: &str) -> Result<&'static str, UnknownProtocol> {
         "cure" | "av" => Ok("tcc"),
         "op" => Ok("causal"),
         "cv" => Ok("rc"),
+        "contrarian" => Ok("tcc"),
         other => unreachable!("protocol {other} has no claimed level"),
     }
 }
@@ -62,6 +65,10 @@ macro_rules! with_protocol {
                 type $P = $crate::Cv;
                 Ok($body)
             }
+            Ok("contrarian") => {
+                type $P = $crate::Contrarian;
+                Ok($body)
+            }
             Ok(other) => unreachable!("protocol {other} is listed but not dispatched"),
             Err(e) => Err(e),
         }
@@ -80,5 +87,7 @@ mod tests {
         assert!(err.contains("paxos") && err.contains("cv"), "{err}");
         let name = with_protocol!("cv", P => P::NAME).unwrap();
         assert_eq!(name, "cv");
+        assert_eq!(with_protocol!("Contrarian", P => P::NAME).unwrap(), "contrarian");
+        assert_eq!(claimed_level("contrarian"), Ok("tcc"));
     }
 }

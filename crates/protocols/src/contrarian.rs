@@ -1,0 +1,1043 @@
+//! **Contrarian** (Didona, Guerraoui, Wang, Zwaenepoel, "Causal Consistency and Latency Optimality: Friend or
+//! Foe?", PVLDB 11(11), 2018, §4): causally consistent PUTs and read-only transactions (ROTs) that are
+//! nonblocking and one-version but take two rounds, so that PUTs carry no readers-check overhead.
+//!
+//! # Guarantee
+//!
+//! Transactional causal consistency (checker level `tcc`) with eventual visibility and convergence (§2.4):
+//! every ROT reads a causally consistent snapshot (no `X ⇝ X' ⇝ Y` with `X` and `Y` read), a session never
+//! misses a version in its causal past (its own writes, and everything that happened before what it read),
+//! every version eventually enters every snapshot, and replicas converge by last writer wins on
+//! `(timestamp, datacenter, value)`. There are no write transactions (§2.1: the API is PUT and ROT):
+//! `Request::Update` is rejected.
+//!
+//! # Roles and messages
+//!
+//! - **Client** (§4.1, §4.2). Keeps the session's *dependency vector* `dv` (one entry per datacenter: the
+//!   versions the session depends on) and the last *snapshot vector* it read at. `Put` goes to the key's
+//!   partition in the client's datacenter with `dv`; `PutDone` returns the new version's timestamp, which
+//!   becomes `dv[m]` (m: the local datacenter). A ROT runs two rounds (§4.2, Fig. 2): `Snapshot` to a
+//!   coordinator with `max(dv, last snapshot)`, `SnapshotIs { sv }` back; then `Read { keys, sv }` to every
+//!   partition of the ROT in parallel, `ReadReply` with one version per key and its dependency vector. The
+//!   session's `dv` then absorbs the dependency vectors of the versions returned.
+//! - **Coordinator** (any partition server, §4.2). Computes the snapshot vector `SV`: the local entry is the
+//!   maximum of its clock and the client's local entry; each remote entry the maximum of its GSS and the
+//!   client's entry. It moves its own clock to `SV[m]`.
+//! - **Partition** (§4.1, §4.2). A PUT gets an HLC timestamp greater than every entry of the client's `dv`;
+//!   the version's dependency vector is the client's `dv` with the local entry set to the timestamp. A `Read`
+//!   with `SV` moves the clock forward to `SV[m]` (instead of blocking: every later local version gets a
+//!   larger timestamp) and returns, per key, the newest version `Y` with `Y.DV ≤ SV`. Versions go to the
+//!   sibling partitions in the other datacenters (`Replicate`), in timestamp order; after `heartbeat_ms`
+//!   without sending one, a partition sends `Heartbeat { time }` with its clock instead.
+//! - **Stabilization** (§4.1). A partition's *version vector* `VV` holds, for each remote datacenter, the
+//!   timestamp of the latest update or heartbeat received from its replica there. Every `gss_interval_ms` the
+//!   partitions of a datacenter exchange their VVs (`Vv`, local entry = the sender's clock) and each computes
+//!   the *Global Stable Snapshot* (GSS) as the entry-wise minimum of its own and the latest VV of every peer;
+//!   a remote version is stable (readable) once its dependency vector is within the snapshot, whose remote
+//!   entries come from the GSS. A partition receiving a VV moves its clock forward to the VV's local entry.
+//!
+//! # Choices where the paper is silent
+//!
+//! - **Coordinator**: the client picks one of the ROT's partitions (in its datacenter) uniformly at random
+//!   with its seeded generator (§4.2: "selects one of them as the coordinator").
+//! - **Who sends the round-2 reads**: the client, as §4.2 says ("sends it back to the client. The client then
+//!   contacts the partitions"). `OpMetrics::rounds` = 2.
+//! - **The client's snapshot**: the client sends the coordinator `max(dv, last SV)` (Fig. 2's caption: "the
+//!   client always piggybacks on its requests the last snapshot it has seen, so as to observe monotonically
+//!   increasing snapshots"), but a PUT carries only `dv`, the versions actually observed, so a PUT does not
+//!   inherit false dependencies on the whole snapshot.
+//! - **Clock reading**: "the clock" of a partition (for `SV[m]`, a heartbeat, a VV's local entry) is its HLC
+//!   moved forward to the physical clock, `max(physical, last timestamp)`; later local timestamps are larger.
+//!   Receiving a replicated version does not move the receiver's clock (nothing needs it: a PUT's timestamp
+//!   already exceeds its dependencies).
+//! - **GSS exchange**: all-to-all inside the datacenter (each partition sends its VV to each peer), so every
+//!   partition computes the GSS itself; no GSS exists until a partition has heard from every peer, so
+//!   remote versions stay invisible until then. With one partition per datacenter the GSS is the own VV.
+//! - **Heartbeats**: sent exactly `heartbeat_ms` after the last `Replicate` or heartbeat to the siblings.
+//! - **Staleness**: `versions_skipped` counts the versions of the key newer than the returned one stored at
+//!   the answering partition (local ones after the snapshot, and remote ones not yet stable).
+//! - **Garbage collection** (the paper keeps the versions snapshots may read, without details). Every
+//!   `gc_interval_ms` a partition computes the vector `L`: its GSS's remote entries and its clock, each minus
+//!   `gc_retain_ms`. For each key it keeps the newest version `W` with `W.DV ≤ L` and all newer ones: every
+//!   snapshot `SV ≥ L` contains `W`, so it never needs an older version. `L` only grows; a read at a snapshot
+//!   not `≥` the latest `L` (older than `gc_retain_ms`: it cannot happen while delays stay below that) is
+//!   answered `ReadStale`, and the client restarts the ROT with a fresh snapshot (4 rounds then).
+//! - **Links**: FIFO. The GSS argument needs a partition to receive its sibling's updates and heartbeats in
+//!   timestamp order, as they were sent.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use snowline_core::{
+    Addr, ClientId, ClientNode, Ctx, DcId, Hlc, Key, LinkAssumptions, Message, MvStore, OpError, OpId, OpMetrics,
+    PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, StoredVersion, Topology,
+    Value, VectorClock, Version,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+const MS: u64 = 1_000_000;
+
+/// The Contrarian protocol.
+pub struct Contrarian;
+
+impl Protocol for Contrarian {
+    const NAME: &'static str = "contrarian";
+    type Msg = ContrarianMsg;
+    type Timer = ContrarianTimer;
+    type Server = ContrarianServer;
+    type Client = ContrarianClient;
+    const WRITE_TRANSACTIONS: bool = false;
+
+    fn links() -> LinkAssumptions {
+        LinkAssumptions { fifo: true }
+    }
+
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> ContrarianServer {
+        ContrarianServer::new(id, topology, config.clone())
+    }
+
+    fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> ContrarianClient {
+        ContrarianClient::new(id, dc, topology, config.clone())
+    }
+}
+
+/// One version returned by a read, with its dependency vector (the client absorbs it, §4.1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionRead {
+    pub read: ReadResult,
+    pub dv: VectorClock,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ContrarianMsg {
+    /// Client → the key's partition in its datacenter: PUT with the session's dependency vector (§4.1).
+    Put { op: OpId, key: Key, value: Value, dv: VectorClock },
+    /// Partition → client: the PUT's version (its timestamp and datacenter), or why it was refused.
+    PutDone { op: OpId, result: Result<Version, OpError> },
+    /// Client → coordinator, ROT round 1: the session's dependencies and last snapshot (§4.2).
+    Snapshot { op: OpId, attempt: u32, dv: VectorClock },
+    /// Coordinator → client: the ROT's snapshot vector SV (§4.2).
+    SnapshotIs { op: OpId, attempt: u32, sv: VectorClock },
+    /// Client → partition, ROT round 2: read these keys at SV (§4.2).
+    Read { op: OpId, attempt: u32, keys: Vec<Key>, sv: VectorClock },
+    /// Partition → client: one version per key, in request order (§4.3, one-version).
+    ReadReply { op: OpId, attempt: u32, results: Vec<VersionRead> },
+    /// Partition → client: SV is older than what garbage collection kept; take a new snapshot.
+    ReadStale { op: OpId, attempt: u32 },
+    /// Partition → sibling partitions: a new version with its dependency vector (asynchronous replication).
+    Replicate { key: Key, value: Value, version: Version, dv: VectorClock },
+    /// Partition → sibling partitions: no update since; the sender's clock (§4.1).
+    Heartbeat { time: u64 },
+    /// Partition → the other partitions of its datacenter: its version vector, local entry = its clock (§4.1).
+    Vv { vv: VectorClock },
+}
+
+impl Message for ContrarianMsg {
+    fn kind(&self) -> &'static str {
+        match self {
+            ContrarianMsg::Put { .. } => "put",
+            ContrarianMsg::PutDone { .. } => "put-done",
+            ContrarianMsg::Snapshot { .. } => "snapshot",
+            ContrarianMsg::SnapshotIs { .. } => "snapshot-is",
+            ContrarianMsg::Read { .. } => "read",
+            ContrarianMsg::ReadReply { .. } => "read-reply",
+            ContrarianMsg::ReadStale { .. } => "read-stale",
+            ContrarianMsg::Replicate { .. } => "replicate",
+            ContrarianMsg::Heartbeat { .. } => "heartbeat",
+            ContrarianMsg::Vv { .. } => "vv",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContrarianTimer {
+    /// Check whether a heartbeat is due (§4.1).
+    Heartbeat,
+    /// Exchange version vectors and recompute the GSS (§4.1).
+    Gss,
+    /// Collect garbage.
+    Gc,
+}
+
+/// A partition server, which also coordinates ROTs.
+pub struct ContrarianServer {
+    id: ServerId,
+    topology: Topology,
+    config: ProtocolConfig,
+    clock: Hlc,
+    /// Versions with their dependency vectors.
+    store: MvStore<VectorClock>,
+    /// VV: `[m]` the latest local version's timestamp, `[i]` the latest timestamp received from DC `i`.
+    vv: VectorClock,
+    /// The latest VV received from each other partition of the datacenter.
+    peer_vvs: BTreeMap<PartitionId, VectorClock>,
+    gss: VectorClock,
+    /// This node's clock when it last sent its siblings a `Replicate` or `Heartbeat`.
+    last_sent_to_siblings_ns: u64,
+    /// The largest garbage-collection vector used: snapshots not above it may have lost versions.
+    gc_floor: VectorClock,
+}
+
+impl ContrarianServer {
+    pub fn new(id: ServerId, topology: Topology, config: ProtocolConfig) -> Self {
+        let zero = VectorClock::zero(topology.dcs);
+        Self {
+            id,
+            topology,
+            config,
+            clock: Hlc::default(),
+            store: MvStore::new(),
+            vv: zero.clone(),
+            peer_vvs: BTreeMap::new(),
+            gss: zero.clone(),
+            last_sent_to_siblings_ns: 0,
+            gc_floor: zero,
+        }
+    }
+
+    /// The stored versions of `key`, oldest first, with their dependency vectors.
+    pub fn versions(&self, key: &str) -> Vec<(Version, Value, VectorClock)> {
+        self.store.versions(key).iter().map(|v| (v.version, v.value.clone(), v.meta.clone())).collect()
+    }
+
+    pub fn gss(&self) -> &VectorClock {
+        &self.gss
+    }
+
+    pub fn vv(&self) -> &VectorClock {
+        &self.vv
+    }
+
+    /// The latest timestamp this partition's HLC issued or was moved to.
+    pub fn clock(&self) -> u64 {
+        self.clock.current()
+    }
+
+    fn dc(&self) -> u16 {
+        self.id.dc
+    }
+
+    /// The partition's clock now: its HLC moved forward to the physical clock. Every later local timestamp
+    /// is larger.
+    fn clock_reading(&mut self, now_ns: u64) -> u64 {
+        self.clock.advance_to(now_ns);
+        self.clock.current()
+    }
+
+    // ---- PUT (§4.1) ----
+
+    fn put(
+        &mut self,
+        cx: &mut Ctx<'_, Contrarian>,
+        client: ClientId,
+        op: OpId,
+        key: Key,
+        value: Value,
+        dv: VectorClock,
+    ) {
+        let request = Request::Put { key: key.clone(), value: value.clone() };
+        if let Err(reason) = self.config.check_request(&request) {
+            cx.send(client, ContrarianMsg::PutDone { op, result: Err(OpError::Rejected(reason)) });
+            return;
+        }
+        if dv.0.len() != self.topology.dcs as usize || self.topology.partition_of(&key) != self.id.partition {
+            // A forged or misrouted request: refuse it rather than corrupt the version's metadata.
+            let reason = format!("contrarian: PUT of {key:?} sent to the wrong partition or malformed");
+            cx.send(client, ContrarianMsg::PutDone { op, result: Err(OpError::Rejected(reason)) });
+            return;
+        }
+        cx.charge(1);
+        // "This timestamp is enforced to be higher than any timestamps in the dependency vector".
+        let deps_max = dv.0.iter().copied().max().unwrap_or(0);
+        let ts = self.clock.observe(cx.now_ns(), deps_max);
+        let mut version_dv = dv;
+        version_dv.set(self.dc(), ts);
+        let version = Version { time: ts, dc: self.dc() };
+        self.store.insert(key.clone(), StoredVersion { value: value.clone(), version, meta: version_dv.clone() });
+        self.vv.set(self.dc(), ts);
+        let mut sent = false;
+        for sibling in self.topology.siblings(self.id) {
+            let msg =
+                ContrarianMsg::Replicate { key: key.clone(), value: value.clone(), version, dv: version_dv.clone() };
+            cx.send(sibling, msg);
+            sent = true;
+        }
+        if sent {
+            self.last_sent_to_siblings_ns = cx.now_ns();
+        }
+        cx.send(client, ContrarianMsg::PutDone { op, result: Ok(version) });
+    }
+
+    // ---- ROT (§4.2) ----
+
+    /// The coordinator picks the snapshot vector SV.
+    fn snapshot(&mut self, cx: &mut Ctx<'_, Contrarian>, client: ClientId, op: OpId, attempt: u32, dv: VectorClock) {
+        if dv.0.len() != self.topology.dcs as usize {
+            return;
+        }
+        let mut sv = self.gss.clone();
+        sv.merge_max(&dv);
+        // "The local entry of SV is the maximum between the clock at the coordinator and the highest local
+        // timestamp seen by the client."
+        let local = self.clock_reading(cx.now_ns()).max(dv.get(self.dc()));
+        self.clock.advance_to(local);
+        sv.set(self.dc(), local);
+        cx.send(client, ContrarianMsg::SnapshotIs { op, attempt, sv });
+    }
+
+    /// A partition reads at SV without blocking.
+    fn read(
+        &mut self,
+        cx: &mut Ctx<'_, Contrarian>,
+        client: ClientId,
+        op: OpId,
+        attempt: u32,
+        keys: Vec<Key>,
+        sv: VectorClock,
+    ) {
+        if sv.0.len() != self.topology.dcs as usize {
+            return;
+        }
+        if !self.gc_floor.le(&sv) {
+            cx.send(client, ContrarianMsg::ReadStale { op, attempt });
+            return;
+        }
+        // "A partition moves its own clock to match the local entry of SV, if needed": versions created
+        // here from now on get larger timestamps, so they are outside SV.
+        self.clock.advance_to(sv.get(self.dc()));
+        cx.charge(keys.len() as u64);
+        let results = keys.into_iter().map(|key| self.read_at(key, &sv)).collect();
+        cx.send(client, ContrarianMsg::ReadReply { op, attempt, results });
+    }
+
+    /// The newest version of `key` whose dependency vector is within `sv` ("Y belongs to the snapshot encoded
+    /// by SV if Y.DV ≤ SV").
+    fn read_at(&self, key: Key, sv: &VectorClock) -> VersionRead {
+        let (found, skipped) = self.store.newest_where(&key, |v| v.meta.le(sv));
+        match found {
+            Some(v) => VersionRead {
+                read: ReadResult { key, value: Some(v.value.clone()), version: v.version, versions_skipped: skipped },
+                dv: v.meta.clone(),
+            },
+            None => VersionRead {
+                read: ReadResult { key, value: None, version: Version::INITIAL, versions_skipped: skipped },
+                dv: VectorClock::zero(self.topology.dcs),
+            },
+        }
+    }
+
+    // ---- Replication and stabilization (§4.1) ----
+
+    fn replicated(&mut self, from: ServerId, key: Key, value: Value, version: Version, dv: VectorClock) {
+        if from.dc == self.dc() || from.dc != version.dc || dv.0.len() != self.topology.dcs as usize {
+            return;
+        }
+        self.store.insert(key, StoredVersion { value, version, meta: dv });
+        let i = from.dc;
+        self.vv.set(i, self.vv.get(i).max(version.time));
+    }
+
+    fn heartbeat_due(&mut self, cx: &mut Ctx<'_, Contrarian>) {
+        let period = self.config.heartbeat_ms * MS;
+        let idle = cx.now_ns().saturating_sub(self.last_sent_to_siblings_ns);
+        if idle >= period {
+            let time = self.clock_reading(cx.now_ns());
+            for sibling in self.topology.siblings(self.id) {
+                cx.send(sibling, ContrarianMsg::Heartbeat { time });
+            }
+            self.last_sent_to_siblings_ns = cx.now_ns();
+            cx.set_timer(period.max(1), ContrarianTimer::Heartbeat);
+        } else {
+            cx.set_timer(period - idle, ContrarianTimer::Heartbeat);
+        }
+    }
+
+    fn exchange_vv(&mut self, cx: &mut Ctx<'_, Contrarian>) {
+        let mut vv = self.vv.clone();
+        vv.set(self.dc(), self.clock_reading(cx.now_ns()));
+        for peer in self.topology.local_peers(self.id) {
+            cx.send(peer, ContrarianMsg::Vv { vv: vv.clone() });
+        }
+        self.recompute_gss();
+    }
+
+    /// GSS = the aggregate (entry-wise) minimum of the own VV and the latest VV of every other partition of
+    /// the datacenter; nothing until every peer has been heard from.
+    fn recompute_gss(&mut self) {
+        if self.peer_vvs.len() + 1 < self.topology.partitions as usize {
+            return;
+        }
+        let mut gss = self.vv.clone();
+        for vv in self.peer_vvs.values() {
+            gss.merge_min(vv);
+        }
+        self.gss.merge_max(&gss);
+    }
+
+    fn collect_garbage(&mut self, cx: &mut Ctx<'_, Contrarian>) {
+        let retain = self.config.gc_retain_ms * MS;
+        let mut horizon = VectorClock(self.gss.0.iter().map(|t| t.saturating_sub(retain)).collect());
+        horizon.set(self.dc(), self.clock_reading(cx.now_ns()).saturating_sub(retain));
+        self.gc_floor.merge_max(&horizon);
+        let floor = self.gc_floor.clone();
+        let dropped = self.store.collect_below(|v| v.meta.le(&floor));
+        cx.charge(dropped as u64);
+    }
+}
+
+impl ServerNode<Contrarian> for ContrarianServer {
+    fn on_start(&mut self, cx: &mut Ctx<'_, Contrarian>) {
+        self.last_sent_to_siblings_ns = cx.now_ns();
+        if self.topology.dcs > 1 {
+            cx.set_timer((self.config.heartbeat_ms * MS).max(1), ContrarianTimer::Heartbeat);
+        }
+        cx.set_timer((self.config.gss_interval_ms * MS).max(1), ContrarianTimer::Gss);
+        cx.set_timer((self.config.gc_interval_ms * MS).max(1), ContrarianTimer::Gc);
+    }
+
+    fn on_message(&mut self, cx: &mut Ctx<'_, Contrarian>, from: Addr, msg: ContrarianMsg) {
+        cx.charge(1);
+        match (from, msg) {
+            (Addr::Client(client), ContrarianMsg::Put { op, key, value, dv }) => {
+                self.put(cx, client, op, key, value, dv)
+            }
+            (Addr::Client(client), ContrarianMsg::Snapshot { op, attempt, dv }) => {
+                self.snapshot(cx, client, op, attempt, dv)
+            }
+            (Addr::Client(client), ContrarianMsg::Read { op, attempt, keys, sv }) => {
+                self.read(cx, client, op, attempt, keys, sv)
+            }
+            (Addr::Server(from), ContrarianMsg::Replicate { key, value, version, dv }) => {
+                self.replicated(from, key, value, version, dv)
+            }
+            (Addr::Server(from), ContrarianMsg::Heartbeat { time }) if from.dc != self.dc() => {
+                self.vv.set(from.dc, self.vv.get(from.dc).max(time));
+            }
+            (Addr::Server(from), ContrarianMsg::Vv { vv })
+                if from.dc == self.dc() && from.partition != self.id.partition && vv.0.len() == self.vv.0.len() =>
+            {
+                // "The partitions also move their local clocks forward, if needed, to match the highest
+                // timestamp corresponding to the local entry in any of the exchanged VVs."
+                self.clock.advance_to(vv.get(self.dc()));
+                self.peer_vvs.insert(from.partition, vv);
+                self.recompute_gss();
+            }
+            // A message that does not fit its sender's role is a peer bug or a forged frame: ignore it.
+            (_, _) => {}
+        }
+    }
+
+    fn on_timer(&mut self, cx: &mut Ctx<'_, Contrarian>, timer: ContrarianTimer) {
+        match timer {
+            ContrarianTimer::Heartbeat => self.heartbeat_due(cx),
+            ContrarianTimer::Gss => {
+                self.exchange_vv(cx);
+                cx.set_timer((self.config.gss_interval_ms * MS).max(1), ContrarianTimer::Gss);
+            }
+            ContrarianTimer::Gc => {
+                self.collect_garbage(cx);
+                cx.set_timer((self.config.gc_interval_ms * MS).max(1), ContrarianTimer::Gc);
+            }
+        }
+    }
+
+    fn stored_versions(&self) -> usize {
+        self.store.version_count()
+    }
+}
+
+/// A ROT in progress at the client.
+#[derive(Debug)]
+struct PendingRot {
+    keys: Vec<Key>,
+    /// Increases when the ROT restarts after `ReadStale`; replies of earlier attempts are ignored.
+    attempt: u32,
+    rounds: u32,
+    sv: Option<VectorClock>,
+    /// For each partition asked, the request positions of the keys sent to it.
+    slots: BTreeMap<PartitionId, Vec<usize>>,
+    results: Vec<Option<VersionRead>>,
+    pending: usize,
+}
+
+/// The client session (§4.1): the dependency vector, the last snapshot, the in-flight operations.
+pub struct ContrarianClient {
+    id: ClientId,
+    dc: DcId,
+    topology: Topology,
+    config: ProtocolConfig,
+    dv: VectorClock,
+    last_sv: VectorClock,
+    puts: BTreeSet<OpId>,
+    rots: BTreeMap<OpId, PendingRot>,
+}
+
+impl ContrarianClient {
+    pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
+        let zero = VectorClock::zero(topology.dcs);
+        Self { id, dc, topology, config, dv: zero.clone(), last_sv: zero, puts: BTreeSet::new(), rots: BTreeMap::new() }
+    }
+
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+
+    /// The session's dependency vector.
+    pub fn dv(&self) -> &VectorClock {
+        &self.dv
+    }
+
+    /// The newest snapshot the session has read at (entry-wise maximum).
+    pub fn last_snapshot(&self) -> &VectorClock {
+        &self.last_sv
+    }
+
+    fn start_rot(&mut self, cx: &mut Ctx<'_, Contrarian>, op: OpId) {
+        let rot = self.rots.get_mut(&op).expect("pending");
+        rot.rounds += 1;
+        rot.sv = None;
+        let mut partitions: Vec<PartitionId> = rot.keys.iter().map(|k| self.topology.partition_of(k)).collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        // §4.2: "selects one of them as the coordinator for the ROT".
+        let coordinator = partitions[cx.rng().random_range(0..partitions.len())];
+        let mut dv = self.dv.clone();
+        dv.merge_max(&self.last_sv);
+        cx.send(ServerId::new(self.dc, coordinator), ContrarianMsg::Snapshot { op, attempt: rot.attempt, dv });
+    }
+}
+
+impl ClientNode<Contrarian> for ContrarianClient {
+    fn on_request(&mut self, cx: &mut Ctx<'_, Contrarian>, op: OpId, request: Request) {
+        if let Err(reason) = self.config.check_request(&request) {
+            cx.complete(op, Err(OpError::Rejected(reason)));
+            return;
+        }
+        match request {
+            Request::Update { .. } => {
+                let reason = "contrarian offers no write transactions (Contrarian §2.1: the API is PUT and ROT); \
+                              issue single-key PUTs";
+                cx.complete(op, Err(OpError::Rejected(reason.into())));
+            }
+            Request::Put { key, value } => {
+                self.puts.insert(op);
+                let to = self.topology.server_of(self.dc, &key);
+                cx.send(to, ContrarianMsg::Put { op, key, value, dv: self.dv.clone() });
+            }
+            Request::Rot { keys } => {
+                let n = keys.len();
+                self.rots.insert(
+                    op,
+                    PendingRot {
+                        keys,
+                        attempt: 0,
+                        rounds: 0,
+                        sv: None,
+                        slots: BTreeMap::new(),
+                        results: vec![None; n],
+                        pending: 0,
+                    },
+                );
+                self.start_rot(cx, op);
+            }
+        }
+    }
+
+    fn on_message(&mut self, cx: &mut Ctx<'_, Contrarian>, from: Addr, msg: ContrarianMsg) {
+        match msg {
+            ContrarianMsg::PutDone { op, result } => {
+                if !self.puts.remove(&op) {
+                    return;
+                }
+                let result = result.map(|version| {
+                    let m = self.dc;
+                    self.dv.set(m, self.dv.get(m).max(version.time));
+                    Reply {
+                        reads: Vec::new(),
+                        commit: Some(version),
+                        metrics: OpMetrics { rounds: 1, ..Default::default() },
+                    }
+                });
+                cx.complete(op, result);
+            }
+            ContrarianMsg::SnapshotIs { op, attempt, sv } => {
+                let Some(rot) = self.rots.get_mut(&op) else { return };
+                if rot.attempt != attempt || rot.sv.is_some() || sv.0.len() != self.dv.0.len() {
+                    return;
+                }
+                rot.rounds += 1;
+                let mut slots: BTreeMap<PartitionId, Vec<usize>> = BTreeMap::new();
+                for (i, key) in rot.keys.iter().enumerate() {
+                    slots.entry(self.topology.partition_of(key)).or_default().push(i);
+                }
+                for (p, positions) in &slots {
+                    let keys = positions.iter().map(|i| rot.keys[*i].clone()).collect();
+                    cx.send(ServerId::new(self.dc, *p), ContrarianMsg::Read { op, attempt, keys, sv: sv.clone() });
+                }
+                rot.pending = slots.len();
+                rot.slots = slots;
+                rot.results = vec![None; rot.keys.len()];
+                rot.sv = Some(sv);
+            }
+            ContrarianMsg::ReadReply { op, attempt, results } => {
+                let Some(rot) = self.rots.get_mut(&op) else { return };
+                let Addr::Server(server) = from else { return };
+                if rot.attempt != attempt {
+                    return;
+                }
+                let Some(positions) = rot.slots.remove(&server.partition) else { return };
+                if positions.len() != results.len() {
+                    return;
+                }
+                for (pos, r) in positions.into_iter().zip(results) {
+                    rot.results[pos] = Some(r);
+                }
+                rot.pending -= 1;
+                if rot.pending == 0 {
+                    let rot = self.rots.remove(&op).expect("present");
+                    let sv = rot.sv.expect("reads are sent after the snapshot");
+                    self.last_sv.merge_max(&sv);
+                    let mut reads = Vec::with_capacity(rot.results.len());
+                    for r in rot.results {
+                        let r = r.expect("every slot answered");
+                        self.dv.merge_max(&r.dv);
+                        reads.push(r.read);
+                    }
+                    let metrics = OpMetrics {
+                        rounds: rot.rounds,
+                        versions_returned: reads.len() as u32,
+                        blocked_ns: 0,
+                        readers_check: None,
+                    };
+                    cx.complete(op, Ok(Reply { reads, commit: None, metrics }));
+                }
+            }
+            ContrarianMsg::ReadStale { op, attempt } => {
+                let Some(rot) = self.rots.get_mut(&op) else { return };
+                if rot.attempt != attempt {
+                    return;
+                }
+                rot.attempt += 1;
+                rot.slots.clear();
+                self.start_rot(cx, op);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each test drives one state machine directly and asserts the exact effects of its inputs.
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+    use snowline_core::Effects;
+
+    const NOW: u64 = 1_000_000;
+    const CLIENT: ClientId = ClientId(9);
+
+    fn topo() -> Topology {
+        Topology::new(2, 2)
+    }
+
+    fn vc(v: &[u64]) -> VectorClock {
+        VectorClock(v.to_vec())
+    }
+
+    fn key(t: Topology, p: PartitionId) -> Key {
+        t.key_on(p, "k").into()
+    }
+
+    fn server_in(t: Topology, dc: DcId, p: PartitionId, config: &ProtocolConfig) -> ContrarianServer {
+        Contrarian::server(ServerId::new(dc, p), t, config)
+    }
+
+    fn server(dc: DcId, p: PartitionId) -> ContrarianServer {
+        server_in(topo(), dc, p, &ProtocolConfig::default())
+    }
+
+    fn with_ctx(now: u64, f: impl FnOnce(&mut Ctx<'_, Contrarian>)) -> Effects<Contrarian> {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut out = Effects::default();
+        f(&mut Ctx::new(now, &mut rng, &mut out));
+        out
+    }
+
+    fn deliver(
+        node: &mut ContrarianServer,
+        now: u64,
+        from: impl Into<Addr>,
+        msg: ContrarianMsg,
+    ) -> Effects<Contrarian> {
+        let from = from.into();
+        with_ctx(now, |cx| node.on_message(cx, from, msg))
+    }
+
+    fn fire(node: &mut ContrarianServer, now: u64, timer: ContrarianTimer) -> Effects<Contrarian> {
+        with_ctx(now, |cx| node.on_timer(cx, timer))
+    }
+
+    fn to_client(msg: ContrarianMsg) -> (Addr, ContrarianMsg) {
+        (Addr::Client(CLIENT), msg)
+    }
+
+    fn put(node: &mut ContrarianServer, now: u64, key: &Key, value: &str, dv: VectorClock) -> Version {
+        let out =
+            deliver(node, now, CLIENT, ContrarianMsg::Put { op: OpId(0), key: key.clone(), value: value.into(), dv });
+        match out.sends.last() {
+            Some((_, ContrarianMsg::PutDone { result: Ok(v), .. })) => *v,
+            other => panic!("no PutDone: {other:?}"),
+        }
+    }
+
+    fn read_reply(out: &Effects<Contrarian>) -> Vec<VersionRead> {
+        match &out.sends[..] {
+            [(_, ContrarianMsg::ReadReply { results, .. })] => results.clone(),
+            other => panic!("expected one ReadReply, got {other:?}"),
+        }
+    }
+
+    fn snapshot_of(out: &Effects<Contrarian>) -> VectorClock {
+        match &out.sends[..] {
+            [(_, ContrarianMsg::SnapshotIs { sv, .. })] => sv.clone(),
+            other => panic!("expected one SnapshotIs, got {other:?}"),
+        }
+    }
+
+    /// §4.1, "Encoding dependencies": the partition serving a PUT copies the client's dependency vector into
+    /// the version's, sets the local entry to the version's timestamp, and "this timestamp is enforced to be
+    /// higher than any timestamps in the dependency vector provided by the client". The version goes to the
+    /// sibling replica (asynchronous replication) and VV's local entry becomes its timestamp.
+    #[test]
+    fn put_timestamp_exceeds_the_dependencies_and_the_version_carries_them() {
+        let mut p = server(0, 0);
+        let k = key(topo(), 0);
+        let out = deliver(
+            &mut p,
+            NOW,
+            CLIENT,
+            ContrarianMsg::Put { op: OpId(4), key: k.clone(), value: "x".into(), dv: vc(&[0, 5_000_000]) },
+        );
+        let version = Version { time: 5_000_001, dc: 0 };
+        let dv = vc(&[5_000_001, 5_000_000]);
+        assert_eq!(
+            out.sends,
+            vec![
+                (
+                    Addr::Server(ServerId::new(1, 0)),
+                    ContrarianMsg::Replicate { key: k.clone(), value: "x".into(), version, dv: dv.clone() }
+                ),
+                to_client(ContrarianMsg::PutDone { op: OpId(4), result: Ok(version) }),
+            ]
+        );
+        assert!(out.timers.is_empty() && out.completions.is_empty());
+        assert_eq!(p.versions(&k), vec![(version, "x".into(), dv)]);
+        assert_eq!(p.vv(), &vc(&[5_000_001, 0]));
+        // Without dependencies ahead of it, the HLC follows physical time.
+        assert_eq!(put(&mut p, 9_000_000, &k, "y", vc(&[0, 0])).time, 9_000_000);
+    }
+
+    /// §4.1: "each client c maintains a dependency vector"; a PUT piggybacks it, and the new version's
+    /// timestamp becomes the session's local entry. §2.1: the API is PUT and ROT, so multi-key updates are
+    /// refused, naming the protocol.
+    #[test]
+    fn client_puts_carry_its_dependency_vector_and_updates_are_rejected() {
+        let t = topo();
+        let mut c = Contrarian::client(CLIENT, 1, t, &ProtocolConfig::default());
+        let k = key(t, 1);
+        let out = with_ctx(NOW, |cx| c.on_request(cx, OpId(1), Request::Put { key: k.clone(), value: "v".into() }));
+        assert_eq!(
+            out.sends,
+            vec![(
+                Addr::Server(ServerId::new(1, 1)),
+                ContrarianMsg::Put { op: OpId(1), key: k.clone(), value: "v".into(), dv: vc(&[0, 0]) }
+            )]
+        );
+        let version = Version { time: 77, dc: 1 };
+        let out = with_ctx(NOW, |cx| {
+            c.on_message(cx, ServerId::new(1, 1).into(), ContrarianMsg::PutDone { op: OpId(1), result: Ok(version) })
+        });
+        assert_eq!(out.completions.len(), 1);
+        assert_eq!(out.completions[0].1.as_ref().unwrap().commit, Some(version));
+        assert_eq!(c.dv(), &vc(&[0, 77]));
+
+        let out =
+            with_ctx(NOW, |cx| c.on_request(cx, OpId(2), Request::Update { writes: vec![(k.clone(), "w".into())] }));
+        assert!(out.sends.is_empty());
+        match &out.completions[..] {
+            [(OpId(2), Err(OpError::Rejected(msg)))] => assert!(msg.contains("contrarian"), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// §4.2: "The local entry of SV is the maximum between the clock at the coordinator and the highest local
+    /// timestamp seen by the client. The remote entries of SV are given by the entry-wise maximum between the
+    /// GSS at the coordinator and the dependency vector of the client."
+    #[test]
+    fn coordinator_computes_the_snapshot_vector_from_its_clock_its_gss_and_the_client() {
+        let mut coord = server(0, 0);
+        deliver(&mut coord, NOW, ServerId::new(1, 0), ContrarianMsg::Heartbeat { time: 7_000 });
+        deliver(&mut coord, NOW, ServerId::new(0, 1), ContrarianMsg::Vv { vv: vc(&[2_000_000, 4_000]) });
+        assert_eq!(coord.gss(), &vc(&[0, 4_000]), "min of [0, 7000] and [2000000, 4000]");
+        assert_eq!(coord.clock(), 2_000_000, "moved forward to the peer's clock (§4.1)");
+
+        let snap = |dv| ContrarianMsg::Snapshot { op: OpId(1), attempt: 0, dv };
+        let out = deliver(&mut coord, NOW, CLIENT, snap(vc(&[10, 3_000])));
+        assert_eq!(
+            out.sends,
+            vec![to_client(ContrarianMsg::SnapshotIs { op: OpId(1), attempt: 0, sv: vc(&[2_000_000, 4_000]) })]
+        );
+
+        // A client ahead of the coordinator: its local timestamp and its remote dependency win.
+        let out = deliver(&mut coord, NOW, CLIENT, snap(vc(&[9_000_000, 6_000])));
+        assert_eq!(snapshot_of(&out), vc(&[9_000_000, 6_000]));
+        assert_eq!(coord.clock(), 9_000_000, "the coordinator's later versions fall outside the snapshot");
+    }
+
+    /// §4.2: "Upon receiving a ROT request with snapshot SV, a partition moves its own clock to match the
+    /// local entry of SV, if needed. A version Y belongs to the snapshot encoded by SV if Y.DV ≤ SV. For any
+    /// requested key, a partition returns the version with the highest timestamp that belongs to the
+    /// specified snapshot." §4.3: it answers at once (nonblocking) with one version per key.
+    #[test]
+    fn a_partition_returns_the_newest_version_within_sv_and_moves_its_clock_instead_of_blocking() {
+        let mut p = server(0, 1);
+        let k = key(topo(), 1);
+        let a = put(&mut p, NOW, &k, "a", vc(&[0, 0]));
+        deliver(
+            &mut p,
+            NOW,
+            ServerId::new(1, 1),
+            ContrarianMsg::Replicate {
+                key: k.clone(),
+                value: "r".into(),
+                version: Version { time: NOW + 5, dc: 1 },
+                dv: vc(&[0, NOW + 5]),
+            },
+        );
+        let b = put(&mut p, NOW + 10, &k, "b", vc(&[0, 0]));
+        assert_eq!((a.time, b.time), (NOW, NOW + 10));
+
+        let read = |sv| ContrarianMsg::Read { op: OpId(2), attempt: 0, keys: vec![k.clone()], sv };
+        // "b" is after the snapshot's local entry, "r" is not stable (its DC-1 entry exceeds SV's).
+        let got = read_reply(&deliver(&mut p, NOW + 20, CLIENT, read(vc(&[NOW + 9, 0]))));
+        assert_eq!(
+            got,
+            vec![VersionRead {
+                read: ReadResult { key: k.clone(), value: Some("a".into()), version: a, versions_skipped: 2 },
+                dv: vc(&[NOW, 0]),
+            }]
+        );
+
+        // A snapshot far ahead of this partition's clock: no waiting, the clock jumps forward. ("r", still
+        // unstable, is older than "b": nothing newer is skipped.)
+        let ahead = 50_000_000;
+        let out = deliver(&mut p, NOW + 20, CLIENT, read(vc(&[ahead, 0])));
+        assert!(out.timers.is_empty());
+        assert_eq!(
+            read_reply(&out),
+            vec![VersionRead {
+                read: ReadResult { key: k.clone(), value: Some("b".into()), version: b, versions_skipped: 0 },
+                dv: vc(&[NOW + 10, 0]),
+            }]
+        );
+        assert_eq!(p.clock(), ahead);
+        assert_eq!(put(&mut p, NOW + 30, &k, "c", vc(&[0, 0])).time, ahead + 1, "later versions are outside SV");
+    }
+
+    /// §4.1, "GSS computation": "Periodically, the partitions in a DC exchange their VVs and compute the GSS
+    /// as the aggregate minimum vector"; "the partitions also move their local clocks forward, if needed, to
+    /// match the highest timestamp corresponding to the local entry in any of the exchanged VVs".
+    #[test]
+    fn gss_is_the_aggregate_minimum_of_the_exchanged_version_vectors() {
+        let t = Topology::new(3, 3);
+        let mut p = server_in(t, 0, 0, &ProtocolConfig::default());
+        deliver(&mut p, NOW, ServerId::new(1, 0), ContrarianMsg::Heartbeat { time: 500 });
+        deliver(&mut p, NOW, ServerId::new(2, 0), ContrarianMsg::Heartbeat { time: 900 });
+        assert_eq!(p.vv(), &vc(&[0, 500, 900]));
+        deliver(&mut p, NOW, ServerId::new(0, 1), ContrarianMsg::Vv { vv: vc(&[3_000_000, 400, 1_000]) });
+        assert_eq!(p.gss(), &vc(&[0, 0, 0]), "no GSS before every partition of the DC is heard from");
+        deliver(&mut p, NOW, ServerId::new(0, 2), ContrarianMsg::Vv { vv: vc(&[2_000_000, 800, 700]) });
+        assert_eq!(p.gss(), &vc(&[0, 400, 700]));
+        assert_eq!(p.clock(), 3_000_000);
+
+        // Every gss_interval_ms (5 ms, §5.1) it sends its own VV, local entry = its clock, to each peer.
+        let out = fire(&mut p, NOW, ContrarianTimer::Gss);
+        let vv = vc(&[3_000_000, 500, 900]);
+        assert_eq!(
+            out.sends,
+            vec![
+                (Addr::Server(ServerId::new(0, 1)), ContrarianMsg::Vv { vv: vv.clone() }),
+                (Addr::Server(ServerId::new(0, 2)), ContrarianMsg::Vv { vv }),
+            ]
+        );
+        assert_eq!(out.timers, vec![(5_000_000, ContrarianTimer::Gss)]);
+    }
+
+    /// §4.1: "a partition sends a heartbeat message with its current clock value to its replicas if it does
+    /// not process a PUT for a given amount of time" — 1 ms in §5.1.
+    #[test]
+    fn a_heartbeat_goes_to_the_replicas_after_1_ms_without_a_put() {
+        let mut p = server(0, 1);
+        let out = with_ctx(NOW, |cx| p.on_start(cx));
+        assert!(out.sends.is_empty());
+        assert_eq!(
+            out.timers,
+            vec![
+                (1_000_000, ContrarianTimer::Heartbeat),
+                (5_000_000, ContrarianTimer::Gss),
+                (100_000_000, ContrarianTimer::Gc)
+            ]
+        );
+        let out = fire(&mut p, NOW + 1_000_000, ContrarianTimer::Heartbeat);
+        assert_eq!(out.sends, vec![(Addr::Server(ServerId::new(1, 1)), ContrarianMsg::Heartbeat { time: 2_000_000 })]);
+        assert_eq!(out.timers, vec![(1_000_000, ContrarianTimer::Heartbeat)]);
+
+        // A PUT at 2.2 ms replicates; at 3 ms the partition has been idle only 0.8 ms: no heartbeat yet.
+        put(&mut p, 2_200_000, &key(topo(), 1), "v", vc(&[0, 0]));
+        let out = fire(&mut p, 3_000_000, ContrarianTimer::Heartbeat);
+        assert!(out.sends.is_empty());
+        assert_eq!(out.timers, vec![(200_000, ContrarianTimer::Heartbeat)]);
+        let out = fire(&mut p, 3_200_000, ContrarianTimer::Heartbeat);
+        assert_eq!(out.sends, vec![(Addr::Server(ServerId::new(1, 1)), ContrarianMsg::Heartbeat { time: 3_200_000 })]);
+    }
+
+    /// §4.1: "A remote version can be read by clients in a DC only when it is stable", i.e. when its remote
+    /// entries are within the GSS; the remote entries of SV come from the GSS (§4.2).
+    #[test]
+    fn a_remote_update_is_not_visible_before_it_enters_the_gss() {
+        let mut p = server(1, 0);
+        let k = key(topo(), 0);
+        let version = Version { time: 2_000_000, dc: 0 };
+        deliver(
+            &mut p,
+            NOW,
+            ServerId::new(0, 0),
+            ContrarianMsg::Replicate { key: k.clone(), value: "w".into(), version, dv: vc(&[2_000_000, 0]) },
+        );
+        assert_eq!(p.vv(), &vc(&[2_000_000, 0]));
+        let read_now = |p: &mut ContrarianServer| {
+            let sv = snapshot_of(&deliver(
+                p,
+                NOW,
+                CLIENT,
+                ContrarianMsg::Snapshot { op: OpId(1), attempt: 0, dv: vc(&[0, 0]) },
+            ));
+            let got = read_reply(&deliver(
+                p,
+                NOW,
+                CLIENT,
+                ContrarianMsg::Read { op: OpId(1), attempt: 0, keys: vec![k.clone()], sv },
+            ));
+            (got[0].read.value.clone(), got[0].read.versions_skipped)
+        };
+        assert_eq!(read_now(&mut p), (None, 1), "received, not stable: no GSS yet");
+        // The other partition of DC 1 has received DC 0's updates only up to 1 ms: GSS[0] = 1 ms.
+        deliver(&mut p, NOW, ServerId::new(1, 1), ContrarianMsg::Vv { vv: vc(&[1_000_000, NOW]) });
+        assert_eq!(p.gss().get(0), 1_000_000);
+        assert_eq!(read_now(&mut p), (None, 1));
+        deliver(&mut p, NOW, ServerId::new(1, 1), ContrarianMsg::Vv { vv: vc(&[2_500_000, NOW]) });
+        assert_eq!(p.gss().get(0), 2_000_000);
+        assert_eq!(read_now(&mut p), (Some("w".into()), 0));
+    }
+
+    /// §4.2, Fig. 2: the client sends its dependency vector to a coordinator among the ROT's partitions, gets
+    /// SV back, then reads every partition at SV in parallel; two rounds, one version per key, no blocking.
+    /// §4.1: the session then depends on the versions it read.
+    #[test]
+    fn client_runs_a_rot_in_two_rounds_and_absorbs_the_dependencies_it_read() {
+        let t = topo();
+        let mut c = Contrarian::client(CLIENT, 0, t, &ProtocolConfig::default());
+        let (k0, k1) = (key(t, 0), key(t, 1));
+        let out = with_ctx(NOW, |cx| c.on_request(cx, OpId(3), Request::Rot { keys: vec![k1.clone(), k0.clone()] }));
+        match &out.sends[..] {
+            [(Addr::Server(s), ContrarianMsg::Snapshot { op: OpId(3), attempt: 0, dv })] => {
+                assert!(s.dc == 0 && s.partition < 2, "a coordinator among the ROT's partitions: {s}");
+                assert_eq!(dv, &vc(&[0, 0]));
+            }
+            other => panic!("{other:?}"),
+        }
+        let sv = vc(&[NOW, 40]);
+        let out = with_ctx(NOW, |cx| {
+            c.on_message(
+                cx,
+                ServerId::new(0, 0).into(),
+                ContrarianMsg::SnapshotIs { op: OpId(3), attempt: 0, sv: sv.clone() },
+            )
+        });
+        let read = |keys: Vec<Key>| ContrarianMsg::Read { op: OpId(3), attempt: 0, keys, sv: sv.clone() };
+        assert_eq!(
+            out.sends,
+            vec![
+                (Addr::Server(ServerId::new(0, 0)), read(vec![k0.clone()])),
+                (Addr::Server(ServerId::new(0, 1)), read(vec![k1.clone()])),
+            ]
+        );
+        let result = |k: &Key, v: &str, time, dv| VersionRead {
+            read: ReadResult {
+                key: k.clone(),
+                value: Some(v.into()),
+                version: Version { time, dc: 0 },
+                versions_skipped: 0,
+            },
+            dv,
+        };
+        let out = with_ctx(NOW, |cx| {
+            let results = vec![result(&k0, "x", 30, vc(&[30, 20]))];
+            c.on_message(cx, ServerId::new(0, 0).into(), ContrarianMsg::ReadReply { op: OpId(3), attempt: 0, results })
+        });
+        assert!(out.completions.is_empty());
+        let out = with_ctx(NOW, |cx| {
+            let results = vec![result(&k1, "y", 50, vc(&[50, 10]))];
+            c.on_message(cx, ServerId::new(0, 1).into(), ContrarianMsg::ReadReply { op: OpId(3), attempt: 0, results })
+        });
+        let reply = out.completions[0].1.as_ref().unwrap();
+        let values: Vec<_> = reply.reads.iter().map(|r| r.value.as_deref()).collect();
+        assert_eq!(values, vec![Some("y"), Some("x")], "request order");
+        assert_eq!(reply.metrics, OpMetrics { rounds: 2, versions_returned: 2, blocked_ns: 0, readers_check: None });
+        assert_eq!(c.dv(), &vc(&[50, 20]));
+        assert_eq!(c.last_snapshot(), &sv);
+    }
+
+    /// Garbage collection (the paper keeps the versions snapshots can read): with `gc_retain_ms` = 1, a
+    /// partition keeps the newest version every snapshot at least (GSS, clock) − 1 ms contains, and every newer
+    /// one; a read at an older snapshot is refused, and the client restarts the ROT from round 1.
+    #[test]
+    fn gc_keeps_what_recent_snapshots_read_and_refuses_older_snapshots() {
+        let config = ProtocolConfig { gc_retain_ms: 1, ..Default::default() };
+        let t = Topology::new(2, 1);
+        let mut p = server_in(t, 0, 0, &config);
+        let k = key(t, 0);
+        for ms in [1, 2, 3] {
+            put(&mut p, ms * 1_000_000, &k, &format!("v{ms}"), vc(&[0, 0]));
+        }
+        let out = fire(&mut p, 3_500_000, ContrarianTimer::Gc);
+        assert_eq!(out.timers, vec![(100_000_000, ContrarianTimer::Gc)]);
+        let kept: Vec<u64> = p.versions(&k).iter().map(|v| v.0.time).collect();
+        assert_eq!(kept, vec![2_000_000, 3_000_000], "snapshots from 2.5 ms on read v2 or v3");
+
+        let read = |sv| ContrarianMsg::Read { op: OpId(1), attempt: 0, keys: vec![k.clone()], sv };
+        let out = deliver(&mut p, 3_500_000, CLIENT, read(vc(&[2_400_000, 0])));
+        assert_eq!(out.sends, vec![to_client(ContrarianMsg::ReadStale { op: OpId(1), attempt: 0 })]);
+        let got = read_reply(&deliver(&mut p, 3_500_000, CLIENT, read(vc(&[2_600_000, 0]))));
+        assert_eq!(got[0].read.value.as_deref(), Some("v2"));
+
+        // The client takes a fresh snapshot; replies of the refused attempt are ignored.
+        let mut c = Contrarian::client(CLIENT, 0, t, &config);
+        let server = ServerId::new(0, 0);
+        with_ctx(NOW, |cx| c.on_request(cx, OpId(1), Request::Rot { keys: vec![k.clone()] }));
+        let sv = vc(&[2_400_000, 0]);
+        with_ctx(NOW, |cx| c.on_message(cx, server.into(), ContrarianMsg::SnapshotIs { op: OpId(1), attempt: 0, sv }));
+        let out =
+            with_ctx(NOW, |cx| c.on_message(cx, server.into(), ContrarianMsg::ReadStale { op: OpId(1), attempt: 0 }));
+        assert_eq!(
+            out.sends,
+            vec![(Addr::Server(server), ContrarianMsg::Snapshot { op: OpId(1), attempt: 1, dv: vc(&[0, 0]) })]
+        );
+        let sv = vc(&[2_600_000, 0]);
+        with_ctx(NOW, |cx| c.on_message(cx, server.into(), ContrarianMsg::SnapshotIs { op: OpId(1), attempt: 1, sv }));
+        let out = with_ctx(NOW, |cx| {
+            c.on_message(cx, server.into(), ContrarianMsg::ReadReply { op: OpId(1), attempt: 1, results: got.clone() })
+        });
+        assert_eq!(out.completions[0].1.as_ref().unwrap().metrics.rounds, 4);
+    }
+}
