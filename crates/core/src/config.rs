@@ -17,6 +17,10 @@ pub struct ProtocolConfig {
     pub gc_retain_ms: u64,
     /// How often garbage collection runs.
     pub gc_interval_ms: u64,
+    /// COPS-SNOW / CC-LO: a ROT id is dropped from a key's readers record (current or old readers) this long
+    /// after it was inserted there (Contrarian §5.1: 500 ms; the original COPS-SNOW used 5 s). A ROT whose
+    /// reads take longer than this to reach their partitions may observe a causality gap.
+    pub old_readers_gc_ms: u64,
 }
 
 impl Default for ProtocolConfig {
@@ -27,6 +31,7 @@ impl Default for ProtocolConfig {
             stabilisation_interval_ms: 10,
             gc_retain_ms: 1_000,
             gc_interval_ms: 100,
+            old_readers_gc_ms: 500,
         }
     }
 }

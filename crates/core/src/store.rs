@@ -144,6 +144,36 @@ impl<M> MvStore<M> {
         self.versions -= dropped;
         dropped
     }
+
+    /// [`GcPolicy::KeepSince`] over a protocol-defined time instead of `version.time`: keeps every version
+    /// with `time_of(v) > horizon` plus the newest one with `time_of(v) <= horizon`, so a snapshot at any
+    /// time at or after `horizon` (in `time_of` units) reads what it would have read without collection.
+    /// `time_of` must not decrease along a chain (checked); COPS uses each version's local visibility time.
+    /// Returns how many versions were dropped.
+    pub fn collect_garbage_by(&mut self, horizon: u64, time_of: impl Fn(&StoredVersion<M>) -> u64) -> usize {
+        let mut dropped = 0;
+        let mut done = Vec::new();
+        for key in &self.multi {
+            let chain = self.keys.get_mut(key).expect("multi-version keys are stored");
+            assert!(
+                chain.windows(2).all(|w| time_of(&w[0]) <= time_of(&w[1])),
+                "collect_garbage_by: the time of key {key:?}'s versions decreases along its chain"
+            );
+            let keep_from = chain.partition_point(|v| time_of(v) <= horizon).saturating_sub(1);
+            if keep_from > 0 {
+                chain.drain(..keep_from);
+                dropped += keep_from;
+            }
+            if chain.len() < 2 {
+                done.push(key.clone());
+            }
+        }
+        for key in done {
+            self.multi.remove(&key);
+        }
+        self.versions -= dropped;
+        dropped
+    }
 }
 
 #[cfg(test)]
@@ -182,6 +212,20 @@ mod tests {
         assert_eq!(s.collect_garbage(GcPolicy::SingleVersion), 2);
         assert_eq!(s.version_count(), 2);
         assert_eq!(s.collect_garbage(GcPolicy::SingleVersion), 0);
+    }
+
+    #[test]
+    fn gc_by_another_time_keeps_what_snapshots_at_the_horizon_read() {
+        // meta = the local visibility time, here 10× the version time.
+        let mut s = MvStore::new();
+        for t in [1, 2, 3, 4] {
+            s.insert("k".into(), StoredVersion { value: format!("v{t}").into(), version: Version { time: t, dc: 1 }, meta: t * 10 });
+        }
+        assert_eq!(s.collect_garbage_by(25, |v| v.meta), 1);
+        let times: Vec<u64> = s.versions("k").iter().map(|v| v.meta).collect();
+        assert_eq!(times, vec![20, 30, 40], "the newest at or before the horizon stays");
+        assert_eq!(s.collect_garbage_by(1_000, |v| v.meta), 2);
+        assert_eq!(s.version_count(), 1);
     }
 
     #[test]
