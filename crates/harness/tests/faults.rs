@@ -75,3 +75,13 @@ fn check_protocol<P: Protocol>() {
 fn cv_survives_reordering_spikes_skew_and_a_healing_partition() {
     check_protocol::<snowline_protocols::Cv>();
 }
+
+#[test]
+fn cops_survives_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::Cops>();
+}
+
+#[test]
+fn cops_snow_survives_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::CopsSnow>();
+}
