@@ -219,7 +219,10 @@ mod tests {
         // meta = the local visibility time, here 10× the version time.
         let mut s = MvStore::new();
         for t in [1, 2, 3, 4] {
-            s.insert("k".into(), StoredVersion { value: format!("v{t}").into(), version: Version { time: t, dc: 1 }, meta: t * 10 });
+            s.insert(
+                "k".into(),
+                StoredVersion { value: format!("v{t}").into(), version: Version { time: t, dc: 1 }, meta: t * 10 },
+            );
         }
         assert_eq!(s.collect_garbage_by(25, |v| v.meta), 1);
         let times: Vec<u64> = s.versions("k").iter().map(|v| v.meta).collect();

@@ -434,9 +434,9 @@ impl CopsServer {
 
     /// `old_rdrs[key]` (COPS-SNOW): `(ROT id, logical time)`.
     pub fn old_readers(&self, key: &str) -> Vec<(RotId, u64)> {
-        self.readers.get(key).map_or_else(Vec::new, |r| {
-            r.old.iter().map(|(c, e)| (RotId { client: *c, seq: e.seq }, e.point)).collect()
-        })
+        self.readers
+            .get(key)
+            .map_or_else(Vec::new, |r| r.old.iter().map(|(c, e)| (RotId { client: *c, seq: e.seq }, e.point)).collect())
     }
 
     /// Writes waiting for their dependency or readers check here.
@@ -567,14 +567,9 @@ impl CopsServer {
             }
             let (found, skipped) = self.store.newest_where(&key, |_| true);
             items.push(match found {
-                Some(v) => ReadItem {
-                    key,
-                    value: Some(v.value.clone()),
-                    version: v.version,
-                    evt: v.meta.evt,
-                    lvt,
-                    skipped,
-                },
+                Some(v) => {
+                    ReadItem { key, value: Some(v.value.clone()), version: v.version, evt: v.meta.evt, lvt, skipped }
+                }
                 None => ReadItem { key, value: None, version: Version::INITIAL, evt: 0, lvt, skipped },
             });
         }
@@ -594,14 +589,9 @@ impl CopsServer {
             other => other.map(|v| (v, skipped)),
         };
         match found {
-            Some((v, skipped)) => ReadItem {
-                key,
-                value: Some(v.value.clone()),
-                version: v.version,
-                evt: v.meta.evt,
-                lvt: at,
-                skipped,
-            },
+            Some((v, skipped)) => {
+                ReadItem { key, value: Some(v.value.clone()), version: v.version, evt: v.meta.evt, lvt: at, skipped }
+            }
             None => ReadItem { key, value: None, version: Version::INITIAL, evt: 0, lvt: at, skipped },
         }
     }
@@ -765,8 +755,12 @@ impl CopsServer {
                 });
                 cx.send(client, CopsMsg::PutReply { op, result: Ok(PutDone { version, evt, readers_check }) });
                 for sibling in self.topology.siblings(self.id) {
-                    let msg =
-                        CopsMsg::Replicate { key: w.key.clone(), value: w.value.clone(), version, deps: w.deps.clone() };
+                    let msg = CopsMsg::Replicate {
+                        key: w.key.clone(),
+                        value: w.value.clone(),
+                        version,
+                        deps: w.deps.clone(),
+                    };
                     cx.send(sibling, msg);
                 }
             }
@@ -779,7 +773,10 @@ impl CopsServer {
 
     fn is_applied(&self, d: &Dep) -> bool {
         d.version == Version::INITIAL
-            || self.applied.get(&d.key).is_some_and(|a| a.get(d.version.dc as usize).is_some_and(|t| *t >= d.version.time))
+            || self
+                .applied
+                .get(&d.key)
+                .is_some_and(|a| a.get(d.version.dc as usize).is_some_and(|t| *t >= d.version.time))
     }
 
     /// Record that `version` of `key` has been applied and wake the checks it satisfies.
@@ -890,7 +887,10 @@ impl CopsClient {
 
     /// The session's nearest dependencies, as the next PUT will send them.
     pub fn context(&self) -> Vec<Dep> {
-        self.deps.iter().map(|((key, dc), time)| Dep { key: key.clone(), version: Version { time: *time, dc: *dc } }).collect()
+        self.deps
+            .iter()
+            .map(|((key, dc), time)| Dep { key: key.clone(), version: Version { time: *time, dc: *dc } })
+            .collect()
     }
 
     /// The session's logical time.
@@ -1169,23 +1169,31 @@ mod tests {
         let out = deliver::<CopsSnow>(&mut py, NOW + 30, ALICE, put(2, &y, "y1", deps.clone()));
         assert_eq!(
             out.sends,
-            vec![(Addr::Server(ServerId::new(0, 0)), CopsMsg::DepCheck { write: 0, deps: deps.clone(), readers: true })]
+            vec![(
+                Addr::Server(ServerId::new(0, 0)),
+                CopsMsg::DepCheck { write: 0, deps: deps.clone(), readers: true }
+            )]
         );
         assert_eq!(py.versions(&y), vec![], "not applied before the readers check returns");
 
-        let out = deliver::<CopsSnow>(&mut px, NOW + 40, ServerId::new(0, 1), CopsMsg::DepCheck {
-            write: 0,
-            deps: deps.clone(),
-            readers: true,
-        });
+        let out = deliver::<CopsSnow>(
+            &mut px,
+            NOW + 40,
+            ServerId::new(0, 1),
+            CopsMsg::DepCheck { write: 0, deps: deps.clone(), readers: true },
+        );
         let clock = px.clock();
         assert_eq!(
             out.sends,
             vec![(Addr::Server(ServerId::new(0, 1)), CopsMsg::DepOk { write: 0, clock, old_readers: vec![bob] })]
         );
 
-        let out =
-            deliver::<CopsSnow>(&mut py, NOW + 50, ServerId::new(0, 0), CopsMsg::DepOk { write: 0, clock, old_readers: vec![bob] });
+        let out = deliver::<CopsSnow>(
+            &mut py,
+            NOW + 50,
+            ServerId::new(0, 0),
+            CopsMsg::DepOk { write: 0, clock, old_readers: vec![bob] },
+        );
         let [(to, CopsMsg::PutReply { op, result: Ok(done) }), (sibling, replicate)] = &out.sends[..] else {
             panic!("{:?}", out.sends)
         };
@@ -1266,11 +1274,12 @@ mod tests {
         let x = key(0, "x");
         deliver::<CopsSnow>(&mut py, far_ahead + 20, ALICE, put(2, &y, "y2", vec![dep(&x, x1)]));
         // Bob read x at p_x at time NOW (< y1's time) and is an old reader of x.
-        deliver::<CopsSnow>(&mut py, far_ahead + 30, ServerId::new(0, 0), CopsMsg::DepOk {
-            write: 0,
-            clock: NOW + 5,
-            old_readers: vec![bob],
-        });
+        deliver::<CopsSnow>(
+            &mut py,
+            far_ahead + 30,
+            ServerId::new(0, 0),
+            CopsMsg::DepOk { write: 0, clock: NOW + 5, old_readers: vec![bob] },
+        );
         let out = deliver::<CopsSnow>(&mut py, far_ahead + 40, BOB, read(0, bob, vec![y.clone()]));
         assert_eq!(values(&out.sends), vec![Some("y1".into())]);
     }
@@ -1284,32 +1293,36 @@ mod tests {
         let y1 = Version { time: NOW + 5, dc: 0 };
         let mut py = server::<Cops>(1, 1);
         let deps = vec![dep(&x, x1)];
-        let out = deliver::<Cops>(&mut py, NOW, ServerId::new(0, 1), CopsMsg::Replicate {
-            key: y.clone(),
-            value: "y1".into(),
-            version: y1,
-            deps: deps.clone(),
-        });
+        let out = deliver::<Cops>(
+            &mut py,
+            NOW,
+            ServerId::new(0, 1),
+            CopsMsg::Replicate { key: y.clone(), value: "y1".into(), version: y1, deps: deps.clone() },
+        );
         assert_eq!(
             out.sends,
-            vec![(Addr::Server(ServerId::new(1, 0)), CopsMsg::DepCheck { write: 0, deps: deps.clone(), readers: false })]
+            vec![(
+                Addr::Server(ServerId::new(1, 0)),
+                CopsMsg::DepCheck { write: 0, deps: deps.clone(), readers: false }
+            )]
         );
         assert_eq!(py.versions(&y), vec![]);
 
         let mut px = server::<Cops>(1, 0);
-        let out = deliver::<Cops>(&mut px, NOW, ServerId::new(1, 1), CopsMsg::DepCheck {
-            write: 0,
-            deps: deps.clone(),
-            readers: false,
-        });
+        let out = deliver::<Cops>(
+            &mut px,
+            NOW,
+            ServerId::new(1, 1),
+            CopsMsg::DepCheck { write: 0, deps: deps.clone(), readers: false },
+        );
         assert!(out.sends.is_empty(), "x1 has not arrived: the check waits");
         assert_eq!(px.waiting_checks(), 1);
-        let out = deliver::<Cops>(&mut px, NOW + 10, ServerId::new(0, 0), CopsMsg::Replicate {
-            key: x.clone(),
-            value: "x1".into(),
-            version: x1,
-            deps: vec![],
-        });
+        let out = deliver::<Cops>(
+            &mut px,
+            NOW + 10,
+            ServerId::new(0, 0),
+            CopsMsg::Replicate { key: x.clone(), value: "x1".into(), version: x1, deps: vec![] },
+        );
         let x1_evt = px.versions(&x)[0].2;
         let clock = px.clock();
         assert_eq!(clock, x1_evt);
@@ -1319,7 +1332,12 @@ mod tests {
         );
         assert_eq!(px.waiting_checks(), 0);
 
-        deliver::<Cops>(&mut py, NOW + 20, ServerId::new(1, 0), CopsMsg::DepOk { write: 0, clock, old_readers: vec![] });
+        deliver::<Cops>(
+            &mut py,
+            NOW + 20,
+            ServerId::new(1, 0),
+            CopsMsg::DepOk { write: 0, clock, old_readers: vec![] },
+        );
         let stored = py.versions(&y);
         assert_eq!((stored[0].0, stored[0].1.as_ref()), (y1, "y1"));
         assert!(stored[0].2 > x1_evt, "visible after its dependency, in this datacenter's logical time");
@@ -1351,10 +1369,13 @@ mod tests {
             skipped: 0,
         };
         let r1 = vec![item(&acl, "public", 10, 10, 20)];
-        assert!(to_client::<Cops>(&mut c, ServerId::new(0, 0), CopsMsg::ReadReply { op: OpId(5), round: 1, items: r1 })
-            .is_empty());
+        assert!(
+            to_client::<Cops>(&mut c, ServerId::new(0, 0), CopsMsg::ReadReply { op: OpId(5), round: 1, items: r1 })
+                .is_empty()
+        );
         let r1 = vec![item(&album, "private-photo", 30, 30, 40)];
-        let out = to_client::<Cops>(&mut c, ServerId::new(0, 1), CopsMsg::ReadReply { op: OpId(5), round: 1, items: r1 });
+        let out =
+            to_client::<Cops>(&mut c, ServerId::new(0, 1), CopsMsg::ReadReply { op: OpId(5), round: 1, items: r1 });
         assert_eq!(
             out.sends,
             vec![(Addr::Server(ServerId::new(0, 0)), CopsMsg::ReadAt { op: OpId(5), keys: vec![acl.clone()], at: 30 })]
@@ -1362,7 +1383,8 @@ mod tests {
         assert!(out.completions.is_empty());
 
         let r2 = vec![item(&acl, "private", 25, 25, 30)];
-        let out = to_client::<Cops>(&mut c, ServerId::new(0, 0), CopsMsg::ReadReply { op: OpId(5), round: 2, items: r2 });
+        let out =
+            to_client::<Cops>(&mut c, ServerId::new(0, 0), CopsMsg::ReadReply { op: OpId(5), round: 2, items: r2 });
         let [(OpId(5), Ok(reply))] = &out.completions[..] else { panic!("{:?}", out.completions) };
         let got: Vec<_> = reply.reads.iter().map(|r| r.value.as_deref().unwrap()).collect();
         assert_eq!(got, vec!["private-photo", "private"]);
@@ -1387,12 +1409,16 @@ mod tests {
             lvt,
             skipped: 0,
         };
-        to_client::<CopsSnow>(&mut c, ServerId::new(0, 0), CopsMsg::ReadReply { op: OpId(1), round: 1, items: vec![item(&a, 10, 20)] });
-        let out = to_client::<CopsSnow>(&mut c, ServerId::new(0, 1), CopsMsg::ReadReply {
-            op: OpId(1),
-            round: 1,
-            items: vec![item(&b, 30, 40)],
-        });
+        to_client::<CopsSnow>(
+            &mut c,
+            ServerId::new(0, 0),
+            CopsMsg::ReadReply { op: OpId(1), round: 1, items: vec![item(&a, 10, 20)] },
+        );
+        let out = to_client::<CopsSnow>(
+            &mut c,
+            ServerId::new(0, 1),
+            CopsMsg::ReadReply { op: OpId(1), round: 1, items: vec![item(&b, 30, 40)] },
+        );
         assert!(out.sends.is_empty());
         let [(OpId(1), Ok(reply))] = &out.completions[..] else { panic!("{:?}", out.completions) };
         assert_eq!((reply.metrics.rounds, reply.metrics.versions_returned), (1, 2));
@@ -1418,7 +1444,10 @@ mod tests {
         let deps = vec![dep(&a, Version { time: 7, dc: 1 })];
         assert_eq!(
             out.sends,
-            vec![(Addr::Server(ServerId::new(0, 1)), CopsMsg::Put { op: OpId(2), key: b.clone(), value: "b1".into(), deps, ts: 9 })]
+            vec![(
+                Addr::Server(ServerId::new(0, 1)),
+                CopsMsg::Put { op: OpId(2), key: b.clone(), value: "b1".into(), deps, ts: 9 }
+            )]
         );
         let b1 = Version { time: 15, dc: 0 };
         let done = PutDone { version: b1, evt: 15, readers_check: None };
@@ -1439,7 +1468,9 @@ mod tests {
             let out = request::<Cops>(&mut c, 1, Request::Update { writes });
             assert!(out.sends.is_empty());
             match &out.completions[..] {
-                [(OpId(1), Err(OpError::Rejected(msg)))] => assert!(msg.starts_with(name) && msg.contains("write transactions"), "{msg}"),
+                [(OpId(1), Err(OpError::Rejected(msg)))] => {
+                    assert!(msg.starts_with(name) && msg.contains("write transactions"), "{msg}")
+                }
                 other => panic!("{other:?}"),
             }
         }
@@ -1456,22 +1487,28 @@ mod tests {
             deliver::<Cops>(&mut p, NOW + t * ms, ALICE, put(i as u64, &x, &format!("v{t}"), vec![]));
         }
         // A concurrent write from dc1 with an older time arrives late: applied, never visible.
-        deliver::<Cops>(&mut p, NOW + 1_600 * ms, ServerId::new(1, 0), CopsMsg::Replicate {
-            key: x.clone(),
-            value: "old".into(),
-            version: Version { time: NOW + 150 * ms, dc: 1 },
-            deps: vec![],
-        });
+        deliver::<Cops>(
+            &mut p,
+            NOW + 1_600 * ms,
+            ServerId::new(1, 0),
+            CopsMsg::Replicate {
+                key: x.clone(),
+                value: "old".into(),
+                version: Version { time: NOW + 150 * ms, dc: 1 },
+                deps: vec![],
+            },
+        );
         assert_eq!(p.versions(&x).len(), 4);
         fire::<Cops>(&mut p, NOW + 1_600 * ms);
         // Horizon: clock (1.6 s) − gc_retain_ms (1 s) = 600 ms after NOW: v200 is the newest at or before it.
         let kept: Vec<_> = p.versions(&x).into_iter().map(|(_, v, _)| v).collect();
         assert_eq!(kept, vec![Value::from("v200"), "v1500".into()]);
-        let out = deliver::<Cops>(&mut p, NOW + 1_600 * ms, ALICE, CopsMsg::ReadAt {
-            op: OpId(9),
-            keys: vec![x.clone()],
-            at: NOW + 700 * ms,
-        });
+        let out = deliver::<Cops>(
+            &mut p,
+            NOW + 1_600 * ms,
+            ALICE,
+            CopsMsg::ReadAt { op: OpId(9), keys: vec![x.clone()], at: NOW + 700 * ms },
+        );
         assert_eq!(values(&out.sends), vec![Some("v200".into())]);
         assert_eq!(p.stale_reads(), 0);
     }
