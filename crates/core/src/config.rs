@@ -25,6 +25,10 @@ pub struct ProtocolConfig {
     /// Contrarian: a partition that has sent its sibling replicas nothing for this long sends them a
     /// heartbeat carrying its clock (§4.1; 1 ms as in §5.1).
     pub heartbeat_ms: u64,
+    /// COPS-SNOW / CC-LO: a ROT id is dropped from a key's readers record (current or old readers) this long
+    /// after it was inserted there (Contrarian §5.1: 500 ms; the original COPS-SNOW used 5 s). A ROT whose
+    /// reads take longer than this to reach their partitions may observe a causality gap.
+    pub old_readers_gc_ms: u64,
 }
 
 impl Default for ProtocolConfig {
@@ -37,6 +41,7 @@ impl Default for ProtocolConfig {
             gc_interval_ms: 100,
             gss_interval_ms: 5,
             heartbeat_ms: 1,
+            old_readers_gc_ms: 500,
         }
     }
 }

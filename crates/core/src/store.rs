@@ -151,6 +151,15 @@ impl<M> MvStore<M> {
         self.versions -= dropped;
         dropped
     }
+
+    /// [`GcPolicy::KeepSince`] over a protocol-defined time instead of `version.time`: keeps every version
+    /// with `time_of(v) > horizon` plus the newest one with `time_of(v) <= horizon`, so a snapshot at any
+    /// time at or after `horizon` (in `time_of` units) reads what it would have read without collection.
+    /// COPS uses each version's local visibility time, which does not decrease along a chain.
+    /// Returns how many versions were dropped.
+    pub fn collect_garbage_by(&mut self, horizon: u64, time_of: impl Fn(&StoredVersion<M>) -> u64) -> usize {
+        self.collect_below(|v| time_of(v) <= horizon)
+    }
 }
 
 #[cfg(test)]
@@ -205,6 +214,23 @@ mod tests {
         assert_eq!(times, vec![4, 5]);
         assert_eq!(s.versions("u").len(), 2, "nothing stable: all kept");
         assert_eq!(s.version_count(), 4);
+    }
+
+    #[test]
+    fn gc_by_another_time_keeps_what_snapshots_at_the_horizon_read() {
+        // meta = the local visibility time, here 10× the version time.
+        let mut s = MvStore::new();
+        for t in [1, 2, 3, 4] {
+            s.insert(
+                "k".into(),
+                StoredVersion { value: format!("v{t}").into(), version: Version { time: t, dc: 1 }, meta: t * 10 },
+            );
+        }
+        assert_eq!(s.collect_garbage_by(25, |v| v.meta), 1);
+        let times: Vec<u64> = s.versions("k").iter().map(|v| v.meta).collect();
+        assert_eq!(times, vec![20, 30, 40], "the newest at or before the horizon stays");
+        assert_eq!(s.collect_garbage_by(1_000, |v| v.meta), 2);
+        assert_eq!(s.version_count(), 1);
     }
 
     #[test]

@@ -99,3 +99,15 @@ fn op_survives_reordering_spikes_skew_and_a_healing_partition() {
 fn contrarian_survives_spikes_skew_and_a_healing_partition() {
     check_protocol::<snowline_protocols::Contrarian>();
 }
+
+/// COPS (SNOW §5.3): causal consistency with at most two-round ROTs; remote writes become visible only after
+/// their dependency checks.
+#[test]
+fn cops_survives_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::Cops>();
+}
+
+#[test]
+fn cops_snow_survives_spikes_skew_and_a_healing_partition() {
+    check_protocol::<snowline_protocols::CopsSnow>();
+}

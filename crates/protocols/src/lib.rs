@@ -5,18 +5,28 @@
 //! turns a name into a concrete protocol type for code generic over `P: Protocol`.
 
 pub mod contrarian;
+pub mod cops;
 pub mod tomsic;
 
 pub use contrarian::Contrarian;
+pub use cops::{Cops, CopsSnow};
 pub use tomsic::{Av, Cure, Cv, Op};
 
 /// Every protocol a user can select, by canonical name.
-pub const PROTOCOLS: &[&str] = &["contrarian", "cure", "av", "op", "cv"];
+pub const PROTOCOLS: &[&str] = &["cops", "cops-snow", "contrarian", "cure", "av", "op", "cv"];
 
-/// Resolve a user-supplied protocol name (case-insensitive) to its canonical name.
+/// Other names a protocol is known by in the papers: `(alias, canonical name)`.
+pub const ALIASES: &[(&str, &str)] = &[("cc-lo", "cops-snow")];
+
+/// Resolve a user-supplied protocol name or alias (case-insensitive) to its canonical name.
 pub fn canonical_name(name: &str) -> Result<&'static str, UnknownProtocol> {
     let lower = name.to_ascii_lowercase();
-    PROTOCOLS.iter().copied().find(|p| *p == lower).ok_or_else(|| UnknownProtocol(name.to_string()))
+    PROTOCOLS
+        .iter()
+        .copied()
+        .find(|p| *p == lower)
+        .or_else(|| ALIASES.iter().find(|(alias, _)| *alias == lower).map(|(_, p)| *p))
+        .ok_or_else(|| UnknownProtocol(name.to_string()))
 }
 
 /// The consistency level a protocol claims, as a `snowline check --level` name (`docs/PROTOCOLS.md`
@@ -27,6 +37,7 @@ pub fn claimed_level(name: &str) -> Result<&'static str, UnknownProtocol> {
         "op" => Ok("causal"),
         "cv" => Ok("rc"),
         "contrarian" => Ok("tcc"),
+        "cops" | "cops-snow" => Ok("causal"),
         other => unreachable!("protocol {other} has no claimed level"),
     }
 }
@@ -37,7 +48,11 @@ pub struct UnknownProtocol(pub String);
 
 impl std::fmt::Display for UnknownProtocol {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "unknown protocol {:?}; valid protocols: {}", self.0, PROTOCOLS.join(", "))
+        write!(f, "unknown protocol {:?}; valid protocols: {}", self.0, PROTOCOLS.join(", "))?;
+        for (alias, name) in ALIASES {
+            write!(f, " ({alias} = {name})")?;
+        }
+        Ok(())
     }
 }
 
@@ -69,6 +84,14 @@ macro_rules! with_protocol {
                 type $P = $crate::Contrarian;
                 Ok($body)
             }
+            Ok("cops") => {
+                type $P = $crate::Cops;
+                Ok($body)
+            }
+            Ok("cops-snow") => {
+                type $P = $crate::CopsSnow;
+                Ok($body)
+            }
             Ok(other) => unreachable!("protocol {other} is listed but not dispatched"),
             Err(e) => Err(e),
         }
@@ -89,5 +112,18 @@ mod tests {
         assert_eq!(name, "cv");
         assert_eq!(with_protocol!("Contrarian", P => P::NAME).unwrap(), "contrarian");
         assert_eq!(claimed_level("contrarian"), Ok("tcc"));
+    }
+
+    #[test]
+    fn cc_lo_is_an_alias_of_cops_snow_and_both_cops_protocols_claim_causal() {
+        // Contrarian §5.1: "We call CC-LO the system that implements the design of COPS-SNOW".
+        assert_eq!(canonical_name("CC-LO"), Ok("cops-snow"));
+        assert_eq!(with_protocol!("cc-lo", P => P::NAME).unwrap(), "cops-snow");
+        assert_eq!(with_protocol!("cops", P => P::NAME).unwrap(), "cops");
+        assert_eq!(claimed_level("cops"), Ok("causal"));
+        assert_eq!(claimed_level("cc-lo"), Ok("causal"));
+        for name in PROTOCOLS {
+            assert_eq!(with_protocol!(name, P => P::NAME).unwrap(), *name);
+        }
     }
 }
