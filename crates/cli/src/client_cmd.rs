@@ -9,9 +9,19 @@ use snowline_protocols::with_protocol;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Load a cluster config, resolving a protocol alias (`cc-lo`) to its canonical name, which is what every
+/// process of the cluster compares.
+fn load_config(path: &Path) -> Result<ClusterConfig> {
+    let mut config = ClusterConfig::load(path)?;
+    config.protocol = snowline_protocols::canonical_name(&config.protocol)
+        .with_context(|| format!("in {}", path.display()))?
+        .to_string();
+    Ok(config)
+}
+
 /// `snowline server`: one OS process hosting its partitions until SIGTERM or Ctrl-C.
 pub fn server(config_path: &Path, node: u32) -> Result<()> {
-    let config = ClusterConfig::load(config_path)?;
+    let config = load_config(config_path)?;
     anyhow::ensure!(
         config.node(node).is_some(),
         "node {node} is not in {} (it lists nodes {:?})",
@@ -142,7 +152,7 @@ pub fn client(dir: Option<PathBuf>, dc: u16, op: Op) -> Result<()> {
         )
     };
     let path = if dir.is_dir() { dir.join("cluster.toml") } else { dir.clone() };
-    let config = ClusterConfig::load(&path)?;
+    let config = load_config(&path)?;
     anyhow::ensure!(dc < config.dcs, "--dc {dc}: the cluster has datacenters 0..{}", config.dcs);
     let request = match op {
         Op::Put(key, value) => Request::Put { key, value },
