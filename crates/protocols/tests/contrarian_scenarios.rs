@@ -1,29 +1,20 @@
 //! Contrarian's adversarial interleavings, written with the simulator's scenario API.
 
-use snowline_core::{Addr, ClientId, Key, OpId, ProtocolConfig, Reply, Request, ServerId, Topology, Value};
+use snowline_core::{Addr, ClientId, Key, OpId, Reply, Request, ServerId, Topology, Value};
 use snowline_protocols::Contrarian;
 use snowline_protocols::contrarian::ContrarianMsg;
-use snowline_sim::{ClockModel, CpuModel, NetworkModel, Sim, SimConfig};
+use snowline_sim::{Sim, SimConfig};
 
 const MS: u64 = 1_000_000;
 
 fn sim(dcs: u16, partitions: u16) -> Sim<Contrarian> {
-    let mut config = SimConfig::new(1, Topology::new(dcs, partitions), ProtocolConfig::default());
-    config.network = NetworkModel::exact(100_000, 10 * MS);
-    config.clocks = ClockModel::perfect();
-    config.cpu = CpuModel::free();
-    Sim::new(config)
+    Sim::new(SimConfig::exact(1, Topology::new(dcs, partitions), 100_000, 10_000_000))
 }
 
 fn run_to_completion(sim: &mut Sim<Contrarian>, client: ClientId, op: u64, request: Request) -> Reply {
-    sim.submit(client, OpId(op), request);
-    let deadline = sim.now_ns() + 1_000 * MS;
-    loop {
-        let done = sim.step_until(deadline).expect("the operation completes");
-        if done.client == client && done.op == OpId(op) {
-            return done.result.expect("the operation succeeds");
-        }
-    }
+    sim.execute(client, OpId(op), request, 1_000_000_000)
+        .expect("the operation completes")
+        .expect("the operation succeeds")
 }
 
 fn values(reply: &Reply) -> Vec<Option<Value>> {

@@ -1,28 +1,17 @@
 //! The papers' adversarial interleavings, written with the simulator's scenario API.
 
-use snowline_core::{
-    Addr, ClientId, Key, Message, OpId, Protocol, ProtocolConfig, Reply, Request, ServerId, Topology, Value,
-};
+use snowline_core::{Addr, ClientId, Key, Message, OpId, Protocol, Reply, Request, ServerId, Topology, Value};
 use snowline_protocols::{Av, Cure, Cv, Op};
-use snowline_sim::{ClockModel, CpuModel, NetworkModel, Sim, SimConfig};
+use snowline_sim::{Sim, SimConfig};
 
 fn sim<P: Protocol>(dcs: u16, partitions: u16) -> Sim<P> {
-    let mut config = SimConfig::new(1, Topology::new(dcs, partitions), ProtocolConfig::default());
-    config.network = NetworkModel::exact(100_000, 10_000_000);
-    config.clocks = ClockModel::perfect();
-    config.cpu = CpuModel::free();
-    Sim::new(config)
+    Sim::new(SimConfig::exact(1, Topology::new(dcs, partitions), 100_000, 10_000_000))
 }
 
 fn submit_and_wait<P: Protocol>(sim: &mut Sim<P>, client: ClientId, op: u64, request: Request) -> Reply {
-    sim.submit(client, OpId(op), request);
-    let deadline = sim.now_ns() + 1_000_000_000;
-    loop {
-        let done = sim.step_until(deadline).expect("the operation completes");
-        if done.client == client && done.op == OpId(op) {
-            return done.result.expect("the operation succeeds");
-        }
-    }
+    sim.execute(client, OpId(op), request, 1_000_000_000)
+        .expect("the operation completes")
+        .expect("the operation succeeds")
 }
 
 fn values(reply: &Reply) -> Vec<Option<Value>> {

@@ -35,6 +35,17 @@ impl SimConfig {
         }
     }
 
+    /// A config for scenario tests that compute times: exact latencies (no jitter, spikes or reordering),
+    /// perfect clocks and free CPU.
+    pub fn exact(seed: u64, topology: Topology, intra_dc_latency_ns: u64, inter_dc_latency_ns: u64) -> Self {
+        Self {
+            network: NetworkModel::exact(intra_dc_latency_ns, inter_dc_latency_ns),
+            clocks: ClockModel::perfect(),
+            cpu: CpuModel::free(),
+            ..Self::new(seed, topology, ProtocolConfig::default())
+        }
+    }
+
     /// Check the models against each other; `Err` says what is wrong. [`crate::Sim::new`] panics on an error.
     pub fn validate(&self) -> Result<(), String> {
         self.network.validate(&self.topology)?;

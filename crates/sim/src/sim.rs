@@ -323,6 +323,32 @@ impl<P: Protocol> Sim<P> {
         }
     }
 
+    /// Scenario convenience: submit `request` for `client` and run until that operation completes, for at most
+    /// `within_ns` of virtual time (`None` if it did not). Other clients' completions meanwhile stay queued, in
+    /// order, for the next [`Sim::step_until`] or [`Sim::drain_completions`].
+    pub fn execute(
+        &mut self,
+        client: ClientId,
+        op: OpId,
+        request: Request,
+        within_ns: u64,
+    ) -> Option<Result<Reply, OpError>> {
+        self.submit(client, op, request);
+        let deadline = self.now.saturating_add(within_ns);
+        let mut others = Vec::new();
+        let result = loop {
+            match self.step_until(deadline) {
+                Some(c) if c.client == client && c.op == op => break Some(c.result),
+                Some(c) => others.push(c),
+                None => break None,
+            }
+        };
+        for c in others.into_iter().rev() {
+            self.ready.push_front(c);
+        }
+        result
+    }
+
     /// Every completion until `deadline_ns`, in order.
     pub fn run_until(&mut self, deadline_ns: u64) -> Vec<Completion> {
         let mut out = Vec::new();
