@@ -51,6 +51,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let spec = RunSpec {
             clients_per_dc: args.clients,
+            client_dcs: None,
             duration_ns: (args.seconds * 1e9) as u64,
             warmup_ns: 200_000_000,
             cooldown_ns: 0,

@@ -51,6 +51,7 @@ impl WorkloadArgs {
         let duration_ns = self.duration.as_nanos() as u64;
         RunSpec {
             clients_per_dc: self.clients,
+            client_dcs: None,
             duration_ns,
             warmup_ns: self.warmup.as_nanos() as u64,
             cooldown_ns: 0,

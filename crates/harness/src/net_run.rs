@@ -18,7 +18,7 @@ pub async fn run_net<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> any
     let recorder = RefCell::new(HistoryRecorder::new());
     let metrics = RefCell::new(Metrics::default());
     let mut runtimes = Vec::new();
-    for dc in config.topology().dc_ids() {
+    for dc in config.topology().dc_ids().filter(|dc| spec.loads(*dc)) {
         runtimes.push((dc, ClientRuntime::<P>::connect(config, dc).await?));
     }
     let start = Instant::now();

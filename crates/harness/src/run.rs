@@ -15,6 +15,8 @@ use std::collections::{BTreeMap, VecDeque};
 #[derive(Clone, Debug)]
 pub struct RunSpec {
     pub clients_per_dc: usize,
+    /// Put clients only in the first this-many datacenters (SNOW §6.1 loads one datacenter); `None`: all.
+    pub client_dcs: Option<u16>,
     pub duration_ns: u64,
     /// Operations started before this much time are not measured (they still enter the history).
     pub warmup_ns: u64,
@@ -32,6 +34,11 @@ pub struct RunSpec {
 impl RunSpec {
     pub fn measured_seconds(&self) -> f64 {
         self.duration_ns.saturating_sub(self.warmup_ns + self.cooldown_ns) as f64 / 1e9
+    }
+
+    /// Whether datacenter `dc` runs clients.
+    pub fn loads(&self, dc: DcId) -> bool {
+        self.client_dcs.is_none_or(|n| dc < n)
     }
 
     pub(crate) fn measured(&self, start_ns: u64, end_ns: u64) -> bool {
@@ -83,7 +90,7 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
     let mut recorder = HistoryRecorder::new();
     let mut metrics = Metrics::default();
     let mut clients = BTreeMap::new();
-    for dc in topology.dc_ids() {
+    for dc in topology.dc_ids().filter(|dc| spec.loads(*dc)) {
         for _ in 0..spec.clients_per_dc {
             let id = sim.add_client(dc);
             let index = clients.len();
