@@ -40,6 +40,8 @@ pub struct LineChart {
     pub y_from_zero: bool,
     /// A dashed horizontal reference line at this y with its label (e.g. "COPS = 1").
     pub reference: Option<(f64, String)>,
+    /// Put the legend in the lower left corner (for falling lines) instead of the upper left.
+    pub legend_lower: bool,
 }
 
 const COLORS: [RGBColor; 8] = [
@@ -128,7 +130,7 @@ impl LineChart {
             .label_font(("sans-serif", 15))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.4))
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(if self.legend_lower { SeriesLabelPosition::LowerLeft } else { SeriesLabelPosition::UpperLeft })
             .draw()
             .map_err(err)?;
         Ok(())
@@ -154,6 +156,7 @@ mod tests {
             ],
             y_from_zero: true,
             reference: Some((1.0, "reference".into())),
+            legend_lower: false,
         };
         chart.draw_png(&path, 640, 420).unwrap();
         let bytes = std::fs::read(&path).unwrap();

@@ -204,7 +204,7 @@ impl Experiment {
                      1.6M keys); tomsic-multi is left out (the request API has no multi-round ROTs)"
                 ));
                 let clients = match (sim, quick) {
-                    (true, true) => vec![8, 40, 120, 240],
+                    (true, true) => vec![8, 40, 160],
                     (true, false) => vec![8, 32, 80, 160, 240],
                     (false, true) => vec![1, 4, 16],
                     (false, false) => vec![1, 2, 4, 8, 16, 32],
@@ -429,6 +429,7 @@ impl Experiment {
                             series,
                             y_from_zero: true,
                             reference: None,
+                            legend_lower: false,
                         },
                     )?;
                     let baseline = &self.protocols[self.protocols.len() - 1];
@@ -454,6 +455,7 @@ impl Experiment {
                                 ],
                                 y_from_zero: true,
                                 reference: None,
+                                legend_lower: false,
                             },
                         )?;
                     }
@@ -474,12 +476,16 @@ impl Experiment {
                     draw(
                         &format!("freshness-{tag}.png"),
                         LineChart {
-                            title: format!("Fresh reads, {} per ROT of 100 ({runtime}; Tomsic Fig. 4d-f)", v.label),
+                            title: format!(
+                                "Fresh reads, ROTs of 100 keys, updates of {} ({runtime}; Tomsic Fig. 4d-f)",
+                                v.workload.update_keys
+                            ),
                             x_label: "client threads".into(),
                             y_label: "reads returning the newest version (%)".into(),
                             series: per_protocol(&|r| r.summary.fresh_read_share * 100.0),
                             y_from_zero: false,
                             reference: None,
+                            legend_lower: true,
                         },
                     )?;
                     draw(
@@ -491,6 +497,7 @@ impl Experiment {
                             series: per_protocol(&|r| r.summary.multi_version_overhead),
                             y_from_zero: false,
                             reference: Some((1.0, "single-version (CV)".into())),
+                            legend_lower: false,
                         },
                     )?;
                     draw(
@@ -502,6 +509,7 @@ impl Experiment {
                             series: per_protocol(&|r| r.rot_latency_us()[3] / 1e3),
                             y_from_zero: true,
                             reference: None,
+                            legend_lower: false,
                         },
                     )?;
                     let top = self.clients.iter().max().copied().unwrap_or(0);
@@ -528,6 +536,7 @@ impl Experiment {
                             series: cdf,
                             y_from_zero: false,
                             reference: None,
+                            legend_lower: false,
                         },
                     )?;
                 }
@@ -562,6 +571,7 @@ impl Experiment {
                         series: lines,
                         y_from_zero: true,
                         reference: Some((1.0, format!("{baseline} = 1"))),
+                        legend_lower: false,
                     },
                 )?;
                 let peak = self
@@ -581,6 +591,7 @@ impl Experiment {
                         series: peak,
                         y_from_zero: true,
                         reference: None,
+                        legend_lower: false,
                     },
                 )?;
                 if let Some(v) = self.variants.iter().find(|v| (v.x - 0.1).abs() < 1e-9) {
@@ -604,6 +615,7 @@ impl Experiment {
                             series,
                             y_from_zero: true,
                             reference: None,
+                            legend_lower: false,
                         },
                     )?;
                 }
