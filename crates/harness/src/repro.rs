@@ -653,6 +653,9 @@ impl Experiment {
                     let paper_low = if v.topology.dcs == 1 { "0.31 / 0.18 ms" } else { "0.36 / 0.22 ms" };
                     let cross = match crossover(&s, &b) {
                         Crossover::Never => "never in the sweep".to_string(),
+                        Crossover::From(x) if s.first().is_some_and(|r| r.summary.ops_per_s == x) => {
+                            "at every load measured".to_string()
+                        }
                         Crossover::From(x) => format!("{:.0} ops/s = {:.0}% of peak", x, 100.0 * x / ps.max(1.0)),
                     };
                     let low = |rs: &[&RunRecord]| rs.first().map_or("-".into(), |r| fmt_us(r.rot_latency_us()[0]));
