@@ -51,6 +51,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let spec = RunSpec {
             clients_per_dc: args.clients,
+            client_dcs: None,
             duration_ns: (args.seconds * 1e9) as u64,
             warmup_ns: 200_000_000,
             cooldown_ns: 0,
@@ -86,7 +87,27 @@ pub fn run(args: DemoArgs) -> Result<()> {
             crate::sim_cmd::write_history(&args.out.join(format!("{}.history.jsonl", r.protocol)), h)?;
         }
     }
-    println!("report written to {}", args.out.display());
+    let chart = snowline_harness::charts::LineChart {
+        title: format!("snowline demo: ROT latency and throughput, real processes ({} clients per DC)", args.clients),
+        x_label: "throughput (ops/s)".into(),
+        y_label: "ROT latency, p50 (lower point) to p95 (upper point) (ms)".into(),
+        series: rows
+            .iter()
+            .map(|r| {
+                let s = &r.report.summary;
+                let rot = s.kind("rot").map_or((0.0, 0.0), |k| (k.p50_us / 1e3, k.p95_us / 1e3));
+                snowline_harness::charts::Series {
+                    name: format!("{} (fresh {:.1}%)", r.protocol, s.fresh_read_share * 100.0),
+                    points: vec![(s.ops_per_s, rot.0), (s.ops_per_s, rot.1)],
+                }
+            })
+            .collect(),
+        y_from_zero: true,
+        reference: None,
+        legend_lower: false,
+    };
+    chart.draw_png(&args.out.join("rot-latency.png"), 900, 600)?;
+    println!("report (table.txt, summary.json, rot-latency.png, histories) written to {}", args.out.display());
     Ok(())
 }
 

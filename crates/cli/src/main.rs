@@ -6,6 +6,8 @@ mod check_cmd;
 mod client_cmd;
 mod demo;
 mod duration;
+mod progress;
+mod reproduce;
 mod sim_cmd;
 
 use anyhow::{Context, Result};
@@ -48,6 +50,9 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a closed-loop workload against a real local cluster that this command starts and stops.
     Bench(sim_cmd::BenchArgs),
+    /// Reproduce a paper's experiment end to end: the sweep, every protocol, the charts, and a summary
+    /// beside the paper's figures.
+    Reproduce(reproduce::ReproduceArgs),
     /// Check a recorded history (docs/HISTORY.md) at a consistency level: exit 0 if it holds, 1 with a
     /// witness if not, 2 if the input is not a valid history.
     Check {
@@ -142,6 +147,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Sim(args) => sim_cmd::sim(args),
         Command::Bench(args) => sim_cmd::bench(args),
+        Command::Reproduce(args) => reproduce::run(args),
         Command::Put { key, value, value_file } => {
             let value = match (value, value_file) {
                 (Some(v), _) => v,

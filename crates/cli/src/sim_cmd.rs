@@ -4,7 +4,7 @@ use crate::{check_cmd, duration};
 use anyhow::{Context, Result};
 use clap::Args;
 use snowline_core::{HistoryWriter, Protocol, ProtocolConfig, Topology};
-use snowline_harness::{MixedWorkload, RunReport, RunSpec};
+use snowline_harness::{MixedWorkload, RunRecord, RunReport, RunSpec};
 use snowline_protocols::with_protocol;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,56 +18,121 @@ pub struct WorkloadArgs {
     pub dcs: u16,
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
-    /// Closed-loop clients per datacenter.
-    #[arg(long, default_value_t = 50)]
-    pub clients: usize,
+    /// Closed-loop clients per datacenter; a comma-separated list (10,50,100) sweeps them, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "50")]
+    pub clients: Vec<usize>,
     #[arg(long, default_value = "10s", value_parser = duration::parse)]
     pub duration: Duration,
     /// Not measured at the start of the run.
     #[arg(long, default_value = "0s", value_parser = duration::parse)]
     pub warmup: Duration,
-    /// The operation pattern: mixed (GET/ROT/PUT/update over a Zipfian key space) or photo-acl (Contrarian
-    /// Fig. 1: ACL then photo writes, and ROTs over both; --keys / 2 albums).
+    /// Not measured at the end of the run.
+    #[arg(long, default_value = "0s", value_parser = duration::parse)]
+    pub cooldown: Duration,
+    /// The operation pattern: mixed (GET/ROT/PUT/update over a Zipfian key space), photo-acl (Contrarian
+    /// Fig. 1: ACL then photo writes, and ROTs over both; --keys / 2 albums), contrarian (Contrarian Table 1:
+    /// ROTs over --partitions-per-rot partitions and PUTs, --write-ratio w), eiger (SNOW §6.1: ROTs of
+    /// --keys-per-op keys and writes of as many PUTs), tomsic-single (Tomsic §5.3.2: a ROT of --keys-per-op
+    /// reads, then an update of --update-keys of them, keys 80/20).
     #[arg(long, default_value = "mixed")]
     pub workload: snowline_harness::Pattern,
-    #[arg(long, default_value_t = 1000)]
-    pub keys: usize,
-    #[arg(long, default_value_t = 0.8)]
-    pub zipf: f64,
-    /// Write the client-observed history here (JSON Lines, docs/HISTORY.md).
+    /// Size of the key space (default: 1000; eiger and tomsic-single: 100000).
+    #[arg(long)]
+    pub keys: Option<usize>,
+    /// Zipf constant (default: 0.8; contrarian: 0.99).
+    #[arg(long)]
+    pub zipf: Option<f64>,
+    /// contrarian: w = #PUT / (#PUT + #individual reads) (default 0.05); eiger: write fraction (default 0.1).
+    #[arg(long)]
+    pub write_ratio: Option<f64>,
+    /// contrarian: partitions per ROT, one key on each (default 4).
+    #[arg(long)]
+    pub partitions_per_rot: Option<usize>,
+    /// contrarian: keys stored per partition (default 10000).
+    #[arg(long)]
+    pub keys_per_partition: Option<usize>,
+    /// Value size in bytes (default 16; contrarian 8; eiger 128 per column; tomsic-single 100).
+    #[arg(long)]
+    pub value_bytes: Option<usize>,
+    /// eiger: keys per operation (default 5); tomsic-single: reads per ROT (default 100); mixed: keys per ROT.
+    #[arg(long)]
+    pub keys_per_op: Option<usize>,
+    /// tomsic-single: keys updated after each ROT (default 10); mixed: keys per update transaction.
+    #[arg(long)]
+    pub update_keys: Option<usize>,
+    /// eiger: columns per key (default 5).
+    #[arg(long)]
+    pub columns: Option<usize>,
+    /// Write the client-observed history here (JSON Lines, docs/HISTORY.md). One client count only.
     #[arg(long)]
     pub history: Option<PathBuf>,
-    /// Write the summary as JSON here.
+    /// Write the summary as JSON here. One client count only.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write a results directory: every run's summary as JSON and CSV, results.csv, a throughput vs p95 ROT
+    /// latency chart and the summary table.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Check the recorded history at this level (rc, ra, causal-snapshot, causal, tcc, or `claimed`: the
-    /// protocol's own claim) and print the verdict; exits 1 if it fails.
+    /// protocol's own claim) and print the verdict; exits 1 if it fails. One client count only.
     #[arg(long, value_name = "LEVEL")]
     pub check: Option<String>,
 }
 
 impl WorkloadArgs {
-    pub fn spec(&self, seed: u64) -> RunSpec {
-        let duration_ns = self.duration.as_nanos() as u64;
+    pub fn workload(&self) -> MixedWorkload {
+        use snowline_harness::Pattern;
+        let mut w = match self.workload {
+            Pattern::Contrarian => MixedWorkload::contrarian(),
+            Pattern::Eiger => MixedWorkload::eiger(),
+            Pattern::TomsicSingle => MixedWorkload::tomsic_single(10),
+            p => MixedWorkload { pattern: p, ..Default::default() },
+        };
+        if let Some(k) = self.keys {
+            w.keys = k;
+        }
+        if let Some(z) = self.zipf {
+            w.zipf = z;
+        }
+        if let Some(x) = self.write_ratio {
+            w.write_ratio = x;
+        }
+        if let Some(x) = self.partitions_per_rot {
+            w.partitions_per_rot = x;
+        }
+        if let Some(x) = self.keys_per_partition {
+            w.keys_per_partition = x;
+        }
+        if let Some(x) = self.value_bytes {
+            w.value_bytes = x;
+        }
+        if let Some(x) = self.keys_per_op {
+            w.rot_keys = x;
+        }
+        if let Some(x) = self.update_keys {
+            w.update_keys = x;
+        }
+        if let Some(x) = self.columns {
+            w.columns = x;
+        }
+        if let Pattern::PhotoAcl { .. } = w.pattern {
+            // One album per two keys.
+            w.pattern = Pattern::PhotoAcl { albums: (w.keys / 2).max(1) };
+        }
+        w
+    }
+
+    pub fn spec(&self, seed: u64, clients: usize) -> RunSpec {
         RunSpec {
-            clients_per_dc: self.clients,
-            duration_ns,
+            clients_per_dc: clients,
+            client_dcs: None,
+            duration_ns: self.duration.as_nanos() as u64,
             warmup_ns: self.warmup.as_nanos() as u64,
-            cooldown_ns: 0,
-            workload: MixedWorkload { pattern: self.pattern(), keys: self.keys, zipf: self.zipf, ..Default::default() },
+            cooldown_ns: self.cooldown.as_nanos() as u64,
+            workload: self.workload(),
             record_history: self.history.is_some() || self.check.is_some(),
             seed,
             final_reads_after_ns: None,
-        }
-    }
-
-    /// The pattern, sized by `--keys` (photo-acl: one album per two keys).
-    pub fn pattern(&self) -> snowline_harness::Pattern {
-        match self.workload {
-            snowline_harness::Pattern::PhotoAcl { .. } => {
-                snowline_harness::Pattern::PhotoAcl { albums: (self.keys / 2).max(1) }
-            }
-            mixed => mixed,
         }
     }
 
@@ -77,15 +142,40 @@ impl WorkloadArgs {
         if let Some(level) = &self.check {
             check_cmd::resolve_level(level, &self.protocol)?;
         }
-        anyhow::ensure!(self.keys >= 1, "--keys must be at least 1");
-        anyhow::ensure!(self.zipf >= 0.0 && self.zipf.is_finite(), "--zipf must be a non-negative number");
-        anyhow::ensure!(self.warmup < self.duration, "--warmup must be shorter than --duration");
+        anyhow::ensure!(!self.clients.is_empty(), "--clients needs at least one count");
+        anyhow::ensure!(
+            self.clients.len() == 1 || (self.history.is_none() && self.check.is_none() && self.json.is_none()),
+            "--history, --check and --json take one client count; use --out for a sweep"
+        );
+        anyhow::ensure!(
+            self.warmup + self.cooldown < self.duration,
+            "--warmup plus --cooldown must be shorter than --duration"
+        );
+        self.workload().validate(self.topology()?).map_err(|e| anyhow::anyhow!(e))?;
         Ok(())
     }
 
     pub fn topology(&self) -> Result<Topology> {
         anyhow::ensure!(self.dcs >= 1 && self.partitions >= 1, "--dcs and --partitions must be at least 1");
         Ok(Topology::new(self.dcs, self.partitions))
+    }
+
+    fn record(&self, runtime: &str, report: RunReport, clients: usize, wall_s: f64) -> RunRecord {
+        RunRecord {
+            experiment: runtime.into(),
+            runtime: runtime.into(),
+            variant: self.workload.name().into(),
+            x: 0.0,
+            protocol: report.protocol.clone(),
+            workload: self.workload.name().into(),
+            dcs: self.dcs,
+            partitions: self.partitions,
+            clients_per_dc: clients,
+            clients_total: clients * usize::from(self.dcs),
+            summary: report.summary,
+            sim_events: report.sim_events,
+            wall_s,
+        }
     }
 }
 
@@ -125,26 +215,39 @@ pub fn sim(args: SimArgs) -> Result<()> {
     config.network.inter_dc_latency_ns =
         (0..dcs).map(|a| (0..dcs).map(|b| if a == b { 0 } else { wan_ns }).collect()).collect();
     config.clocks.max_skew_ns = (args.skew_ms * 1e6) as u64;
-    let spec = args.run.spec(args.seed);
-    let started = Instant::now();
-    let report = with_protocol!(&args.run.protocol, P => snowline_harness::run_sim::<P>(config, &spec))?;
-    let wall = started.elapsed().as_secs_f64();
-    print_report(&report);
-    let events = report.sim_events.unwrap_or(0);
+    let progress = crate::progress::bar(args.run.clients.len() as u64);
+    let mut records = Vec::new();
+    for &clients in &args.run.clients {
+        progress.set_message(format!("{} clients per DC", clients));
+        let spec = args.run.spec(args.seed, clients);
+        let started = Instant::now();
+        let report = with_protocol!(&args.run.protocol, P => snowline_harness::run_sim::<P>(config.clone(), &spec))?;
+        let wall = started.elapsed().as_secs_f64();
+        progress.suspend(|| {
+            println!("clients per DC {clients}");
+            print_report(&report);
+            let events = report.sim_events.unwrap_or(0);
+            println!(
+                "simulated {:.2} s in {:.2} s of wall time: {} events, {:.0} events/s",
+                args.run.duration.as_secs_f64(),
+                wall,
+                events,
+                events as f64 / wall
+            );
+        });
+        finish(&report, &args.run)?;
+        records.push(args.run.record("sim", report, clients, wall));
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    write_sweep(&args.run, &records)?;
     println!(
-        "simulated {:.2} s in {:.2} s of wall time: {} events, {:.0} events/s",
-        args.run.duration.as_secs_f64(),
-        wall,
-        events,
-        events as f64 / wall
-    );
-    finish(&report, &args.run)?;
-    println!(
-        "replay: snowline sim --protocol {} --dcs {} --partitions {} --clients {} --duration {}s --seed {}",
+        "replay: snowline sim --protocol {} --dcs {} --partitions {} --workload {} --clients {} --duration {}s --seed {}",
         args.run.protocol,
         args.run.dcs,
         args.run.partitions,
-        args.run.clients,
+        args.run.workload.name(),
+        args.run.clients.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","),
         args.run.duration.as_secs_f64(),
         args.seed
     );
@@ -156,14 +259,56 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let topology = args.run.topology()?;
     let name = snowline_protocols::canonical_name(&args.run.protocol)?;
     let seed = rand_seed();
-    let spec = args.run.spec(seed);
-    let (report, cpu) =
-        crate::client_cmd::with_local_cluster(name, topology, args.latency_ms, args.dir.clone(), |config| {
-            with_protocol!(name, P => bench_on::<P>(config, &spec)).map_err(anyhow::Error::from)?
-        })?;
-    print_report(&report);
-    println!("server CPU time {:.2} s over {:.2} s of run", cpu, args.run.duration.as_secs_f64());
-    finish(&report, &args.run)
+    let progress = crate::progress::bar(args.run.clients.len() as u64);
+    let mut records = Vec::new();
+    for &clients in &args.run.clients {
+        progress.set_message(format!("{} clients per DC", clients));
+        let spec = args.run.spec(seed, clients);
+        let started = Instant::now();
+        let (report, cpu) =
+            crate::client_cmd::with_local_cluster(name, topology, args.latency_ms, args.dir.clone(), |config| {
+                with_protocol!(name, P => bench_on::<P>(config, &spec)).map_err(anyhow::Error::from)?
+            })?;
+        let wall = started.elapsed().as_secs_f64();
+        progress.suspend(|| {
+            println!("clients per DC {clients}");
+            print_report(&report);
+            println!("server CPU time {:.2} s over {:.2} s of run", cpu, args.run.duration.as_secs_f64());
+        });
+        finish(&report, &args.run)?;
+        records.push(args.run.record("real", report, clients, wall));
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    write_sweep(&args.run, &records)
+}
+
+/// After a sweep of several client counts, or with --out: the summary table, and the results directory.
+fn write_sweep(args: &WorkloadArgs, records: &[RunRecord]) -> Result<()> {
+    if records.len() > 1 {
+        println!("\n{}", snowline_harness::report::table(records));
+    }
+    let Some(dir) = &args.out else { return Ok(()) };
+    for r in records {
+        snowline_harness::report::write_run(dir, r)?;
+    }
+    snowline_harness::report::write_all(dir, records)?;
+    std::fs::write(dir.join("table.txt"), snowline_harness::report::table(records))?;
+    let chart = snowline_harness::charts::LineChart {
+        title: format!("{} on {}: throughput vs p95 ROT latency", args.protocol, args.workload.name()),
+        x_label: "throughput (Kops/s)".into(),
+        y_label: "p95 ROT latency (ms)".into(),
+        series: vec![snowline_harness::charts::Series {
+            name: args.protocol.clone(),
+            points: records.iter().map(|r| (r.summary.ops_per_s / 1e3, r.rot_latency_us()[1] / 1e3)).collect(),
+        }],
+        y_from_zero: true,
+        reference: None,
+        legend_lower: false,
+    };
+    chart.draw_png(&dir.join("throughput-vs-p95-rot-latency.png"), 900, 600)?;
+    println!("results written to {}", dir.display());
+    Ok(())
 }
 
 fn bench_on<P: Protocol>(config: &snowline_net::ClusterConfig, spec: &RunSpec) -> Result<RunReport> {

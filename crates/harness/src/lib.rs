@@ -3,11 +3,16 @@
 //! One workload, one metrics pipeline and one history recorder serve every protocol in both the
 //! simulator ([`run::run_sim`]) and a real cluster ([`net_run::run_net`]).
 
+pub mod charts;
 pub mod metrics;
 pub mod net_run;
+pub mod report;
+pub mod repro;
 pub mod run;
 pub mod workload;
 
 pub use metrics::{Metrics, Summary};
+pub use report::RunRecord;
+pub use repro::{Experiment, Paper, Runtime};
 pub use run::{RunReport, RunSpec, drive_sim, run_sim};
-pub use workload::{Generator, MixedWorkload, Pattern, Zipf};
+pub use workload::{Generator, HotSpot, MixedWorkload, Pattern, Zipf};

@@ -27,8 +27,25 @@ pub struct Metrics {
     versions_skipped: Histogram<u64>,
     rot_rounds: Histogram<u64>,
     versions_returned: u64,
+    /// Successful read-only operations (measured).
+    rots: u64,
+    /// Keys read by successful ROTs and keys written by successful writes (Tomsic's operations).
+    keys_read: u64,
+    keys_written: u64,
     blocked_ops: u64,
     blocked_ns: Histogram<u64>,
+    blocked_ns_total: u64,
+    readers_check: ReadersCheckTotals,
+}
+
+/// Sums of [`snowline_core::ReadersCheckCost`] over the writes that reported one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct ReadersCheckTotals {
+    pub checks: u64,
+    pub rot_ids_total: u64,
+    pub rot_ids_distinct: u64,
+    pub keys_checked: u64,
+    pub partitions_contacted: u64,
 }
 
 impl Default for Metrics {
@@ -38,8 +55,13 @@ impl Default for Metrics {
             versions_skipped: Histogram::new(3).expect("valid"),
             rot_rounds: Histogram::new(3).expect("valid"),
             versions_returned: 0,
+            rots: 0,
+            keys_read: 0,
+            keys_written: 0,
             blocked_ops: 0,
             blocked_ns: histogram(),
+            blocked_ns_total: 0,
+            readers_check: ReadersCheckTotals::default(),
         }
     }
 }
@@ -57,15 +79,28 @@ impl Metrics {
                 stats.ok += 1;
                 stats.latency_ns.saturating_record(latency_ns.max(1));
                 if request.is_read_only() {
+                    self.rots += 1;
+                    self.keys_read += reply.reads.len() as u64;
                     self.rot_rounds.saturating_record(u64::from(reply.metrics.rounds));
                     for r in &reply.reads {
                         self.versions_skipped.saturating_record(u64::from(r.versions_skipped));
                     }
                     self.versions_returned += u64::from(reply.metrics.versions_returned);
+                } else {
+                    self.keys_written += request.writes().len() as u64;
                 }
                 if reply.metrics.blocked_ns > 0 {
                     self.blocked_ops += 1;
                     self.blocked_ns.saturating_record(reply.metrics.blocked_ns);
+                    self.blocked_ns_total += reply.metrics.blocked_ns;
+                }
+                if let Some(rc) = &reply.metrics.readers_check {
+                    let t = &mut self.readers_check;
+                    t.checks += 1;
+                    t.rot_ids_total += rc.rot_ids_total;
+                    t.rot_ids_distinct += rc.rot_ids_distinct;
+                    t.keys_checked += rc.keys_checked;
+                    t.partitions_contacted += rc.partitions_contacted;
                 }
             }
             Err(e) if e.is_definite() => stats.fail += 1,
@@ -91,7 +126,45 @@ impl Metrics {
         self.rot_rounds.add(&other.rot_rounds).expect("same bounds");
         self.blocked_ns.add(&other.blocked_ns).expect("same bounds");
         self.versions_returned += other.versions_returned;
+        self.rots += other.rots;
+        self.keys_read += other.keys_read;
+        self.keys_written += other.keys_written;
         self.blocked_ops += other.blocked_ops;
+        self.blocked_ns_total += other.blocked_ns_total;
+        let (t, o) = (&mut self.readers_check, &other.readers_check);
+        t.checks += o.checks;
+        t.rot_ids_total += o.rot_ids_total;
+        t.rot_ids_distinct += o.rot_ids_distinct;
+        t.keys_checked += o.keys_checked;
+        t.partitions_contacted += o.partitions_contacted;
+    }
+
+    /// The staleness CDF: for each number of versions skipped `s` from 0 to the largest seen, the share of
+    /// key reads that skipped at most `s` (Tomsic Fig. 4g–i). Empty if no key was read.
+    pub fn staleness_cdf(&self) -> Vec<(u64, f64)> {
+        let reads = self.versions_skipped.len();
+        if reads == 0 {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut cumulative = 0u64;
+        for s in 0..=self.versions_skipped.max() {
+            cumulative += self.versions_skipped.count_at(s);
+            out.push((s, cumulative as f64 / reads as f64));
+        }
+        out
+    }
+
+    /// Tomsic §5.3.2's multi-version overhead: the mean of `versions_skipped + 1` over key reads (a read of
+    /// the second-newest version costs 2× a single-version store's), which is the area over the staleness
+    /// CDF. 1.0 if no key was read.
+    pub fn multi_version_overhead(&self) -> f64 {
+        if self.versions_skipped.is_empty() {
+            return 1.0;
+        }
+        let skipped: u64 =
+            self.versions_skipped.iter_recorded().map(|v| v.value_iterated_to() * v.count_at_value()).sum();
+        1.0 + skipped as f64 / self.versions_skipped.len() as f64
     }
 
     /// Summarise over a measured interval of `seconds`.
@@ -115,9 +188,26 @@ impl Metrics {
             .collect();
         let reads = self.versions_skipped.len();
         let fresh = self.versions_skipped.count_between(0, 0);
+        let per = |total: u64, n: u64| if n == 0 { 0.0 } else { total as f64 / n as f64 };
+        let rc = self.readers_check;
         Summary {
             seconds,
             ops_per_s: per_kind.iter().map(|k| k.ops_per_s).sum(),
+            key_ops_per_s: (self.keys_read + self.keys_written) as f64 / seconds,
+            staleness_cdf: self.staleness_cdf(),
+            multi_version_overhead: self.multi_version_overhead(),
+            rot_rounds_mean: if self.rots == 0 { 0.0 } else { self.rot_rounds.mean() },
+            versions_per_rot: per(self.versions_returned, self.rots),
+            versions_per_key_read: per(self.versions_returned, self.keys_read),
+            blocked_mean_us: per(self.blocked_ns_total, self.blocked_ops) / 1_000.0,
+            blocked_total_ms: self.blocked_ns_total as f64 / 1e6,
+            readers_check: (rc.checks > 0).then(|| ReadersCheckSummary {
+                checks: rc.checks,
+                rot_ids_total_mean: per(rc.rot_ids_total, rc.checks),
+                rot_ids_distinct_mean: per(rc.rot_ids_distinct, rc.checks),
+                keys_checked_mean: per(rc.keys_checked, rc.checks),
+                partitions_contacted_mean: per(rc.partitions_contacted, rc.checks),
+            }),
             per_kind,
             reads,
             fresh_read_share: if reads == 0 { 1.0 } else { fresh as f64 / reads as f64 },
@@ -145,11 +235,25 @@ pub struct KindSummary {
     pub mean_us: f64,
 }
 
+/// CC-LO's readers check (Contrarian Fig. 4c, Fig. 6): means per check over the writes that ran one.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReadersCheckSummary {
+    pub checks: u64,
+    pub rot_ids_total_mean: f64,
+    pub rot_ids_distinct_mean: f64,
+    pub keys_checked_mean: f64,
+    pub partitions_contacted_mean: f64,
+}
+
 /// A run's figures, printed as a table and written as JSON.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     pub seconds: f64,
+    /// Completed operations (ROTs, GETs, PUTs, updates) per second: Contrarian's and SNOW's throughput.
     pub ops_per_s: f64,
+    /// Keys read plus keys written per second: Tomsic's throughput ("each operation is a read or write in a
+    /// transaction").
+    pub key_ops_per_s: f64,
     pub per_kind: Vec<KindSummary>,
     pub reads: u64,
     /// Share of key reads that returned the newest version the answering server had committed.
@@ -160,6 +264,18 @@ pub struct Summary {
     /// Operations that waited at a server, and the p99 of that wait.
     pub blocked_ops: u64,
     pub blocked_p99_us: f64,
+    /// Mean wait of the operations that waited, and the total waited.
+    pub blocked_mean_us: f64,
+    pub blocked_total_ms: f64,
+    /// `(versions skipped s, share of key reads that skipped at most s)` for s = 0..=max.
+    pub staleness_cdf: Vec<(u64, f64)>,
+    /// Mean of (versions skipped + 1) over key reads (Tomsic §5.3.2).
+    pub multi_version_overhead: f64,
+    pub rot_rounds_mean: f64,
+    pub versions_per_rot: f64,
+    pub versions_per_key_read: f64,
+    /// Present when the protocol reported readers checks (COPS-SNOW / CC-LO).
+    pub readers_check: Option<ReadersCheckSummary>,
 }
 
 impl Summary {
@@ -183,15 +299,32 @@ impl fmt::Display for Summary {
             )?;
         }
         writeln!(f, "total    {:>9.0} ops/s over {:.2} s", self.ops_per_s, self.seconds)?;
+        writeln!(f, "         {:>9.0} key reads+writes/s", self.key_ops_per_s)?;
         write!(
             f,
-            "reads: {} keys, fresh {:.2}%, max versions skipped {}, max ROT rounds {}, blocked ops {}",
+            "reads: {} keys, fresh {:.2}%, max versions skipped {}, multi-version overhead {:.3}×; ROT rounds mean {:.2} max {}, versions per ROT {:.2}; blocked ops {} (mean {:.1} µs)",
             self.reads,
             self.fresh_read_share * 100.0,
             self.max_versions_skipped,
+            self.multi_version_overhead,
+            self.rot_rounds_mean,
             self.max_rot_rounds,
-            self.blocked_ops
-        )
+            self.versions_per_rot,
+            self.blocked_ops,
+            self.blocked_mean_us
+        )?;
+        if let Some(rc) = &self.readers_check {
+            write!(
+                f,
+                "\nreaders checks: {}, per check: {:.1} ROT ids ({:.1} distinct), {:.1} keys, {:.1} partitions",
+                rc.checks,
+                rc.rot_ids_total_mean,
+                rc.rot_ids_distinct_mean,
+                rc.keys_checked_mean,
+                rc.partitions_contacted_mean
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -235,5 +368,62 @@ mod tests {
         assert!((s.fresh_read_share - 101.0 / 102.0).abs() < 1e-9);
         assert_eq!((s.max_versions_skipped, s.max_rot_rounds), (3, 2));
         assert!(s.to_string().contains("get"));
+    }
+
+    #[test]
+    fn freshness_staleness_cdf_and_multi_version_overhead() {
+        // Tomsic §5.3.2: 6 reads skipping 0, 0, 0, 1, 1, 3 versions.
+        let mut m = Metrics::default();
+        let rot = Request::Rot { keys: (0..6).map(|i| format!("k{i}").into()).collect() };
+        m.record(&rot, &Ok(rot_reply(&[0, 0, 0, 1, 1, 3])), 1_000);
+        let s = m.summary(1.0);
+        assert!((s.fresh_read_share - 0.5).abs() < 1e-12);
+        let cdf = m.staleness_cdf();
+        assert_eq!(cdf.len(), 4);
+        let shares: Vec<f64> = cdf.iter().map(|(_, share)| *share).collect();
+        for (got, want) in shares.iter().zip([0.5, 5.0 / 6.0, 5.0 / 6.0, 1.0]) {
+            assert!((got - want).abs() < 1e-12, "{shares:?}");
+        }
+        // Mean of (skipped + 1) = (1+1+1+2+2+4)/6 = 11/6, which is also the area over the CDF: 1 + Σ (1 − F(s)).
+        let area = 1.0 + cdf.iter().map(|(_, f)| 1.0 - f).sum::<f64>();
+        assert!((s.multi_version_overhead - 11.0 / 6.0).abs() < 1e-12);
+        assert!((area - 11.0 / 6.0).abs() < 1e-12);
+        assert_eq!(s.staleness_cdf, cdf);
+        // Six keys read in one operation: Tomsic's throughput counts six.
+        assert_eq!((s.ops_per_s, s.key_ops_per_s), (1.0, 6.0));
+        assert!((s.versions_per_rot - 6.0).abs() < 1e-12 && (s.rot_rounds_mean - 2.0).abs() < 1e-12);
+        // No reads at all: everything fresh, no overhead.
+        let empty = Metrics::default().summary(1.0);
+        assert_eq!((empty.fresh_read_share, empty.multi_version_overhead), (1.0, 1.0));
+        assert!(empty.staleness_cdf.is_empty());
+    }
+
+    #[test]
+    fn readers_check_costs_and_blocking_are_averaged_over_the_operations_that_had_them() {
+        let mut m = Metrics::default();
+        let put = Request::Put { key: "k".into(), value: "v".into() };
+        let with = |total, distinct, blocked_ns| Reply {
+            metrics: OpMetrics {
+                blocked_ns,
+                readers_check: Some(snowline_core::ReadersCheckCost {
+                    rot_ids_total: total,
+                    rot_ids_distinct: distinct,
+                    keys_checked: 3,
+                    partitions_contacted: 2,
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        m.record(&put, &Ok(with(10, 4, 0)), 1_000);
+        m.record(&put, &Ok(with(20, 6, 4_000)), 1_000);
+        m.record(&put, &Ok(Reply::default()), 1_000);
+        let s = m.summary(1.0);
+        let rc = s.readers_check.expect("reported");
+        assert_eq!(rc.checks, 2);
+        assert_eq!((rc.rot_ids_total_mean, rc.rot_ids_distinct_mean), (15.0, 5.0));
+        assert_eq!((rc.keys_checked_mean, rc.partitions_contacted_mean), (3.0, 2.0));
+        assert_eq!((s.blocked_ops, s.blocked_mean_us, s.key_ops_per_s), (1, 4.0, 3.0));
+        assert!(Metrics::default().summary(1.0).readers_check.is_none());
     }
 }

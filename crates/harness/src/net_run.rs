@@ -14,11 +14,11 @@ use std::time::Instant;
 /// Run `spec` against the running cluster described by `config`: `clients_per_dc` sessions per datacenter,
 /// each issuing its next operation as soon as the previous one completes, until the duration is over.
 pub async fn run_net<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> anyhow::Result<RunReport> {
-    let generator = Generator::new(spec.workload.clone()).write_transactions(P::WRITE_TRANSACTIONS);
+    let generator = Generator::new(spec.workload.clone(), config.topology()).write_transactions(P::WRITE_TRANSACTIONS);
     let recorder = RefCell::new(HistoryRecorder::new());
     let metrics = RefCell::new(Metrics::default());
     let mut runtimes = Vec::new();
-    for dc in config.topology().dc_ids() {
+    for dc in config.topology().dc_ids().filter(|dc| spec.loads(*dc)) {
         runtimes.push((dc, ClientRuntime::<P>::connect(config, dc).await?));
     }
     let start = Instant::now();
@@ -34,8 +34,12 @@ pub async fn run_net<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> any
                 let mut rng = spec.generator_rng(index);
                 let mut process = recorder.borrow_mut().new_process();
                 let mut seq = 0;
+                let mut pending = std::collections::VecDeque::new();
                 while now_ns() < spec.duration_ns {
-                    let request = generator.next(&mut rng, process, seq);
+                    if pending.is_empty() {
+                        pending.extend(generator.next_batch(&mut rng, process, seq));
+                    }
+                    let request = pending.pop_front().expect("a batch has at least one request");
                     seq += 1;
                     let started = now_ns();
                     if spec.record_history {

@@ -9,12 +9,14 @@ use serde::Serialize;
 use snowline_core::history::HistoryRecorder;
 use snowline_core::{DcId, HistoryEvent, OpError, OpId, Protocol, Request};
 use snowline_sim::{Sim, SimConfig};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// What a run does, in either runtime.
 #[derive(Clone, Debug)]
 pub struct RunSpec {
     pub clients_per_dc: usize,
+    /// Put clients only in the first this-many datacenters (SNOW §6.1 loads one datacenter); `None`: all.
+    pub client_dcs: Option<u16>,
     pub duration_ns: u64,
     /// Operations started before this much time are not measured (they still enter the history).
     pub warmup_ns: u64,
@@ -32,6 +34,11 @@ pub struct RunSpec {
 impl RunSpec {
     pub fn measured_seconds(&self) -> f64 {
         self.duration_ns.saturating_sub(self.warmup_ns + self.cooldown_ns) as f64 / 1e9
+    }
+
+    /// Whether datacenter `dc` runs clients.
+    pub fn loads(&self, dc: DcId) -> bool {
+        self.client_dcs.is_none_or(|n| dc < n)
     }
 
     pub(crate) fn measured(&self, start_ns: u64, end_ns: u64) -> bool {
@@ -65,6 +72,8 @@ struct LoopClient {
     seq: u64,
     rng: SmallRng,
     current: Option<(OpId, Request, u64)>,
+    /// The rest of the generator's current batch, issued before asking it for more.
+    pending: VecDeque<Request>,
 }
 
 /// Run `spec` in the simulator and return the figures (and the history if asked).
@@ -76,22 +85,35 @@ pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
 /// Drive `spec`'s closed-loop clients on an existing simulator (which tests may have set up with faults or
 /// scenario holds), then, if asked, quiesce and do the final reads.
 pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
-    let generator = Generator::new(spec.workload.clone()).write_transactions(P::WRITE_TRANSACTIONS);
     let topology = sim.topology();
+    let generator = Generator::new(spec.workload.clone(), topology).write_transactions(P::WRITE_TRANSACTIONS);
     let mut recorder = HistoryRecorder::new();
     let mut metrics = Metrics::default();
     let mut clients = BTreeMap::new();
-    for dc in topology.dc_ids() {
+    for dc in topology.dc_ids().filter(|dc| spec.loads(*dc)) {
         for _ in 0..spec.clients_per_dc {
             let id = sim.add_client(dc);
             let index = clients.len();
             let process = recorder.new_process();
-            clients.insert(id, LoopClient { dc, process, seq: 0, rng: spec.generator_rng(index), current: None });
+            clients.insert(
+                id,
+                LoopClient {
+                    dc,
+                    process,
+                    seq: 0,
+                    rng: spec.generator_rng(index),
+                    current: None,
+                    pending: VecDeque::new(),
+                },
+            );
         }
     }
     let mut issue_op = 0u64;
     let mut issue = |sim: &mut Sim<P>, recorder: &mut HistoryRecorder, id, c: &mut LoopClient| {
-        let request = generator.next(&mut c.rng, c.process, c.seq);
+        if c.pending.is_empty() {
+            c.pending.extend(generator.next_batch(&mut c.rng, c.process, c.seq));
+        }
+        let request = c.pending.pop_front().expect("a batch has at least one request");
         c.seq += 1;
         let op = OpId(issue_op);
         issue_op += 1;

@@ -2,7 +2,7 @@
 
 use rand::Rng;
 use rand::rngs::SmallRng;
-use snowline_core::{Key, Request, Value};
+use snowline_core::{Key, Request, Topology, Value};
 use std::sync::Arc;
 
 /// Chooses key indices in `0..n`: Zipfian with skew `z` (`z = 0` is uniform), by inverting a precomputed
@@ -48,10 +48,44 @@ impl Zipf {
     }
 }
 
-/// The operation pattern of a workload.
+/// Chooses key indices in `0..n` with a hot spot: `hot_ops` of the draws go uniformly to the first
+/// `hot_keys · n` keys, the rest uniformly to the others (Tomsic §5.2: "80% of the operations are directed to
+/// 20% of the keys" is `HotSpot::new(n, 0.2, 0.8)`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HotSpot {
+    n: usize,
+    hot: usize,
+    hot_ops: f64,
+}
+
+impl HotSpot {
+    pub fn new(n: usize, hot_keys: f64, hot_ops: f64) -> Self {
+        assert!(n > 0, "a key space needs at least one key");
+        assert!((0.0..=1.0).contains(&hot_keys) && (0.0..=1.0).contains(&hot_ops), "shares are in [0, 1]");
+        let hot = ((n as f64 * hot_keys).round() as usize).clamp(1, n);
+        Self { n, hot, hot_ops }
+    }
+
+    /// The number of hot keys (indices `0..hot_keys()`).
+    pub fn hot_keys(&self) -> usize {
+        self.hot
+    }
+
+    pub fn sample(&self, rng: &mut SmallRng) -> usize {
+        if self.hot == self.n || rng.random::<f64>() < self.hot_ops {
+            rng.random_range(0..self.hot)
+        } else {
+            rng.random_range(self.hot..self.n)
+        }
+    }
+}
+
+/// The operation pattern of a workload. Its parameters live in [`MixedWorkload`]; each variant's doc says which
+/// fields it reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Pattern {
-    /// GETs, multi-key ROTs, PUTs and multi-key updates in the proportions of `mix`.
+    /// GETs, multi-key ROTs, PUTs and multi-key updates in the proportions of `mix`, keys Zipfian (`zipf`)
+    /// over `keys`.
     #[default]
     Mixed,
     /// The photo/ACL pattern (Contrarian Fig. 1, SNOW Fig. 3) over `albums` albums: every client cycles
@@ -59,6 +93,38 @@ pub enum Pattern {
     /// the ACL) and "ROT {ACL, photo} of a random album b". A protocol without causal snapshots lets a ROT see
     /// the new photo with the old ACL.
     PhotoAcl { albums: usize },
+    /// Contrarian §5.1, Table 1: each operation is a ROT or a PUT. A ROT reads one key on each of
+    /// `partitions_per_rot` distinct partitions chosen uniformly at random; within a partition the key is
+    /// Zipfian (`zipf`) over `keys_per_partition` keys. A PUT writes one key: a uniformly random partition, a
+    /// Zipfian key on it. `write_ratio` is the paper's w = #PUT / (#PUT + #individual reads), where a ROT of p
+    /// keys counts as p reads, so an operation is a PUT with probability w·p / (1 − w + w·p).
+    Contrarian,
+    /// SNOW §6.1 (Eiger's dynamic workload): an operation is a write with probability `write_ratio`, otherwise
+    /// a ROT of `rot_keys` distinct keys; keys Zipfian (`zipf`) over `keys`. A key has `columns` columns of
+    /// `value_bytes` each, modelled as one value: the columns concatenated. A write of `rot_keys` keys is that
+    /// many independent single-key PUTs, issued one after another in the client's session (the paper sends
+    /// them in parallel; a snowline session runs one operation at a time).
+    Eiger,
+    /// Tomsic §5.3.2 (single-shot ROTs): every client loops a ROT of `rot_keys` (100) distinct keys read in
+    /// parallel, then a blind update transaction over the first `update_keys` (2, 10 or 100) of the keys it
+    /// read. Keys are chosen 80/20 ([`HotSpot`]: 80% of accesses to 20% of `keys`). Protocols without write
+    /// transactions PUT the first of those keys instead.
+    TomsicSingle,
+}
+
+impl Pattern {
+    /// Every pattern's name, as `--workload` takes it.
+    pub const NAMES: &'static [&'static str] = &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single"];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Pattern::Mixed => "mixed",
+            Pattern::PhotoAcl { .. } => "photo-acl",
+            Pattern::Contrarian => "contrarian",
+            Pattern::Eiger => "eiger",
+            Pattern::TomsicSingle => "tomsic-single",
+        }
+    }
 }
 
 impl std::str::FromStr for Pattern {
@@ -67,26 +133,42 @@ impl std::str::FromStr for Pattern {
         match s {
             "mixed" => Ok(Pattern::Mixed),
             "photo-acl" => Ok(Pattern::PhotoAcl { albums: 8 }),
-            other => Err(format!("unknown workload {other:?}; valid workloads: mixed, photo-acl")),
+            "contrarian" => Ok(Pattern::Contrarian),
+            "eiger" => Ok(Pattern::Eiger),
+            "tomsic-single" => Ok(Pattern::TomsicSingle),
+            "tomsic-multi" => Err("workload tomsic-multi needs multi-round read-only transactions, which the \
+                 request API does not offer yet"
+                .into()),
+            other => Err(format!("unknown workload {other:?}; valid workloads: {}", Pattern::NAMES.join(", "))),
         }
     }
 }
 
-/// The workload of `snowline sim` / `bench` / `demo`: by default GETs, multi-key ROTs, PUTs and multi-key
-/// update transactions over a Zipfian key space.
-#[derive(Clone, Debug)]
+/// The workload of `snowline sim` / `bench` / `demo` / `reproduce`: a [`Pattern`] and its parameters. By
+/// default GETs, multi-key ROTs, PUTs and multi-key update transactions over a Zipfian key space.
+#[derive(Clone, Debug, PartialEq)]
 pub struct MixedWorkload {
     pub pattern: Pattern,
+    /// Size of the key space (mixed, eiger, tomsic-single).
     pub keys: usize,
     pub zipf: f64,
-    /// Keys per multi-key ROT.
+    /// Keys per multi-key ROT (mixed; eiger: keys per operation; tomsic-single: reads per ROT).
     pub rot_keys: usize,
-    /// Keys per update transaction.
+    /// Keys per update transaction (mixed; tomsic-single: keys updated after each ROT).
     pub update_keys: usize,
-    /// Value size in bytes (values are padded up to it; a unique value longer than it is not cut).
+    /// Value size in bytes (values are padded up to it; a unique value longer than it is not cut). Eiger: the
+    /// size of one column.
     pub value_bytes: usize,
-    /// Fractions of GET, ROT, PUT and UPDATE operations; they need not sum to one (they are weights).
+    /// Fractions of GET, ROT, PUT and UPDATE operations (mixed); they need not sum to one (they are weights).
     pub mix: [f64; 4],
+    /// Contrarian: w = #PUT / (#PUT + #individual reads); eiger: the share of operations that are writes.
+    pub write_ratio: f64,
+    /// Contrarian: p, the partitions one ROT reads (one key on each).
+    pub partitions_per_rot: usize,
+    /// Contrarian: keys stored per partition (the paper: 1M).
+    pub keys_per_partition: usize,
+    /// Eiger: columns per key.
+    pub columns: usize,
 }
 
 impl Default for MixedWorkload {
@@ -99,8 +181,115 @@ impl Default for MixedWorkload {
             update_keys: 3,
             value_bytes: 16,
             mix: [0.45, 0.35, 0.15, 0.05],
+            write_ratio: 0.05,
+            partitions_per_rot: 4,
+            keys_per_partition: 10_000,
+            columns: 5,
         }
     }
+}
+
+impl MixedWorkload {
+    /// Contrarian Table 1's default workload: w = 0.05, p = 4, b = 8, z = 0.99.
+    pub fn contrarian() -> Self {
+        Self {
+            pattern: Pattern::Contrarian,
+            write_ratio: 0.05,
+            partitions_per_rot: 4,
+            value_bytes: 8,
+            zipf: 0.99,
+            ..Self::default()
+        }
+    }
+
+    /// SNOW §6.1's default (Eiger's): 5 keys per operation, write fraction 0.1, Zipf 0.8, 128-byte values,
+    /// 5 columns per key.
+    pub fn eiger() -> Self {
+        Self {
+            pattern: Pattern::Eiger,
+            rot_keys: 5,
+            write_ratio: 0.1,
+            zipf: 0.8,
+            value_bytes: 128,
+            columns: 5,
+            keys: 100_000,
+            ..Self::default()
+        }
+    }
+
+    /// Tomsic §5.3.2: ROTs of 100 reads, then an update of `update_keys` of them; 80/20 key choice; 100-byte
+    /// values.
+    pub fn tomsic_single(update_keys: usize) -> Self {
+        Self {
+            pattern: Pattern::TomsicSingle,
+            rot_keys: 100,
+            update_keys,
+            value_bytes: 100,
+            keys: 100_000,
+            ..Self::default()
+        }
+    }
+
+    /// Reject parameters the pattern cannot use.
+    pub fn validate(&self, topology: Topology) -> Result<(), String> {
+        if !(self.zipf >= 0.0 && self.zipf.is_finite()) {
+            return Err("the zipf constant must be a non-negative number".into());
+        }
+        if self.keys == 0 {
+            return Err("the key space needs at least one key".into());
+        }
+        match self.pattern {
+            Pattern::Contrarian => {
+                if !(0.0..1.0).contains(&self.write_ratio) {
+                    return Err(format!("the write ratio must be in [0, 1), not {}", self.write_ratio));
+                }
+                if self.partitions_per_rot == 0 || self.partitions_per_rot > usize::from(topology.partitions) {
+                    return Err(format!(
+                        "partitions per ROT must be between 1 and the number of partitions ({}), not {}",
+                        topology.partitions, self.partitions_per_rot
+                    ));
+                }
+                if self.keys_per_partition == 0 {
+                    return Err("keys per partition must be at least 1".into());
+                }
+            }
+            Pattern::Eiger => {
+                if !(0.0..=1.0).contains(&self.write_ratio) {
+                    return Err(format!("the write fraction must be in [0, 1], not {}", self.write_ratio));
+                }
+                if self.rot_keys == 0 || self.rot_keys > self.keys || self.columns == 0 {
+                    return Err(
+                        "keys per operation must be between 1 and the number of keys; columns at least 1".into()
+                    );
+                }
+            }
+            Pattern::TomsicSingle => {
+                if self.rot_keys == 0
+                    || self.rot_keys > self.keys
+                    || self.update_keys == 0
+                    || self.update_keys > self.rot_keys
+                {
+                    return Err(format!(
+                        "tomsic-single needs 1 <= update keys ({}) <= reads per ROT ({}) <= keys ({})",
+                        self.update_keys, self.rot_keys, self.keys
+                    ));
+                }
+            }
+            Pattern::Mixed | Pattern::PhotoAcl { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+/// How a generator picks keys.
+#[derive(Clone, Debug)]
+enum KeySpace {
+    /// `keys[zipf.sample()]`.
+    Zipf { zipf: Zipf, keys: Arc<Vec<Key>> },
+    /// Tomsic's 80/20; key names are formatted on demand (the key space may hold millions).
+    HotSpot(HotSpot),
+    /// Contrarian: per partition, the keys that live there (by the topology's hash), Zipfian within it.
+    PerPartition { zipf: Zipf, by_partition: Arc<Vec<Vec<Key>>> },
 }
 
 /// A client's generator: a workload plus the state that makes its written values unique.
@@ -110,15 +299,39 @@ pub struct Generator {
     /// Whether to issue multi-key updates; without them (protocols lacking write transactions) the update
     /// share becomes single-key PUTs.
     write_transactions: bool,
-    zipf: Zipf,
-    keys: Arc<Vec<Key>>,
+    keys: KeySpace,
 }
 
 impl Generator {
-    pub fn new(spec: MixedWorkload) -> Self {
-        let zipf = Zipf::new(spec.keys, spec.zipf);
-        let keys = Arc::new((0..spec.keys).map(|i| Key::from(format!("k{i}"))).collect());
-        Self { spec, zipf, keys, write_transactions: true }
+    /// A generator for `spec` over `topology` (contrarian places keys on partitions with the topology's hash).
+    pub fn new(spec: MixedWorkload, topology: Topology) -> Self {
+        let keys = match spec.pattern {
+            Pattern::TomsicSingle => KeySpace::HotSpot(HotSpot::new(spec.keys, 0.2, 0.8)),
+            Pattern::Contrarian => {
+                let per = spec.keys_per_partition.max(1);
+                let parts = usize::from(topology.partitions);
+                let mut by_partition: Vec<Vec<Key>> = vec![Vec::with_capacity(per); parts];
+                let mut filled = 0;
+                let mut n = 0u64;
+                while filled < parts {
+                    let name = format!("k{n}");
+                    n += 1;
+                    let bucket = &mut by_partition[usize::from(topology.partition_of(&name))];
+                    if bucket.len() < per {
+                        bucket.push(name.into());
+                        if bucket.len() == per {
+                            filled += 1;
+                        }
+                    }
+                }
+                KeySpace::PerPartition { zipf: Zipf::new(per, spec.zipf), by_partition: Arc::new(by_partition) }
+            }
+            _ => KeySpace::Zipf {
+                zipf: Zipf::new(spec.keys, spec.zipf),
+                keys: Arc::new((0..spec.keys).map(|i| Key::from(format!("k{i}"))).collect()),
+            },
+        };
+        Self { spec, keys, write_transactions: true }
     }
 
     /// Issue PUTs instead of multi-key updates when `enabled` is false.
@@ -127,13 +340,19 @@ impl Generator {
         self
     }
 
+    pub fn spec(&self) -> &MixedWorkload {
+        &self.spec
+    }
+
     /// Every key of the key space.
     pub fn keys(&self) -> Vec<Key> {
-        match self.spec.pattern {
-            Pattern::Mixed => self.keys.to_vec(),
-            Pattern::PhotoAcl { albums } => {
-                (0..albums.max(1)).flat_map(|a| [format!("acl{a}").into(), format!("photo{a}").into()]).collect()
+        match (&self.spec.pattern, &self.keys) {
+            (Pattern::PhotoAcl { albums }, _) => {
+                (0..(*albums).max(1)).flat_map(|a| [format!("acl{a}").into(), format!("photo{a}").into()]).collect()
             }
+            (_, KeySpace::Zipf { keys, .. }) => keys.to_vec(),
+            (_, KeySpace::HotSpot(h)) => (0..h.n).map(|i| Key::from(format!("k{i}"))).collect(),
+            (_, KeySpace::PerPartition { by_partition, .. }) => by_partition.iter().flatten().cloned().collect(),
         }
     }
 
@@ -151,12 +370,19 @@ impl Generator {
     }
 
     fn key(&self, rng: &mut SmallRng) -> Key {
-        self.keys[self.zipf.sample(rng)].clone()
+        match &self.keys {
+            KeySpace::Zipf { zipf, keys } => keys[zipf.sample(rng)].clone(),
+            KeySpace::HotSpot(h) => format!("k{}", h.sample(rng)).into(),
+            KeySpace::PerPartition { zipf, by_partition } => {
+                let p = rng.random_range(0..by_partition.len());
+                by_partition[p][zipf.sample(rng)].clone()
+            }
+        }
     }
 
     /// `n` distinct keys.
     fn distinct_keys(&self, rng: &mut SmallRng, n: usize) -> Vec<Key> {
-        let n = n.min(self.keys.len());
+        let n = n.min(self.spec.keys);
         let mut out: Vec<Key> = Vec::with_capacity(n);
         while out.len() < n {
             let k = self.key(rng);
@@ -167,21 +393,91 @@ impl Generator {
         out
     }
 
+    /// Contrarian's ROT: one Zipfian key on each of `p` distinct, uniformly chosen partitions.
+    fn partition_rot(&self, rng: &mut SmallRng, zipf: &Zipf, by_partition: &[Vec<Key>]) -> Request {
+        let p = self.spec.partitions_per_rot.min(by_partition.len());
+        let mut parts: Vec<usize> = Vec::with_capacity(p);
+        while parts.len() < p {
+            let candidate = rng.random_range(0..by_partition.len());
+            if !parts.contains(&candidate) {
+                parts.push(candidate);
+            }
+        }
+        Request::Rot { keys: parts.into_iter().map(|part| by_partition[part][zipf.sample(rng)].clone()).collect() }
+    }
+
     /// A value unique in the run: the writer's id, its operation's sequence number and the write's position
-    /// in the operation, padded to the value size.
+    /// in the operation, padded to the value size (eiger: to `columns` × the value size).
     pub fn value(&self, writer: u64, seq: u64, position: usize) -> Value {
         let mut v = format!("v{writer}-{seq}-{position}");
-        while v.len() < self.spec.value_bytes {
+        let size = match self.spec.pattern {
+            Pattern::Eiger => self.spec.value_bytes * self.spec.columns.max(1),
+            _ => self.spec.value_bytes,
+        };
+        while v.len() < size {
             v.push('.');
         }
         v.into()
     }
 
-    /// The next operation of client `writer`, whose `seq`-th operation this is.
-    pub fn next(&self, rng: &mut SmallRng, writer: u64, seq: u64) -> Request {
-        if let Pattern::PhotoAcl { albums } = self.spec.pattern {
-            return self.photo_acl(rng, albums.max(1), writer, seq);
+    /// Probability that a contrarian operation is a PUT, from w and p (see [`Pattern::Contrarian`]).
+    pub fn contrarian_put_probability(write_ratio: f64, partitions_per_rot: usize) -> f64 {
+        let (w, p) = (write_ratio, partitions_per_rot as f64);
+        w * p / (1.0 - w + w * p)
+    }
+
+    fn update(&self, keys: Vec<Key>, writer: u64, seq: u64) -> Request {
+        if self.write_transactions {
+            Request::Update {
+                writes: keys.into_iter().enumerate().map(|(i, k)| (k, self.value(writer, seq, i))).collect(),
+            }
+        } else {
+            Request::Put { key: keys[0].clone(), value: self.value(writer, seq, 0) }
         }
+    }
+
+    /// The next operation of client `writer`, whose `seq`-th request this is: the first request of
+    /// [`Generator::next_batch`] (for patterns that issue one request at a time).
+    pub fn next(&self, rng: &mut SmallRng, writer: u64, seq: u64) -> Request {
+        self.next_batch(rng, writer, seq).swap_remove(0)
+    }
+
+    /// The next requests of client `writer`, to be run one after another in its session; `seq` is the
+    /// sequence number of the first (the next ones take `seq + 1`, ...). Most patterns return one request;
+    /// tomsic-single returns its ROT and the update over keys it read, eiger a write's PUTs.
+    pub fn next_batch(&self, rng: &mut SmallRng, writer: u64, seq: u64) -> Vec<Request> {
+        match self.spec.pattern {
+            Pattern::PhotoAcl { albums } => vec![self.photo_acl(rng, albums.max(1), writer, seq)],
+            Pattern::Contrarian => {
+                let KeySpace::PerPartition { zipf, by_partition } = &self.keys else { unreachable!("contrarian keys") };
+                let put = Self::contrarian_put_probability(self.spec.write_ratio, self.spec.partitions_per_rot);
+                if rng.random::<f64>() < put {
+                    vec![Request::Put { key: self.key(rng), value: self.value(writer, seq, 0) }]
+                } else {
+                    vec![self.partition_rot(rng, zipf, by_partition)]
+                }
+            }
+            Pattern::Eiger => {
+                if rng.random::<f64>() < self.spec.write_ratio {
+                    let keys = self.distinct_keys(rng, self.spec.rot_keys);
+                    keys.into_iter()
+                        .enumerate()
+                        .map(|(i, key)| Request::Put { key, value: self.value(writer, seq + i as u64, 0) })
+                        .collect()
+                } else {
+                    vec![Request::Rot { keys: self.distinct_keys(rng, self.spec.rot_keys) }]
+                }
+            }
+            Pattern::TomsicSingle => {
+                let keys = self.distinct_keys(rng, self.spec.rot_keys);
+                let written: Vec<Key> = keys.iter().take(self.spec.update_keys).cloned().collect();
+                vec![Request::Rot { keys }, self.update(written, writer, seq + 1)]
+            }
+            Pattern::Mixed => vec![self.mixed(rng, writer, seq)],
+        }
+    }
+
+    fn mixed(&self, rng: &mut SmallRng, writer: u64, seq: u64) -> Request {
         let total: f64 = self.spec.mix.iter().sum();
         let mut u = rng.random::<f64>() * total;
         let mut choice = 3;
@@ -196,13 +492,7 @@ impl Generator {
             0 => Request::Rot { keys: vec![self.key(rng)] },
             1 => Request::Rot { keys: self.distinct_keys(rng, self.spec.rot_keys) },
             2 => Request::Put { key: self.key(rng), value: self.value(writer, seq, 0) },
-            _ if !self.write_transactions => Request::Put { key: self.key(rng), value: self.value(writer, seq, 0) },
-            _ => {
-                let keys = self.distinct_keys(rng, self.spec.update_keys);
-                Request::Update {
-                    writes: keys.into_iter().enumerate().map(|(i, k)| (k, self.value(writer, seq, i))).collect(),
-                }
-            }
+            _ => self.update(self.distinct_keys(rng, self.spec.update_keys), writer, seq),
         }
     }
 }
@@ -232,7 +522,10 @@ mod tests {
 
     #[test]
     fn photo_acl_cycles_acl_then_photo_then_a_read() {
-        let g = Generator::new(MixedWorkload { pattern: Pattern::PhotoAcl { albums: 4 }, ..Default::default() });
+        let g = Generator::new(
+            MixedWorkload { pattern: Pattern::PhotoAcl { albums: 4 }, ..Default::default() },
+            Topology::new(1, 4),
+        );
         let mut rng = SmallRng::seed_from_u64(1);
         let ops: Vec<Request> = (0..6).map(|seq| g.next(&mut rng, 5, seq)).collect();
         let key = |r: &Request| match r {
@@ -258,7 +551,7 @@ mod tests {
 
     #[test]
     fn mix_and_uniqueness() {
-        let g = Generator::new(MixedWorkload::default());
+        let g = Generator::new(MixedWorkload::default(), Topology::new(1, 4));
         let mut rng = SmallRng::seed_from_u64(1);
         let mut kinds = std::collections::BTreeMap::new();
         let mut values = std::collections::BTreeSet::new();
@@ -286,5 +579,135 @@ mod tests {
         let g = g.write_transactions(false);
         let puts = (0..20_000).filter(|seq| g.next(&mut rng, 8, *seq).kind() == "put").count();
         assert!((puts as f64 / 20_000.0 - 0.20).abs() < 0.02, "{puts}");
+    }
+
+    #[test]
+    fn hot_spot_sends_eighty_percent_of_draws_to_twenty_percent_of_keys() {
+        let h = HotSpot::new(1000, 0.2, 0.8);
+        assert_eq!(h.hot_keys(), 200);
+        let mut rng = SmallRng::seed_from_u64(9);
+        let n = 100_000;
+        let mut hot = 0;
+        let mut counts = vec![0u32; 1000];
+        for _ in 0..n {
+            let i = h.sample(&mut rng);
+            counts[i] += 1;
+            hot += usize::from(i < 200);
+        }
+        assert!((hot as f64 / n as f64 - 0.8).abs() < 0.01, "{hot}");
+        // Uniform within each class: every hot key gets about 0.8/200 of the draws, every cold key 0.2/800.
+        assert!(counts[..200].iter().all(|c| (250..550).contains(c)), "hot keys uneven");
+        assert!(counts[200..].iter().all(|c| (5..60).contains(c)), "cold keys uneven");
+    }
+
+    #[test]
+    fn contrarian_rots_read_one_key_on_each_of_p_distinct_partitions_and_w_holds() {
+        let topology = Topology::new(1, 8);
+        let spec = MixedWorkload { keys_per_partition: 500, ..MixedWorkload::contrarian() };
+        let g = Generator::new(spec, topology);
+        let mut rng = SmallRng::seed_from_u64(4);
+        let (mut puts, mut reads) = (0u64, 0u64);
+        let mut partition_hits = [0u32; 8];
+        let mut key_hits = std::collections::BTreeMap::<Key, u32>::new();
+        for seq in 0..40_000 {
+            let batch = g.next_batch(&mut rng, 1, seq);
+            assert_eq!(batch.len(), 1);
+            match &batch[0] {
+                Request::Rot { keys } => {
+                    assert_eq!(keys.len(), 4);
+                    let mut parts: Vec<_> = keys.iter().map(|k| topology.partition_of(k)).collect();
+                    for p in &parts {
+                        partition_hits[usize::from(*p)] += 1;
+                    }
+                    parts.sort();
+                    parts.dedup();
+                    assert_eq!(parts.len(), 4, "one key on each of p distinct partitions: {keys:?}");
+                    reads += 4;
+                    for k in keys {
+                        *key_hits.entry(k.clone()).or_default() += 1;
+                    }
+                }
+                Request::Put { value, .. } => {
+                    puts += 1;
+                    assert!(value.len() >= 8);
+                }
+                Request::Update { .. } => panic!("contrarian issues no update transactions"),
+            }
+        }
+        // w = #PUT / (#PUT + #individual reads) = 0.05 (Contrarian §5.1).
+        let w = puts as f64 / (puts + reads) as f64;
+        assert!((w - 0.05).abs() < 0.004, "w = {w}");
+        // Partitions are chosen uniformly.
+        let mean = partition_hits.iter().sum::<u32>() as f64 / 8.0;
+        assert!(partition_hits.iter().all(|h| (f64::from(*h) - mean).abs() < 0.05 * mean), "{partition_hits:?}");
+        // Within a partition, keys are Zipfian: the hottest key of a partition is read about p(1) of the time.
+        let zipf = Zipf::new(500, 0.99);
+        let hottest = *key_hits.values().max().unwrap() as f64;
+        let expected = zipf.probability(0) * reads as f64 / 8.0;
+        assert!((hottest - expected).abs() < 0.15 * expected, "{hottest} vs {expected}");
+        assert_eq!(g.keys().len(), 8 * 500);
+    }
+
+    #[test]
+    fn eiger_writes_are_k_puts_and_the_write_fraction_holds() {
+        let spec = MixedWorkload { keys: 1000, ..MixedWorkload::eiger() };
+        let g = Generator::new(spec, Topology::new(2, 4));
+        let mut rng = SmallRng::seed_from_u64(5);
+        let (mut writes, mut rots) = (0u32, 0u32);
+        let mut seq = 0;
+        let mut values = std::collections::BTreeSet::new();
+        for _ in 0..20_000 {
+            let batch = g.next_batch(&mut rng, 3, seq);
+            seq += batch.len() as u64;
+            match &batch[0] {
+                Request::Rot { keys } => {
+                    rots += 1;
+                    assert_eq!(batch.len(), 1);
+                    assert_eq!(keys.len(), 5);
+                }
+                Request::Put { .. } => {
+                    writes += 1;
+                    assert_eq!(batch.len(), 5, "a write of 5 keys is 5 PUTs");
+                    let mut keys = Vec::new();
+                    for r in &batch {
+                        let Request::Put { key, value } = r else { panic!("{r:?}") };
+                        assert_eq!(value.len(), 5 * 128, "5 columns of 128 bytes");
+                        assert!(values.insert(value.clone()));
+                        keys.push(key.clone());
+                    }
+                    keys.sort();
+                    keys.dedup();
+                    assert_eq!(keys.len(), 5);
+                }
+                Request::Update { .. } => panic!("eiger writes are independent PUTs"),
+            }
+        }
+        let share = f64::from(writes) / f64::from(writes + rots);
+        assert!((share - 0.1).abs() < 0.01, "{share}");
+    }
+
+    #[test]
+    fn tomsic_single_updates_a_subset_of_the_keys_just_read() {
+        let spec = MixedWorkload { keys: 2000, ..MixedWorkload::tomsic_single(10) };
+        let g = Generator::new(spec.clone(), Topology::new(2, 4));
+        let mut rng = SmallRng::seed_from_u64(6);
+        let mut hot_reads = 0usize;
+        for cycle in 0..200u64 {
+            let batch = g.next_batch(&mut rng, 2, cycle * 2);
+            let [Request::Rot { keys }, Request::Update { writes }] = batch.as_slice() else { panic!("{batch:?}") };
+            assert_eq!((keys.len(), writes.len()), (100, 10));
+            assert!(writes.iter().all(|(k, _)| keys.contains(k)), "blind updates over keys the ROT read");
+            hot_reads += keys.iter().filter(|k| k[1..].parse::<usize>().unwrap() < 400).count();
+        }
+        // Keys are distinct within a ROT, so the hot share is a little below 80% (400 hot keys, 100 per ROT).
+        let share = hot_reads as f64 / 20_000.0;
+        assert!((0.70..0.82).contains(&share), "{share}");
+        // Without write transactions the update is one PUT.
+        let g = g.write_transactions(false);
+        let batch = g.next_batch(&mut rng, 2, 0);
+        assert!(matches!(batch[1], Request::Put { .. }));
+        assert!("tomsic-multi".parse::<Pattern>().unwrap_err().contains("multi-round"));
+        assert!(spec.validate(Topology::new(1, 1)).is_ok());
+        assert!(MixedWorkload { update_keys: 101, ..spec }.validate(Topology::new(1, 1)).is_err());
     }
 }

@@ -11,6 +11,7 @@ fn photo_acl<P: Protocol>(seed: u64) -> Verdict {
     config.network = config.network.with_uniform_inter_dc(40_000_000);
     let spec = RunSpec {
         clients_per_dc: 20,
+        client_dcs: None,
         duration_ns: 1_000_000_000,
         warmup_ns: 0,
         cooldown_ns: 0,

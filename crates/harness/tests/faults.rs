@@ -45,6 +45,7 @@ fn check_protocol<P: Protocol>() {
         sim.partition_dcs(0, 1, cut_from, cut_until);
         let spec = RunSpec {
             clients_per_dc: 4,
+            client_dcs: None,
             duration_ns: 800_000_000,
             warmup_ns: 0,
             cooldown_ns: 0,
