@@ -61,6 +61,7 @@ fn anomalies_injected_into_a_recorded_history_are_caught_by_name() {
         record_history: true,
         seed: 5,
         final_reads_after_ns: None,
+        client_dcs: None,
     };
     let history = run_sim::<snowline_protocols::Av>(config, &spec).history.expect("recorded");
     assert!(snowline_checker::check(&history, Level::Tcc).ok, "the recorded history is valid");
