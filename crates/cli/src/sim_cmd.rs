@@ -241,17 +241,23 @@ pub fn sim(args: SimArgs) -> Result<()> {
     }
     progress.finish_and_clear();
     write_sweep(&args.run, &records)?;
-    println!(
-        "replay: snowline sim --protocol {} --dcs {} --partitions {} --workload {} --clients {} --duration {}s --seed {}",
-        args.run.protocol,
-        args.run.dcs,
-        args.run.partitions,
-        args.run.workload.name(),
-        args.run.clients.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","),
-        args.run.duration.as_secs_f64(),
-        args.seed
-    );
+    println!("replay: {}", replay_command(args.seed));
     Ok(())
+}
+
+/// The command line that replays this run: the arguments as given, with the seed made explicit.
+fn replay_command(seed: u64) -> String {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().position(|a| a == "--seed") {
+        Some(i) if i + 1 < args.len() => args[i + 1] = seed.to_string(),
+        _ => {
+            args.retain(|a| !a.starts_with("--seed="));
+            args.extend(["--seed".to_string(), seed.to_string()]);
+        }
+    }
+    let quoted: Vec<String> =
+        args.iter().map(|a| if a.contains(' ') { format!("'{a}'") } else { a.clone() }).collect();
+    format!("snowline {}", quoted.join(" "))
 }
 
 pub fn bench(args: BenchArgs) -> Result<()> {
