@@ -21,7 +21,7 @@ const CHECKPOINT_KEY: u64 = 0;
 /// The durable log of opaque records of one server, in `<dir>/log.redb`.
 ///
 /// One `Log` per data directory (redb takes a file lock; a second open gets [`StorageError::InUse`]).
-/// Appends are buffered in memory; [`commit`](Log::commit) writes them all in one redb write transaction
+/// Appends are buffered in memory; [`commit`](RecordLog::commit) writes them all in one redb write transaction
 /// — with `Durability::Immediate` (an fsync before it returns) unless the policy is [`FsyncPolicy::None`].
 ///
 /// Dropping a `Log` loses the records appended since the last commit, exactly as a crash would; call
@@ -138,23 +138,35 @@ impl Log {
         if self.poisoned { Err(StorageError::Poisoned { file: self.file.clone() }) } else { Ok(()) }
     }
 
-    /// One write transaction: the pending records, then the checkpoint if any, then the truncation if any.
-    fn write(&mut self, checkpoint: Option<&[u8]>, truncate_below: Option<Lsn>) -> Result<(), StorageError> {
+    /// One write transaction: the pending records (if `with_pending`), then the checkpoint if any, then the
+    /// truncation if any.
+    fn write(
+        &mut self,
+        with_pending: bool,
+        checkpoint: Option<&[u8]>,
+        truncate_below: Option<Lsn>,
+    ) -> Result<(), StorageError> {
         self.check_poisoned()?;
-        let result = guarded(&self.file, || self.write_txn(checkpoint, truncate_below));
+        let records = if with_pending { &self.pending[..] } else { &[] };
+        let result = guarded(&self.file, || self.write_txn(records, checkpoint, truncate_below));
         if result.is_err() {
             self.poisoned = true;
         }
         result
     }
 
-    fn write_txn(&self, checkpoint: Option<&[u8]>, truncate_below: Option<Lsn>) -> Result<(), StorageError> {
+    fn write_txn(
+        &self,
+        pending: &[Record],
+        checkpoint: Option<&[u8]>,
+        truncate_below: Option<Lsn>,
+    ) -> Result<(), StorageError> {
         let mut txn = self.db().begin_write().map_err(|e| self.err(e))?;
         let durability = if self.policy.is_durable() { Durability::Immediate } else { Durability::None };
         txn.set_durability(durability).map_err(|e| self.err(e))?;
         {
             let mut records = txn.open_table(RECORDS).map_err(|e| self.err(e))?;
-            for r in &self.pending {
+            for r in pending {
                 records.insert(r.lsn.0, encode_record(r.lsn, &r.payload).as_slice()).map_err(|e| self.err(e))?;
             }
             if let Some(below) = truncate_below {
@@ -207,7 +219,7 @@ impl RecordLog for Log {
 
     fn commit(&mut self) -> Result<Lsn, StorageError> {
         if !self.pending.is_empty() {
-            self.write(None, None)?;
+            self.write(true, None, None)?;
             self.mark_committed();
         }
         self.check_poisoned()?;
@@ -215,7 +227,7 @@ impl RecordLog for Log {
     }
 
     fn checkpoint(&mut self, state: &[u8]) -> Result<Lsn, StorageError> {
-        self.write(Some(state), None)?;
+        self.write(true, Some(state), None)?;
         self.mark_committed();
         self.checkpoint = self.last;
         Ok(self.checkpoint)
@@ -227,9 +239,8 @@ impl RecordLog for Log {
             self.check_poisoned()?;
             return Ok(0);
         }
-        // The pending records ride along: they are durable from here on too.
-        self.write(None, Some(below))?;
-        self.mark_committed();
+        // Pending records stay pending: truncation is not a commit.
+        self.write(false, None, Some(below))?;
         let removed = below.0 - self.first_stored.0;
         self.first_stored = below;
         Ok(removed)

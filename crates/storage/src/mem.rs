@@ -61,7 +61,6 @@ impl RecordLog for MemLog {
     }
 
     fn truncate_before(&mut self, lsn: Lsn) -> Result<u64, StorageError> {
-        self.commit()?;
         let covered = self.checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
         let below = lsn.min(covered.next());
         let before = self.durable.len();

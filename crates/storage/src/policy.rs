@@ -6,7 +6,7 @@ use std::str::FromStr;
 /// When records reach stable storage: the durability promise a server makes before it answers.
 ///
 /// The [`Log`](crate::Log) itself never runs a timer. It makes everything appended so far durable when
-/// [`commit`](crate::Log::commit) is called; the policy tells the runtime's event loop *when* to call it and
+/// [`commit`](crate::RecordLog::commit) is called; the policy tells the runtime's event loop *when* to call it and
 /// tells the log which redb durability a commit uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum FsyncPolicy {

@@ -72,7 +72,7 @@ pub trait RecordLog {
     /// far, and returns the LSN it covers. Later recoveries start from it.
     fn checkpoint(&mut self, state: &[u8]) -> Result<Lsn, StorageError>;
     /// Drops the durable records before `lsn` that the latest checkpoint covers (never one it does not
-    /// cover), and returns how many were dropped.
+    /// cover), and returns how many were dropped. Pending records stay pending: this is not a commit.
     fn truncate_before(&mut self, lsn: Lsn) -> Result<u64, StorageError>;
     /// The LSN the next append will get, minus one.
     fn last_lsn(&self) -> Lsn;

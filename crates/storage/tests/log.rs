@@ -376,3 +376,52 @@ fn process_crash_under_none_recovers_a_prefix() {
     assert_eq!(payloads(&rec), (0..rec.records.len() as u32).map(record).collect::<Vec<_>>());
     eprintln!("none: {} of 100 committed records survived the crash", rec.records.len());
 }
+
+// ---- MemLog is a faithful model ------------------------------------------------------------------------
+
+/// The same pseudo-random operations (append, commit, checkpoint, truncate, crash) on a `Log` and a `MemLog`
+/// give the same LSNs, results and recoveries: the simulator's `MemLog` behaves like the real log.
+#[test]
+fn memlog_matches_log_under_random_operations() {
+    use snowline_storage::MemLog;
+    for seed in 1..=5u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut log, _) = Log::open(tmp.path()).unwrap();
+        let mut mem = MemLog::new();
+        let mut x = seed;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for step in 0..400 {
+            let ctx = format!("seed {seed} step {step}");
+            match next() % 20 {
+                0..=10 => {
+                    let r = next().to_le_bytes();
+                    assert_eq!(log.append(&r), mem.append(&r), "{ctx}");
+                }
+                11..=14 => assert_eq!(log.commit().unwrap(), mem.commit().unwrap(), "{ctx}"),
+                15 => {
+                    let s = next().to_le_bytes();
+                    assert_eq!(log.checkpoint(&s).unwrap(), mem.checkpoint(&s).unwrap(), "{ctx}");
+                }
+                16..=17 => {
+                    let at = Lsn(next() % (log.last_lsn().0 + 2));
+                    assert_eq!(log.truncate_before(at).unwrap(), mem.truncate_before(at).unwrap(), "{ctx}");
+                    assert_eq!(log.stored_records().unwrap(), mem.stored_records(), "{ctx}");
+                }
+                _ => {
+                    drop(log);
+                    let recovered;
+                    (log, recovered) = Log::open(tmp.path()).unwrap();
+                    assert_eq!(recovered, mem.crash(), "{ctx}");
+                }
+            }
+            assert_eq!(log.last_lsn(), mem.last_lsn(), "{ctx}");
+            assert_eq!(log.durable_lsn(), mem.durable_lsn(), "{ctx}");
+            assert_eq!(log.pending(), mem.pending(), "{ctx}");
+        }
+    }
+}
