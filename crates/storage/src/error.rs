@@ -1,0 +1,101 @@
+//! [`StorageError`]: every failure names the directory or file it concerns.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A storage failure. Every variant names the directory or file, so an operator can act on the message.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The data directory cannot be created or read.
+    #[error("cannot open data directory {}: {source}", dir.display())]
+    Directory {
+        /// The data directory.
+        dir: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The data file is damaged: redb refused it, a record's checksum does not match, or records are
+    /// missing. Nothing was recovered; the file was left as it was.
+    #[error("data file {} is corrupted or truncated: {detail}", file.display())]
+    Corrupted {
+        /// The data file.
+        file: PathBuf,
+        /// What was found.
+        detail: String,
+    },
+    /// Another process (or another `Log` in this one) has the data file open.
+    #[error("data file {} is already in use (one server process per data directory): {detail}", file.display())]
+    InUse {
+        /// The data file.
+        file: PathBuf,
+        /// redb's message.
+        detail: String,
+    },
+    /// The data file was written in a format this build cannot read.
+    #[error("data file {} has an incompatible format: {detail}", file.display())]
+    Incompatible {
+        /// The data file.
+        file: PathBuf,
+        /// redb's message.
+        detail: String,
+    },
+    /// Reading or writing the data file failed (disk full, I/O error, failed fsync).
+    #[error("cannot read or write data file {}: {detail}", file.display())]
+    Io {
+        /// The data file.
+        file: PathBuf,
+        /// The underlying message.
+        detail: String,
+    },
+    /// An earlier write to this log failed; whether it reached the disk is unknown, so the log refuses
+    /// further writes. Drop it and open the directory again to recover.
+    #[error("data file {} had a failed write earlier; reopen it to recover", file.display())]
+    Poisoned {
+        /// The data file.
+        file: PathBuf,
+    },
+}
+
+impl StorageError {
+    /// The file or directory the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            StorageError::Directory { dir, .. } => dir,
+            StorageError::Corrupted { file, .. }
+            | StorageError::InUse { file, .. }
+            | StorageError::Incompatible { file, .. }
+            | StorageError::Io { file, .. }
+            | StorageError::Poisoned { file } => file,
+        }
+    }
+
+    pub(crate) fn corrupted(file: &Path, detail: impl Into<String>) -> Self {
+        StorageError::Corrupted { file: file.to_path_buf(), detail: detail.into() }
+    }
+
+    /// Classifies any redb error. I/O errors that mean "the file ended early" or "this is not a redb file"
+    /// count as corruption.
+    pub(crate) fn from_redb(file: &Path, err: impl Into<redb::Error>) -> Self {
+        let err: redb::Error = err.into();
+        let file = file.to_path_buf();
+        let detail = err.to_string();
+        match err {
+            redb::Error::Corrupted(_) => StorageError::Corrupted { file, detail },
+            // A file that ends early, or that is not a redb file at all (its header was overwritten).
+            redb::Error::Io(ref io)
+                if matches!(io.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData) =>
+            {
+                StorageError::Corrupted { file, detail }
+            }
+            redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::ValueTooLarge(_) => {
+                StorageError::Io { file, detail }
+            }
+            redb::Error::DatabaseAlreadyOpen | redb::Error::LockProtocolMismatch => {
+                StorageError::InUse { file, detail }
+            }
+            redb::Error::UpgradeRequired(_) => StorageError::Incompatible { file, detail },
+            // Table type mismatches and the like: the file holds something other than what this crate wrote.
+            _ => StorageError::Corrupted { file, detail },
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! [`Log`]: the redb-backed record log of one server.
+
+use std::fs;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
+
+use crate::record::{decode_checkpoint, decode_record, encode_checkpoint, encode_record};
+use crate::{Checkpoint, FsyncPolicy, Lsn, Record, RecordLog, Recovered, StorageError};
+
+/// Name of the data file inside the data directory.
+pub const LOG_FILE: &str = "log.redb";
+
+/// LSN → checksummed record (see `record::encode_record`).
+const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("records");
+/// Key 0 → the latest checkpoint (see `record::encode_checkpoint`).
+const CHECKPOINT: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoint");
+const CHECKPOINT_KEY: u64 = 0;
+
+/// The durable log of opaque records of one server, in `<dir>/log.redb`.
+///
+/// One `Log` per data directory (redb takes a file lock; a second open gets [`StorageError::InUse`]).
+/// Appends are buffered in memory; [`commit`](RecordLog::commit) writes them all in one redb write transaction
+/// — with `Durability::Immediate` (an fsync before it returns) unless the policy is [`FsyncPolicy::None`].
+///
+/// Dropping a `Log` loses the records appended since the last commit, exactly as a crash would; call
+/// [`close`](Log::close) to commit them first. After any failed write the log is poisoned (whether the
+/// write reached the disk is unknown) and every later write returns [`StorageError::Poisoned`]: drop it
+/// and [`open`](Log::open) the directory again.
+pub struct Log {
+    /// Always `Some` until `Drop` takes it to close it under a panic guard.
+    db: Option<Database>,
+    file: PathBuf,
+    policy: FsyncPolicy,
+    pending: Vec<Record>,
+    /// Last LSN handed out by `append`.
+    last: Lsn,
+    /// Last LSN committed.
+    committed: Lsn,
+    /// LSN covered by the latest committed checkpoint.
+    checkpoint: Lsn,
+    /// Lowest LSN still stored (`committed + 1` when none is).
+    first_stored: Lsn,
+    poisoned: bool,
+}
+
+impl Log {
+    /// Opens (creating it if needed) the log in `dir` with the default, safe policy
+    /// ([`FsyncPolicy::PerWrite`]), and returns what a restarting server must replay.
+    pub fn open(dir: impl AsRef<Path>) -> Result<(Log, Recovered), StorageError> {
+        Log::open_with(dir, FsyncPolicy::default())
+    }
+
+    /// Opens (creating it if needed) the log in `dir` with `policy`, and returns the latest checkpoint and
+    /// every committed record after it, in order. A damaged file gives [`StorageError::Corrupted`] naming it;
+    /// nothing is written to a file that failed to recover.
+    pub fn open_with(dir: impl AsRef<Path>, policy: FsyncPolicy) -> Result<(Log, Recovered), StorageError> {
+        let dir = dir.as_ref();
+        fs::create_dir_all(dir).map_err(|source| StorageError::Directory { dir: dir.to_path_buf(), source })?;
+        let file = dir.join(LOG_FILE);
+        // redb reports damage it finds as errors; this guard makes sure a check it makes with an assertion
+        // cannot take the server down with a panic instead of a message naming the file.
+        guarded(&file, || Log::open_file(&file, policy))
+    }
+
+    fn open_file(file: &Path, policy: FsyncPolicy) -> Result<(Log, Recovered), StorageError> {
+        let redb_err = |e: redb::Error| StorageError::from_redb(file, e);
+        let mut db = Database::create(file).map_err(|e| redb_err(e.into()))?;
+        // Verifies every reachable page's checksum and the allocator state, not only the records read
+        // below: damage anywhere in the live file is reported now, not met later in the middle of a write.
+        if !db.check_integrity().map_err(|e| redb_err(e.into()))? {
+            return Err(StorageError::corrupted(
+                file,
+                "it failed redb's integrity check (redb repaired what it could; check the records before reusing it)",
+            ));
+        }
+        let (recovered, first_stored) = recover(&db, file)?;
+        let checkpoint = recovered.checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
+        let last = recovered.last_lsn();
+        let log = Log {
+            db: Some(db),
+            file: file.to_path_buf(),
+            policy,
+            pending: Vec::new(),
+            last,
+            committed: last,
+            checkpoint,
+            first_stored: first_stored.unwrap_or(last.next()),
+            poisoned: false,
+        };
+        Ok((log, recovered))
+    }
+
+    /// The data file.
+    pub fn path(&self) -> &Path {
+        &self.file
+    }
+
+    /// The policy this log was opened with.
+    pub fn policy(&self) -> FsyncPolicy {
+        self.policy
+    }
+
+    /// Whether the policy's batch limit says to commit now: any pending record under `PerWrite` and `None`,
+    /// `max_batch` pending records under `Group` (the delay limit is the runtime's timer).
+    pub fn batch_full(&self) -> bool {
+        match self.policy {
+            FsyncPolicy::Group { max_batch, .. } => self.pending.len() >= max_batch.max(1),
+            FsyncPolicy::PerWrite | FsyncPolicy::None => !self.pending.is_empty(),
+        }
+    }
+
+    /// How many records the data file holds (committed and not truncated), checkpoint-covered ones included.
+    pub fn stored_records(&self) -> Result<u64, StorageError> {
+        let txn = self.db().begin_read().map_err(|e| self.err(e))?;
+        match txn.open_table(RECORDS) {
+            Ok(t) => t.len().map_err(|e| self.err(e)),
+            Err(TableError::TableDoesNotExist(_)) => Ok(0),
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    /// Commits pending records and closes the file.
+    pub fn close(mut self) -> Result<Lsn, StorageError> {
+        self.commit()
+    }
+
+    fn db(&self) -> &Database {
+        self.db.as_ref().expect("the database is open until drop")
+    }
+
+    fn err(&self, e: impl Into<redb::Error>) -> StorageError {
+        StorageError::from_redb(&self.file, e)
+    }
+
+    fn check_poisoned(&self) -> Result<(), StorageError> {
+        if self.poisoned { Err(StorageError::Poisoned { file: self.file.clone() }) } else { Ok(()) }
+    }
+
+    /// One write transaction: the pending records (if `with_pending`), then the checkpoint if any, then the
+    /// truncation if any.
+    fn write(
+        &mut self,
+        with_pending: bool,
+        checkpoint: Option<&[u8]>,
+        truncate_below: Option<Lsn>,
+    ) -> Result<(), StorageError> {
+        self.check_poisoned()?;
+        let records = if with_pending { &self.pending[..] } else { &[] };
+        let result = guarded(&self.file, || self.write_txn(records, checkpoint, truncate_below));
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    fn write_txn(
+        &self,
+        pending: &[Record],
+        checkpoint: Option<&[u8]>,
+        truncate_below: Option<Lsn>,
+    ) -> Result<(), StorageError> {
+        let mut txn = self.db().begin_write().map_err(|e| self.err(e))?;
+        let durability = if self.policy.is_durable() { Durability::Immediate } else { Durability::None };
+        txn.set_durability(durability).map_err(|e| self.err(e))?;
+        {
+            let mut records = txn.open_table(RECORDS).map_err(|e| self.err(e))?;
+            for r in pending {
+                records.insert(r.lsn.0, encode_record(r.lsn, &r.payload).as_slice()).map_err(|e| self.err(e))?;
+            }
+            if let Some(below) = truncate_below {
+                records.retain_in(..below.0, |_, _| false).map_err(|e| self.err(e))?;
+            }
+            let mut cp = txn.open_table(CHECKPOINT).map_err(|e| self.err(e))?;
+            if let Some(state) = checkpoint {
+                cp.insert(CHECKPOINT_KEY, encode_checkpoint(self.last, state).as_slice()).map_err(|e| self.err(e))?;
+            }
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    fn mark_committed(&mut self) {
+        self.pending.clear();
+        self.committed = self.last;
+    }
+}
+
+impl Drop for Log {
+    /// Closes the file. redb may write its allocator state on close; a panic there (a page damaged after
+    /// open) must not abort the process, so it is caught and the file is left for the next open to check.
+    fn drop(&mut self) {
+        if let Some(db) = self.db.take() {
+            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(db)));
+        }
+    }
+}
+
+/// Runs `f`, turning a panic inside the storage engine into [`StorageError::Corrupted`] naming `file`.
+/// redb reports the damage it finds as errors, but some of its checks of on-disk bytes are assertions
+/// (`unreachable!`): a damaged file must give an operator a message, not take the server down.
+fn guarded<T>(file: &Path, f: impl FnOnce() -> Result<T, StorageError>) -> Result<T, StorageError> {
+    panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".to_string());
+        Err(StorageError::corrupted(file, format!("the storage engine failed on it ({msg})")))
+    })
+}
+
+impl RecordLog for Log {
+    fn append(&mut self, record: &[u8]) -> Lsn {
+        self.last = self.last.next();
+        self.pending.push(Record { lsn: self.last, payload: record.to_vec() });
+        self.last
+    }
+
+    fn commit(&mut self) -> Result<Lsn, StorageError> {
+        if !self.pending.is_empty() {
+            self.write(true, None, None)?;
+            self.mark_committed();
+        }
+        self.check_poisoned()?;
+        Ok(self.committed)
+    }
+
+    fn checkpoint(&mut self, state: &[u8]) -> Result<Lsn, StorageError> {
+        self.write(true, Some(state), None)?;
+        self.mark_committed();
+        self.checkpoint = self.last;
+        Ok(self.checkpoint)
+    }
+
+    fn truncate_before(&mut self, lsn: Lsn) -> Result<u64, StorageError> {
+        let below = lsn.min(self.checkpoint.next()).min(self.committed.next());
+        if below <= self.first_stored {
+            self.check_poisoned()?;
+            return Ok(0);
+        }
+        // Pending records stay pending: truncation is not a commit.
+        self.write(false, None, Some(below))?;
+        let removed = below.0 - self.first_stored.0;
+        self.first_stored = below;
+        Ok(removed)
+    }
+
+    fn last_lsn(&self) -> Lsn {
+        self.last
+    }
+
+    fn durable_lsn(&self) -> Lsn {
+        self.committed
+    }
+
+    fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// Reads the latest checkpoint and the records after it, verifying every checksum and that no record is
+/// missing. Also returns the lowest stored LSN.
+fn recover(db: &Database, file: &Path) -> Result<(Recovered, Option<Lsn>), StorageError> {
+    let redb_err = |e: redb::Error| StorageError::from_redb(file, e);
+    let txn = db.begin_read().map_err(|e| redb_err(e.into()))?;
+    let checkpoint = match txn.open_table(CHECKPOINT) {
+        Ok(table) => match table.get(CHECKPOINT_KEY).map_err(|e| redb_err(e.into()))? {
+            Some(v) => Some(
+                decode_checkpoint(v.value())
+                    .ok_or_else(|| StorageError::corrupted(file, "the checkpoint does not match its checksum"))?,
+            ),
+            None => None,
+        },
+        Err(TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(redb_err(e.into())),
+    };
+    let after = checkpoint.as_ref().map_or(Lsn::ZERO, |c: &Checkpoint| c.lsn);
+    let mut records = Vec::new();
+    let mut first_stored = None;
+    match txn.open_table(RECORDS) {
+        Ok(table) => {
+            if let Some((k, _)) = table.first().map_err(|e| redb_err(e.into()))? {
+                first_stored = Some(Lsn(k.value()));
+            }
+            let mut expected = after.next();
+            for entry in table.range(after.next().0..).map_err(|e| redb_err(e.into()))? {
+                let (k, v) = entry.map_err(|e| redb_err(e.into()))?;
+                let lsn = Lsn(k.value());
+                if lsn != expected {
+                    return Err(StorageError::corrupted(
+                        file,
+                        format!("record {expected} is missing (the next stored record is {lsn})"),
+                    ));
+                }
+                let payload = decode_record(lsn, v.value()).ok_or_else(|| {
+                    StorageError::corrupted(file, format!("record {lsn} does not match its checksum"))
+                })?;
+                records.push(Record { lsn, payload: payload.to_vec() });
+                expected = expected.next();
+            }
+        }
+        Err(TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(redb_err(e.into())),
+    }
+    Ok((Recovered { checkpoint, records }, first_stored))
+}

@@ -1,0 +1,124 @@
+//! [`MemLog`]: the in-memory twin of [`Log`](crate::Log), for the simulator.
+
+use crate::{Checkpoint, Lsn, Record, RecordLog, Recovered, StorageError};
+
+/// A [`RecordLog`] kept in memory with the same semantics as [`Log`](crate::Log) under a durable policy:
+/// committed records and checkpoints survive [`crash`](MemLog::crash), appended-but-uncommitted ones do not.
+/// Its operations never fail.
+#[derive(Clone, Debug, Default)]
+pub struct MemLog {
+    durable: Vec<Record>,
+    checkpoint: Option<Checkpoint>,
+    pending: Vec<Record>,
+    last: Lsn,
+}
+
+impl MemLog {
+    /// An empty log.
+    pub fn new() -> MemLog {
+        MemLog::default()
+    }
+
+    /// Simulates a crash and restart: drops every record appended since the last commit (their LSNs will be
+    /// handed out again, as after a real restart) and returns what [`Log::open`](crate::Log::open) would.
+    pub fn crash(&mut self) -> Recovered {
+        self.pending.clear();
+        self.last = self.durable_lsn();
+        self.recovered()
+    }
+
+    /// What recovery would return now: the latest checkpoint and the committed records after it.
+    pub fn recovered(&self) -> Recovered {
+        let after = self.checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
+        Recovered {
+            checkpoint: self.checkpoint.clone(),
+            records: self.durable.iter().filter(|r| r.lsn > after).cloned().collect(),
+        }
+    }
+
+    /// How many committed records are kept (checkpoint-covered ones included until truncated).
+    pub fn stored_records(&self) -> u64 {
+        self.durable.len() as u64
+    }
+}
+
+impl RecordLog for MemLog {
+    fn append(&mut self, record: &[u8]) -> Lsn {
+        self.last = self.last.next();
+        self.pending.push(Record { lsn: self.last, payload: record.to_vec() });
+        self.last
+    }
+
+    fn commit(&mut self) -> Result<Lsn, StorageError> {
+        self.durable.append(&mut self.pending);
+        Ok(self.durable_lsn())
+    }
+
+    fn checkpoint(&mut self, state: &[u8]) -> Result<Lsn, StorageError> {
+        self.commit()?;
+        self.checkpoint = Some(Checkpoint { lsn: self.last, state: state.to_vec() });
+        Ok(self.last)
+    }
+
+    fn truncate_before(&mut self, lsn: Lsn) -> Result<u64, StorageError> {
+        let covered = self.checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
+        let below = lsn.min(covered.next());
+        let before = self.durable.len();
+        self.durable.retain(|r| r.lsn >= below);
+        Ok((before - self.durable.len()) as u64)
+    }
+
+    fn last_lsn(&self) -> Lsn {
+        self.last
+    }
+
+    fn durable_lsn(&self) -> Lsn {
+        self.durable.last().map(|r| r.lsn).or(self.checkpoint.as_ref().map(|c| c.lsn)).unwrap_or(Lsn::ZERO)
+    }
+
+    fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_drops_exactly_the_uncommitted_records() {
+        let mut log = MemLog::new();
+        assert_eq!(log.append(b"a"), Lsn(1));
+        assert_eq!(log.append(b"b"), Lsn(2));
+        assert_eq!(log.commit().unwrap(), Lsn(2));
+        assert_eq!(log.append(b"c"), Lsn(3));
+        assert_eq!(log.pending(), 1);
+        let rec = log.crash();
+        assert_eq!(rec.checkpoint, None);
+        let payloads: Vec<_> = rec.records.iter().map(|r| (r.lsn, r.payload.as_slice())).collect();
+        assert_eq!(payloads, [(Lsn(1), &b"a"[..]), (Lsn(2), &b"b"[..])]);
+        assert_eq!(log.pending(), 0);
+        // After the crash the lost LSN is handed out again, as after reopening a real log.
+        assert_eq!(log.append(b"c2"), Lsn(3));
+        log.commit().unwrap();
+        assert_eq!(log.crash().records.len(), 3);
+    }
+
+    #[test]
+    fn checkpoint_and_truncation() {
+        let mut log = MemLog::new();
+        for i in 0..10u8 {
+            log.append(&[i]);
+        }
+        assert_eq!(log.checkpoint(b"s10").unwrap(), Lsn(10));
+        log.append(b"x");
+        log.commit().unwrap();
+        // Asking to drop more than the checkpoint covers drops only what it covers.
+        assert_eq!(log.truncate_before(Lsn(100)).unwrap(), 10);
+        assert_eq!(log.stored_records(), 1);
+        let rec = log.crash();
+        assert_eq!(rec.checkpoint, Some(Checkpoint { lsn: Lsn(10), state: b"s10".to_vec() }));
+        assert_eq!(rec.records, [Record { lsn: Lsn(11), payload: b"x".to_vec() }]);
+        assert_eq!(rec.last_lsn(), Lsn(11));
+    }
+}
