@@ -255,8 +255,7 @@ fn replay_command(seed: u64) -> String {
             args.extend(["--seed".to_string(), seed.to_string()]);
         }
     }
-    let quoted: Vec<String> =
-        args.iter().map(|a| if a.contains(' ') { format!("'{a}'") } else { a.clone() }).collect();
+    let quoted: Vec<String> = args.iter().map(|a| if a.contains(' ') { format!("'{a}'") } else { a.clone() }).collect();
     format!("snowline {}", quoted.join(" "))
 }
 
