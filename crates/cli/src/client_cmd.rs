@@ -120,11 +120,17 @@ pub fn with_local_cluster<T>(
     dir: Option<PathBuf>,
     f: impl FnOnce(&ClusterConfig) -> Result<T>,
 ) -> Result<(T, f64)> {
-    let (cluster, config, _dir) = start_local_cluster(protocol, topology, latency_ms, dir, None)?;
+    let temporary = dir.is_none();
+    let (cluster, config, dir) = start_local_cluster(protocol, topology, latency_ms, dir, None)?;
     let result = f(&config);
     let cpu = cluster.pids().iter().map(|pid| cpu_seconds(*pid)).sum();
     cluster.stop();
-    Ok((result?, cpu))
+    let result = result.with_context(|| format!("server logs are in {}", dir.display()))?;
+    if temporary {
+        // Keep the logs only when something went wrong.
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok((result, cpu))
 }
 
 /// User plus system CPU seconds of a live process, from /proc (0 where unavailable).

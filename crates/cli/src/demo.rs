@@ -64,6 +64,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         cluster.stop();
         let (report, visible_after_ms) =
             result.with_context(|| format!("{name} (server logs in {})", dir.display()))?;
+        let _ = std::fs::remove_dir_all(&dir); // a temporary cluster directory: logs are kept only on failure
         println!("a PUT in dc0 was readable in dc1 after {visible_after_ms:.1} ms");
         println!("{}", report.summary);
         let level = crate::check_cmd::resolve_level("claimed", name)?;
