@@ -388,6 +388,20 @@ impl Experiment {
     }
 
     /// Draw the paper's charts from the finished runs into `dir`; returns the files written.
+    /// One line per protocol over the runs of `variant`; `point` places each run.
+    fn per_protocol(
+        &self,
+        records: &[RunRecord],
+        variant: &str,
+        point: impl Fn(&RunRecord) -> (f64, f64),
+    ) -> Vec<Series> {
+        let series = |p: &String| Series {
+            name: p.clone(),
+            points: runs_of(records, variant, p).into_iter().map(&point).collect(),
+        };
+        self.protocols.iter().map(series).collect()
+    }
+
     pub fn charts(&self, records: &[RunRecord], dir: &Path) -> Result<Vec<PathBuf>> {
         let mut written = Vec::new();
         let mut draw = |name: &str, chart: LineChart| -> Result<()> {
@@ -396,27 +410,13 @@ impl Experiment {
             written.push(path);
             Ok(())
         };
-        let by = |variant: &str, protocol: &str| -> Vec<&RunRecord> {
-            let mut v: Vec<&RunRecord> =
-                records.iter().filter(|r| r.variant == variant && r.protocol == protocol).collect();
-            v.sort_by_key(|r| r.clients_per_dc);
-            v
-        };
+        let by = |variant: &str, protocol: &str| runs_of(records, variant, protocol);
         let runtime = self.runtime.name();
         match self.paper {
             Paper::Contrarian => {
                 for v in &self.variants {
                     let series = self
-                        .protocols
-                        .iter()
-                        .map(|p| Series {
-                            name: p.clone(),
-                            points: by(&v.label, p)
-                                .iter()
-                                .map(|r| (r.summary.ops_per_s / 1e3, r.rot_latency_us()[1] / 1e3))
-                                .collect(),
-                        })
-                        .collect();
+                        .per_protocol(records, &v.label, |r| (r.summary.ops_per_s / 1e3, r.rot_latency_us()[1] / 1e3));
                     draw(
                         &format!("throughput-vs-p95-rot-latency-{}dc.png", v.topology.dcs),
                         LineChart {
@@ -465,13 +465,7 @@ impl Experiment {
                 for v in &self.variants {
                     let tag = v.label.replace(' ', "-");
                     let per_protocol = |f: &dyn Fn(&RunRecord) -> f64| -> Vec<Series> {
-                        self.protocols
-                            .iter()
-                            .map(|p| Series {
-                                name: p.clone(),
-                                points: by(&v.label, p).iter().map(|r| (r.clients_total as f64, f(r))).collect(),
-                            })
-                            .collect()
+                        self.per_protocol(records, &v.label, |r| (r.clients_total as f64, f(r)))
                     };
                     draw(
                         &format!("freshness-{tag}.png"),
@@ -596,16 +590,7 @@ impl Experiment {
                 )?;
                 if let Some(v) = self.variants.iter().find(|v| (v.x - 0.1).abs() < 1e-9) {
                     let series = self
-                        .protocols
-                        .iter()
-                        .map(|p| Series {
-                            name: p.clone(),
-                            points: by(&v.label, p)
-                                .iter()
-                                .map(|r| (r.summary.ops_per_s / 1e3, r.rot_latency_us()[0] / 1e3))
-                                .collect(),
-                        })
-                        .collect();
+                        .per_protocol(records, &v.label, |r| (r.summary.ops_per_s / 1e3, r.rot_latency_us()[0] / 1e3));
                     draw(
                         "throughput-vs-median-rot-latency-w0.1.png",
                         LineChart {
@@ -627,12 +612,7 @@ impl Experiment {
     /// The paper's headline figures beside snowline's, as Markdown.
     pub fn headline(&self, records: &[RunRecord]) -> String {
         let mut out = String::new();
-        let by = |variant: &str, protocol: &str| -> Vec<&RunRecord> {
-            let mut v: Vec<&RunRecord> =
-                records.iter().filter(|r| r.variant == variant && r.protocol == protocol).collect();
-            v.sort_by_key(|r| r.clients_per_dc);
-            v
-        };
+        let by = |variant: &str, protocol: &str| runs_of(records, variant, protocol);
         let (subject, baseline) = (&self.protocols[0], &self.protocols[self.protocols.len() - 1]);
         match self.paper {
             Paper::Contrarian => {
@@ -782,6 +762,13 @@ impl Experiment {
 }
 
 /// The highest throughput of a sweep (ops/s).
+/// The runs of one protocol in one variant, by client count.
+fn runs_of<'a>(records: &'a [RunRecord], variant: &str, protocol: &str) -> Vec<&'a RunRecord> {
+    let mut v: Vec<&RunRecord> = records.iter().filter(|r| r.variant == variant && r.protocol == protocol).collect();
+    v.sort_by_key(|r| r.clients_per_dc);
+    v
+}
+
 pub fn peak_throughput(records: &[&RunRecord]) -> f64 {
     records.iter().map(|r| r.summary.ops_per_s).fold(0.0, f64::max)
 }
