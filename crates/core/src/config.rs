@@ -52,6 +52,12 @@ impl ProtocolConfig {
         use crate::Request::*;
         let keys = match req {
             Rot { keys } => keys.len(),
+            RotRounds { rounds } => {
+                if rounds.iter().any(Vec::is_empty) {
+                    return Err("every round of a multi-shot read-only transaction must name a key".into());
+                }
+                rounds.iter().map(Vec::len).sum()
+            }
             Put { .. } => 1,
             Update { writes } => writes.len(),
         };

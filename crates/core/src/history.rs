@@ -47,20 +47,18 @@ pub struct HistoryEvent {
 
 /// The micro-operations of a request as invoked: reads carry `null`.
 pub fn invoked_ops(req: &Request) -> Vec<HistoryOp> {
-    match req {
-        Request::Rot { keys } => keys.iter().map(|k| HistoryOp(OpKind::Read, k.clone(), None)).collect(),
-        _ => req.writes().into_iter().map(|(k, v)| HistoryOp(OpKind::Write, k, Some(v))).collect(),
+    if req.is_read_only() {
+        return req.reads().into_iter().map(|k| HistoryOp(OpKind::Read, k, None)).collect();
     }
+    req.writes().into_iter().map(|(k, v)| HistoryOp(OpKind::Write, k, Some(v))).collect()
 }
 
 /// The micro-operations of a completed request: reads carry the values returned.
 pub fn completed_ops(req: &Request, reply: &Reply) -> Vec<HistoryOp> {
-    match req {
-        Request::Rot { .. } => {
-            reply.reads.iter().map(|r| HistoryOp(OpKind::Read, r.key.clone(), r.value.clone())).collect()
-        }
-        _ => invoked_ops(req),
+    if req.is_read_only() {
+        return reply.reads.iter().map(|r| HistoryOp(OpKind::Read, r.key.clone(), r.value.clone())).collect();
     }
+    invoked_ops(req)
 }
 
 /// Records a history in memory, assigning indices and Jepsen-style process ids: after an operation ends in

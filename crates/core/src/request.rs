@@ -28,6 +28,10 @@ impl Version {
 pub enum Request {
     /// A one-shot read-only transaction (ROT) over a set of keys. A GET is a ROT of one key.
     Rot { keys: Vec<Key> },
+    /// A multi-shot read-only transaction (Tomsic §5.3: "10 rounds of 100 parallel reads"): rounds of parallel
+    /// reads over one snapshot, each round issued once the previous one has answered. The reply's reads are
+    /// every round's results, in order. Protocols whose read-only transactions are one-shot reject it.
+    RotRounds { rounds: Vec<Vec<Key>> },
     /// A single-key write.
     Put { key: Key, value: Value },
     /// A blind multi-key update transaction: all writes become visible atomically, or none.
@@ -40,19 +44,29 @@ impl Request {
         match self {
             Request::Rot { keys } if keys.len() == 1 => "get",
             Request::Rot { .. } => "rot",
+            Request::RotRounds { .. } => "rot-rounds",
             Request::Put { .. } => "put",
             Request::Update { .. } => "update",
         }
     }
 
     pub fn is_read_only(&self) -> bool {
-        matches!(self, Request::Rot { .. })
+        matches!(self, Request::Rot { .. } | Request::RotRounds { .. })
+    }
+
+    /// The keys this request reads, in order (every round of a multi-shot ROT).
+    pub fn reads(&self) -> Vec<Key> {
+        match self {
+            Request::Rot { keys } => keys.clone(),
+            Request::RotRounds { rounds } => rounds.concat(),
+            Request::Put { .. } | Request::Update { .. } => Vec::new(),
+        }
     }
 
     /// The keys and values this request writes, in order.
     pub fn writes(&self) -> Vec<(Key, Value)> {
         match self {
-            Request::Rot { .. } => Vec::new(),
+            Request::Rot { .. } | Request::RotRounds { .. } => Vec::new(),
             Request::Put { key, value } => vec![(key.clone(), value.clone())],
             Request::Update { writes } => writes.clone(),
         }

@@ -531,7 +531,7 @@ mod tests {
         let key = |r: &Request| match r {
             Request::Put { key, .. } => key.to_string(),
             Request::Rot { keys } => format!("{}+{}", keys[0], keys[1]),
-            Request::Update { .. } => unreachable!(),
+            other => unreachable!("{other:?}"),
         };
         let album = |k: &str| k.trim_start_matches(char::is_alphabetic).to_string();
         assert!(key(&ops[0]).starts_with("acl") && key(&ops[1]).starts_with("photo"));
@@ -631,7 +631,7 @@ mod tests {
                     puts += 1;
                     assert!(value.len() >= 8);
                 }
-                Request::Update { .. } => panic!("contrarian issues no update transactions"),
+                other => panic!("contrarian issues ROTs and PUTs only: {other:?}"),
             }
         }
         // w = #PUT / (#PUT + #individual reads) = 0.05 (Contrarian §5.1).
@@ -679,7 +679,7 @@ mod tests {
                     keys.dedup();
                     assert_eq!(keys.len(), 5);
                 }
-                Request::Update { .. } => panic!("eiger writes are independent PUTs"),
+                other => panic!("eiger issues ROTs and independent PUTs only: {other:?}"),
             }
         }
         let share = f64::from(writes) / f64::from(writes + rots);

@@ -518,6 +518,11 @@ impl ClientNode<Contrarian> for ContrarianClient {
                               issue single-key PUTs";
                 cx.complete(op, Err(OpError::Rejected(reason.into())));
             }
+            Request::RotRounds { .. } => {
+                let reason = "contrarian's read-only transactions are one-shot (Contrarian §2.3.2): \
+                              name every key in one ROT";
+                cx.complete(op, Err(OpError::Rejected(reason.into())));
+            }
             Request::Put { key, value } => {
                 self.puts.insert(op);
                 let to = self.topology.server_of(self.dc, &key);

@@ -904,6 +904,11 @@ impl CopsClient {
             return;
         }
         match request {
+            Request::RotRounds { .. } => {
+                let reason =
+                    format!("{}'s read-only transactions are one-shot (SNOW §5.3): name every key in one ROT", P::NAME);
+                cx.complete(op, Err(OpError::Rejected(reason)));
+            }
             Request::Rot { keys } => {
                 let rot = RotId { client: self.id, seq: self.next_rot };
                 self.next_rot += 1;

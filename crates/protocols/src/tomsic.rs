@@ -73,7 +73,7 @@ use snowline_core::{
     PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, StoredVersion, Topology,
     Value, VectorClock, Version,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::marker::PhantomData;
 
 /// Where the algorithms branch on `protocol` in the paper's pseudocode.
@@ -290,6 +290,11 @@ enum Coordinated {
         pending: usize,
         blocked_ns: u64,
         refused: Option<String>,
+        /// Results of the rounds already answered, in order.
+        done: Vec<ReadResult>,
+        /// Rounds not yet sent (multi-shot transactions).
+        remaining: VecDeque<Vec<Key>>,
+        rounds: u32,
     },
     Write {
         client: ClientId,
@@ -496,36 +501,34 @@ impl<F: Flavour> TomsicServer<F> {
         let txn = self.next_txn;
         self.next_txn += 1;
         match request {
-            Request::Rot { keys } => {
+            Request::Rot { .. } | Request::RotRounds { .. } => {
                 if Self::VARIANT == Variant::Op {
                     // What the session observes: the snapshot, plus the versions read (Alg. 1 line 12).
                     dep = ss.clone();
                 }
-                let mut slots: BTreeMap<PartitionId, Vec<usize>> = BTreeMap::new();
-                for (i, key) in keys.iter().enumerate() {
-                    slots.entry(self.topology.partition_of(key)).or_default().push(i);
-                }
-                let reads: Vec<(PartitionId, Vec<Key>)> =
-                    slots.iter().map(|(p, idx)| (*p, idx.iter().map(|i| keys[*i].clone()).collect())).collect();
-                let pending = slots.len();
-                let results = vec![None; keys.len()];
+                let remaining: VecDeque<Vec<Key>> = match request {
+                    Request::Rot { keys } => VecDeque::from([keys]),
+                    Request::RotRounds { rounds } => rounds.into(),
+                    _ => unreachable!("a read-only request"),
+                };
                 self.coordinated.insert(
                     txn,
                     Coordinated::Read {
                         client,
                         op,
-                        ss: ss.clone(),
+                        ss,
                         dep,
-                        results,
-                        slots,
-                        pending,
+                        results: Vec::new(),
+                        slots: BTreeMap::new(),
+                        pending: 0,
                         blocked_ns: waited_ns,
                         refused: None,
+                        done: Vec::new(),
+                        remaining,
+                        rounds: 0,
                     },
                 );
-                for (p, keys) in reads {
-                    self.send_to_partition(cx, p, TomsicMsg::Read { txn, keys, ss: ss.clone() });
-                }
+                self.next_round(cx, txn);
             }
             Request::Put { .. } | Request::Update { .. } => {
                 let mut by_partition: BTreeMap<PartitionId, Vec<(Key, Value)>> = BTreeMap::new();
@@ -552,6 +555,31 @@ impl<F: Flavour> TomsicServer<F> {
                     self.send_to_partition(cx, p, msg);
                 }
             }
+        }
+    }
+
+    /// Send the next round of a read-only transaction's reads, all at its snapshot (Alg. 1 lines 4–6); a
+    /// multi-shot transaction sends each round once the previous one has answered (Tomsic §5.3).
+    fn next_round(&mut self, cx: &mut Cx<'_, F>, txn: TxnId) {
+        let Some(Coordinated::Read { ss, results, slots, pending, done, remaining, rounds, .. }) =
+            self.coordinated.get_mut(&txn)
+        else {
+            unreachable!("transaction {txn} is a read")
+        };
+        done.extend(results.drain(..).map(|r| r.expect("every slot answered")));
+        let keys = remaining.pop_front().expect("a round to send");
+        slots.clear();
+        for (i, key) in keys.iter().enumerate() {
+            slots.entry(self.topology.partition_of(key)).or_default().push(i);
+        }
+        let reads: Vec<(PartitionId, Vec<Key>)> =
+            slots.iter().map(|(p, idx)| (*p, idx.iter().map(|i| keys[*i].clone()).collect())).collect();
+        *pending = slots.len();
+        *results = vec![None; keys.len()];
+        *rounds += 1;
+        let ss = ss.clone();
+        for (p, keys) in reads {
+            self.send_to_partition(cx, p, TomsicMsg::Read { txn, keys, ss: ss.clone() });
         }
     }
 
@@ -612,10 +640,15 @@ impl<F: Flavour> TomsicServer<F> {
             }
             (_, other) => unreachable!("reply {other:?} does not match transaction {txn}"),
         }
-        let done = match &self.coordinated[&txn] {
-            Coordinated::Read { pending, .. } | Coordinated::Write { pending, .. } => *pending == 0,
+        let (done, more_rounds) = match &self.coordinated[&txn] {
+            Coordinated::Read { pending, remaining, refused, .. } => {
+                (*pending == 0, refused.is_none() && !remaining.is_empty())
+            }
+            Coordinated::Write { pending, .. } => (*pending == 0, false),
         };
-        if done {
+        if done && more_rounds {
+            self.next_round(cx, txn);
+        } else if done {
             let state = self.coordinated.remove(&txn).expect("present");
             self.finish(cx, txn, state);
         }
@@ -628,10 +661,11 @@ impl<F: Flavour> TomsicServer<F> {
                 let session = SessionUpdate { dep, ss, stable };
                 cx.send(client, TomsicMsg::Done { op, result: Err(OpError::Rejected(reason)), session });
             }
-            Coordinated::Read { client, op, results, ss, dep, blocked_ns, .. } => {
-                let reads: Vec<ReadResult> = results.into_iter().map(|r| r.expect("every slot answered")).collect();
+            Coordinated::Read { client, op, results, ss, dep, blocked_ns, mut done, rounds, .. } => {
+                done.extend(results.into_iter().map(|r| r.expect("every slot answered")));
+                let reads = done;
                 let metrics =
-                    OpMetrics { rounds: 1, versions_returned: reads.len() as u32, blocked_ns, ..Default::default() };
+                    OpMetrics { rounds, versions_returned: reads.len() as u32, blocked_ns, ..Default::default() };
                 let session = SessionUpdate { dep, ss, stable };
                 cx.send(client, TomsicMsg::Done { op, result: Ok(Reply { reads, commit: None, metrics }), session });
             }
@@ -1014,6 +1048,7 @@ impl<F: Flavour> ClientNode<Tomsic<F>> for TomsicClient<F> {
         }
         let first_key = match &request {
             Request::Rot { keys } => keys[0].clone(),
+            Request::RotRounds { rounds } => rounds[0][0].clone(),
             Request::Put { key, .. } => key.clone(),
             Request::Update { writes } => writes[0].0.clone(),
         };
@@ -1153,6 +1188,39 @@ mod tests {
         assert_eq!(reply.reads[0], remote, "results come back in request order");
         assert_eq!(reply.reads[1].value.as_deref(), Some("a"));
         assert_eq!((reply.metrics.rounds, reply.metrics.versions_returned), (1, 2));
+    }
+
+    #[test]
+    fn a_multi_shot_read_only_transaction_sends_its_rounds_one_after_another_at_one_snapshot() {
+        // Tomsic §5.3 (multi-shot workload: rounds of parallel reads in one transaction) with Alg. 1 lines
+        // 1–13 per round: every round reads at the snapshot assigned at INIT.
+        let mut tc = server::<AvFlavour>(0, 0);
+        let request = Request::RotRounds { rounds: vec![vec![key(1)], vec![key(1), key(0)]] };
+        let out = deliver(&mut tc, CLIENT, begin(1, request));
+        let ss = vc([0, 0]);
+        assert_eq!(
+            out.sends,
+            vec![(Addr::Server(ServerId::new(0, 1)), TomsicMsg::Read { txn: 0, keys: vec![key(1)], ss: ss.clone() })]
+        );
+        let result = |v: &str| ReadResult {
+            key: key(1),
+            value: Some(v.into()),
+            version: Version { time: 3, dc: 0 },
+            versions_skipped: 0,
+        };
+        let reply =
+            |v: &str| TomsicMsg::ReadReply { txn: 0, results: vec![result(v)], max_cv: vc([3, 0]), blocked_ns: 0 };
+        let out = deliver(&mut tc, ServerId::new(0, 1), reply("a"));
+        assert_eq!(
+            out.sends,
+            vec![(Addr::Server(ServerId::new(0, 1)), TomsicMsg::Read { txn: 0, keys: vec![key(1)], ss })],
+            "the second round goes out once the first has answered, at the same snapshot; key(0) is read in place"
+        );
+        let out = deliver(&mut tc, ServerId::new(0, 1), reply("b"));
+        let reply = done(&out).as_ref().unwrap();
+        let values: Vec<_> = reply.reads.iter().map(|r| r.value.clone()).collect();
+        assert_eq!(values, vec![Some("a".into()), Some("b".into()), None]);
+        assert_eq!(reply.metrics.rounds, 2);
     }
 
     #[test]

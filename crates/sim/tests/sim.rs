@@ -6,8 +6,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, LinkAssumptions, Message, OpId, Protocol, ProtocolConfig, ReadResult, Reply,
-    Request, ServerId, ServerNode, Topology, Version,
+    Addr, ClientId, ClientNode, Ctx, DcId, LinkAssumptions, Message, OpError, OpId, Protocol, ProtocolConfig,
+    ReadResult, Reply, Request, ServerId, ServerNode, Topology, Version,
 };
 use snowline_sim::{CLOCK_BASE_NS, ClockModel, Completion, CpuModel, NetworkModel, Sim, SimConfig};
 use std::collections::BTreeMap;
@@ -128,6 +128,7 @@ impl<const F: bool> ClientNode<Echo<F>> for EchoClient {
                 }
                 cx.complete(op, Ok(Reply::default()));
             }
+            Request::RotRounds { .. } => cx.complete(op, Err(OpError::Rejected("unsupported".into()))),
         }
     }
 
