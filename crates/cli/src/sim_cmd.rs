@@ -86,6 +86,7 @@ impl WorkloadArgs {
             Pattern::Contrarian => MixedWorkload::contrarian(),
             Pattern::Eiger => MixedWorkload::eiger(),
             Pattern::TomsicSingle => MixedWorkload::tomsic_single(10),
+            Pattern::TomsicMulti { .. } => MixedWorkload::tomsic_multi(100),
             p => MixedWorkload { pattern: p, ..Default::default() },
         };
         if let Some(k) = self.keys {
@@ -139,6 +140,16 @@ impl WorkloadArgs {
     /// Reject bad arguments before any work starts.
     pub fn validate(&self) -> Result<()> {
         snowline_protocols::canonical_name(&self.protocol)?;
+        if matches!(self.workload, snowline_harness::Pattern::TomsicMulti { .. }) {
+            let multi_shot = |name: &str| with_protocol!(name, P => P::MULTI_SHOT_ROTS).unwrap_or(false);
+            let offering: Vec<&str> = snowline_protocols::PROTOCOLS.iter().copied().filter(|p| multi_shot(p)).collect();
+            anyhow::ensure!(
+                multi_shot(&self.protocol),
+                "workload tomsic-multi needs multi-shot read-only transactions; {}'s are one-shot (these protocols offer them: {})",
+                self.protocol,
+                offering.join(", ")
+            );
+        }
         if let Some(level) = &self.check {
             check_cmd::resolve_level(level, &self.protocol)?;
         }

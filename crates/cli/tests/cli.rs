@@ -215,9 +215,34 @@ fn a_sim_sweep_of_the_contrarian_workload_writes_a_results_directory_with_a_char
     let o = snowline(&["sim", "--workload", "contrarian", "--partitions", "2", "--partitions-per-rot", "4"]);
     assert!(!o.status.success());
     assert!(text(&o).contains("partitions per ROT"), "{}", text(&o));
-    let o = snowline(&["sim", "--workload", "tomsic-multi"]);
+    let o = snowline(&["sim", "--workload", "tomsic-multi", "--protocol", "cops"]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("multi-round"), "{}", text(&o));
+    assert!(text(&o).contains("multi-shot read-only transactions"), "{}", text(&o));
+    // Multi-shot ROTs (Tomsic §5.3.3) run where the protocol offers them.
+    let o = snowline(&[
+        "sim",
+        "--workload",
+        "tomsic-multi",
+        "--protocol",
+        "cure",
+        "--partitions",
+        "2",
+        "--keys",
+        "2000",
+        "--update-keys",
+        "2",
+        "--clients",
+        "2",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "0s",
+        "--check",
+        "claimed",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("rot-rounds") && t.contains("ROT rounds mean 10.00") && t.contains("check: tcc: ok"), "{t}");
 }
 
 #[test]

@@ -55,8 +55,9 @@ pub trait Protocol: Sized + 'static {
     /// The name users select it by (`--protocol NAME`).
     const NAME: &'static str;
     type Msg: Message;
-    /// A protocol's timers; fired back into `on_timer` unchanged.
-    type Timer: Clone + Debug + Send + 'static;
+    /// A protocol's timers; fired back into `on_timer` unchanged. Serializable so a durable server can
+    /// log them and keep them across a restart.
+    type Timer: Serialize + DeserializeOwned + Clone + Debug + Send + 'static;
     type Server: ServerNode<Self>;
     type Client: ClientNode<Self>;
 
@@ -64,13 +65,20 @@ pub trait Protocol: Sized + 'static {
     /// without them reject `Update` and workloads issue single-key PUTs instead.
     const WRITE_TRANSACTIONS: bool;
 
+    /// Whether the protocol offers multi-shot read-only transactions (`Request::RotRounds`: several rounds
+    /// over one snapshot). Protocols whose ROTs are one-shot reject them.
+    const MULTI_SHOT_ROTS: bool;
+
     fn links() -> LinkAssumptions;
     fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> Self::Server;
     fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> Self::Client;
 }
 
 /// A partition server's state machine. See the module docs for the call order.
-pub trait ServerNode<P: Protocol>: Send + 'static {
+///
+/// Serializable: a durable server checkpoints its nodes' whole state (`snowline-storage`), so everything
+/// a correct restart needs must be in the struct (and nothing may depend on hashing or addresses).
+pub trait ServerNode<P: Protocol>: Serialize + DeserializeOwned + Send + 'static {
     fn on_start(&mut self, cx: &mut Ctx<'_, P>);
     fn on_message(&mut self, cx: &mut Ctx<'_, P>, from: Addr, msg: P::Msg);
     fn on_timer(&mut self, cx: &mut Ctx<'_, P>, timer: P::Timer);

@@ -1,10 +1,11 @@
 //! The multi-version store: per key, a chain of versions ordered by [`Version`], with garbage collection.
 
 use crate::request::{Key, Value, Version};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One stored version of a key with the protocol's metadata (dependency or commit vectors, ...).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredVersion<M> {
     pub value: Value,
     pub version: Version,
@@ -25,7 +26,7 @@ impl<M> StoredVersion<M> {
 /// time is at or after the horizon still reads exactly what it would have read without collection; a
 /// snapshot older than the horizon may no longer find its version, and the protocol must not serve one.
 /// Protocols whose snapshots are vectors rather than times (Contrarian) use [`MvStore::collect_below`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GcPolicy {
     SingleVersion,
     KeepSince { horizon: u64 },
@@ -34,7 +35,7 @@ pub enum GcPolicy {
 /// Versions of each key, oldest first, ordered by `(version, value)`: two writes that got the same version
 /// (equal commit timestamps from different coordinators) are ordered by value, the same way in every
 /// replica, so last-writer-wins replicas converge whatever order updates arrive in. Keys iterate in order (a `BTreeMap`) so nothing depends on hashing.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MvStore<M> {
     keys: BTreeMap<Key, Vec<StoredVersion<M>>>,
     /// Keys holding more than one version: the only ones garbage collection needs to visit.

@@ -35,6 +35,11 @@ impl Topology {
         0..self.dcs
     }
 
+    /// Whether `s` is a server of this topology.
+    pub fn contains(&self, s: ServerId) -> bool {
+        s.dc < self.dcs && s.partition < self.partitions
+    }
+
     pub fn servers(&self) -> impl Iterator<Item = ServerId> + use<> {
         let partitions = self.partitions;
         (0..self.dcs).flat_map(move |dc| (0..partitions).map(move |p| ServerId::new(dc, p)))

@@ -201,7 +201,7 @@ impl Experiment {
                 notes.push(format!(
                     "2 DCs × {partitions} partitions, {keys} keys chosen 80/20, ROTs of 100 parallel reads, updates of \
                      2/10/100 keys read (the paper: 2 logical DCs of 16 machines and 512 partitions in one cluster, \
-                     1.6M keys); tomsic-multi is left out (the request API has no multi-round ROTs)"
+                     1.6M keys); tomsic-multi is not part of this reproduction yet (run it with --workload tomsic-multi)"
                 ));
                 let clients = match (sim, quick) {
                     (true, true) => vec![8, 40, 160],

@@ -110,11 +110,17 @@ pub enum Pattern {
     /// read. Keys are chosen 80/20 ([`HotSpot`]: 80% of accesses to 20% of `keys`). Protocols without write
     /// transactions PUT the first of those keys instead.
     TomsicSingle,
+    /// Tomsic §5.3.3 (multi-shot ROTs): like `TomsicSingle`, but the read-only transaction reads its keys in
+    /// `rounds` rounds of `rot_keys` (10 rounds of 100: 1,000 reads) over one snapshot, each round issued when
+    /// the previous one has answered; updates of 2, 100 or 1,000 of the keys read. Needs a protocol with
+    /// multi-shot read-only transactions (Cure, AV, OP, CV).
+    TomsicMulti { rounds: usize },
 }
 
 impl Pattern {
     /// Every pattern's name, as `--workload` takes it.
-    pub const NAMES: &'static [&'static str] = &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single"];
+    pub const NAMES: &'static [&'static str] =
+        &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single", "tomsic-multi"];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -123,6 +129,7 @@ impl Pattern {
             Pattern::Contrarian => "contrarian",
             Pattern::Eiger => "eiger",
             Pattern::TomsicSingle => "tomsic-single",
+            Pattern::TomsicMulti { .. } => "tomsic-multi",
         }
     }
 }
@@ -136,9 +143,7 @@ impl std::str::FromStr for Pattern {
             "contrarian" => Ok(Pattern::Contrarian),
             "eiger" => Ok(Pattern::Eiger),
             "tomsic-single" => Ok(Pattern::TomsicSingle),
-            "tomsic-multi" => Err("workload tomsic-multi needs multi-round read-only transactions, which the \
-                 request API does not offer yet"
-                .into()),
+            "tomsic-multi" => Ok(Pattern::TomsicMulti { rounds: 10 }),
             other => Err(format!("unknown workload {other:?}; valid workloads: {}", Pattern::NAMES.join(", "))),
         }
     }
@@ -230,6 +235,12 @@ impl MixedWorkload {
         }
     }
 
+    /// Tomsic §5.3.3: ROTs of 10 rounds of 100 reads, then an update of `update_keys` of the keys read;
+    /// 80/20 key choice; 100-byte values.
+    pub fn tomsic_multi(update_keys: usize) -> Self {
+        Self { pattern: Pattern::TomsicMulti { rounds: 10 }, ..Self::tomsic_single(update_keys) }
+    }
+
     /// Reject parameters the pattern cannot use.
     pub fn validate(&self, topology: Topology) -> Result<(), String> {
         if !(self.zipf >= 0.0 && self.zipf.is_finite()) {
@@ -275,6 +286,20 @@ impl MixedWorkload {
                     ));
                 }
             }
+            Pattern::TomsicMulti { rounds } => {
+                let reads = self.rot_keys * rounds;
+                if rounds == 0
+                    || self.rot_keys == 0
+                    || reads > self.keys
+                    || self.update_keys == 0
+                    || self.update_keys > reads
+                {
+                    return Err(format!(
+                        "tomsic-multi needs 1 <= update keys ({}) <= reads per ROT ({rounds} rounds × {}) <= keys ({})",
+                        self.update_keys, self.rot_keys, self.keys
+                    ));
+                }
+            }
             Pattern::Mixed | Pattern::PhotoAcl { .. } => {}
         }
         Ok(())
@@ -306,7 +331,7 @@ impl Generator {
     /// A generator for `spec` over `topology` (contrarian places keys on partitions with the topology's hash).
     pub fn new(spec: MixedWorkload, topology: Topology) -> Self {
         let keys = match spec.pattern {
-            Pattern::TomsicSingle => KeySpace::HotSpot(HotSpot::new(spec.keys, 0.2, 0.8)),
+            Pattern::TomsicSingle | Pattern::TomsicMulti { .. } => KeySpace::HotSpot(HotSpot::new(spec.keys, 0.2, 0.8)),
             Pattern::Contrarian => {
                 let per = spec.keys_per_partition.max(1);
                 let parts = usize::from(topology.partitions);
@@ -472,6 +497,12 @@ impl Generator {
                 let keys = self.distinct_keys(rng, self.spec.rot_keys);
                 let written: Vec<Key> = keys.iter().take(self.spec.update_keys).cloned().collect();
                 vec![Request::Rot { keys }, self.update(written, writer, seq + 1)]
+            }
+            Pattern::TomsicMulti { rounds } => {
+                let keys = self.distinct_keys(rng, self.spec.rot_keys * rounds.max(1));
+                let written: Vec<Key> = keys.iter().take(self.spec.update_keys).cloned().collect();
+                let rounds = keys.chunks(self.spec.rot_keys.max(1)).map(<[Key]>::to_vec).collect();
+                vec![Request::RotRounds { rounds }, self.update(written, writer, seq + 1)]
             }
             Pattern::Mixed => vec![self.mixed(rng, writer, seq)],
         }
@@ -687,6 +718,28 @@ mod tests {
     }
 
     #[test]
+    fn tomsic_multi_reads_rounds_of_distinct_keys_then_updates_some_of_them() {
+        // Tomsic §5.3.3: 10 rounds of 100 parallel reads, then an update over keys read.
+        let spec = MixedWorkload { keys: 5000, ..MixedWorkload::tomsic_multi(100) };
+        spec.validate(Topology::new(2, 4)).unwrap();
+        let g = Generator::new(spec, Topology::new(2, 4));
+        let mut rng = SmallRng::seed_from_u64(9);
+        let batch = g.next_batch(&mut rng, 1, 0);
+        let Request::RotRounds { rounds } = &batch[0] else { panic!("{:?}", batch[0]) };
+        assert_eq!(rounds.len(), 10);
+        assert!(rounds.iter().all(|r| r.len() == 100));
+        let mut all: Vec<Key> = rounds.concat();
+        let written: Vec<Key> = batch[1].writes().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(written.len(), 100);
+        assert!(written.iter().all(|k| all.contains(k)), "updates touch keys just read");
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 1000, "the reads are distinct");
+        let too_big = MixedWorkload { keys: 500, ..MixedWorkload::tomsic_multi(2) };
+        assert!(too_big.validate(Topology::new(2, 4)).unwrap_err().contains("tomsic-multi"));
+    }
+
+    #[test]
     fn tomsic_single_updates_a_subset_of_the_keys_just_read() {
         let spec = MixedWorkload { keys: 2000, ..MixedWorkload::tomsic_single(10) };
         let g = Generator::new(spec.clone(), Topology::new(2, 4));
@@ -706,7 +759,7 @@ mod tests {
         let g = g.write_transactions(false);
         let batch = g.next_batch(&mut rng, 2, 0);
         assert!(matches!(batch[1], Request::Put { .. }));
-        assert!("tomsic-multi".parse::<Pattern>().unwrap_err().contains("multi-round"));
+        assert_eq!("tomsic-multi".parse::<Pattern>(), Ok(Pattern::TomsicMulti { rounds: 10 }));
         assert!(spec.validate(Topology::new(1, 1)).is_ok());
         assert!(MixedWorkload { update_keys: 101, ..spec }.validate(Topology::new(1, 1)).is_err());
     }

@@ -38,7 +38,11 @@ fn faulty_config(seed: u64) -> (SimConfig, (u64, u64)) {
 }
 
 fn check_protocol<P: Protocol>() {
-    for seed in 0..seeds() {
+    check_protocol_with::<P>(MixedWorkload { keys: 30, ..Default::default() }, seeds());
+}
+
+fn check_protocol_with<P: Protocol>(workload: MixedWorkload, seeds: u64) {
+    for seed in 0..seeds {
         let (config, (cut_from, cut_until)) = faulty_config(seed);
         let replay = format!("seed {seed}: {config:?}, partition dc0|dc1 over [{cut_from}, {cut_until}) ns");
         let mut sim: Sim<P> = Sim::new(config);
@@ -49,7 +53,7 @@ fn check_protocol<P: Protocol>() {
             duration_ns: 800_000_000,
             warmup_ns: 0,
             cooldown_ns: 0,
-            workload: MixedWorkload { keys: 30, ..Default::default() },
+            workload: workload.clone(),
             record_history: true,
             seed,
             final_reads_after_ns: Some(2_000_000_000),
@@ -111,4 +115,22 @@ fn cops_survives_spikes_skew_and_a_healing_partition() {
 #[test]
 fn cops_snow_survives_spikes_skew_and_a_healing_partition() {
     check_protocol::<snowline_protocols::CopsSnow>();
+}
+
+/// Multi-shot read-only transactions (Tomsic §5.3.3: rounds of reads over one snapshot, then an update of
+/// keys read) keep each protocol's claim under the same faults.
+#[test]
+fn multi_shot_rots_keep_the_claims_of_the_tomsic_protocols() {
+    let workload = MixedWorkload {
+        keys: 60,
+        rot_keys: 4,
+        update_keys: 3,
+        pattern: snowline_harness::Pattern::TomsicMulti { rounds: 3 },
+        ..MixedWorkload::tomsic_single(3)
+    };
+    let seeds = seeds().div_ceil(3);
+    check_protocol_with::<snowline_protocols::Cure>(workload.clone(), seeds);
+    check_protocol_with::<snowline_protocols::Av>(workload.clone(), seeds);
+    check_protocol_with::<snowline_protocols::Op>(workload.clone(), seeds);
+    check_protocol_with::<snowline_protocols::Cv>(workload, seeds);
 }

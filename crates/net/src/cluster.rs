@@ -10,7 +10,7 @@
 use crate::NetError;
 use crate::config::ClusterConfig;
 use crate::util::os_u64;
-use std::fs::File;
+use snowline_storage::FsyncPolicy;
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,39 +24,102 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 pub struct LocalCluster {
     dir: PathBuf,
     config: ClusterConfig,
+    exe: PathBuf,
+    data: Option<LocalData>,
     /// `(node id, child)`; behind a mutex so that waiting and polling need only `&self`.
     children: Mutex<Vec<(u32, Child)>>,
 }
 
-/// Start one server process per node of `config`; see the module docs.
+/// Durable local clusters: node `N` keeps its data in `root/node-N` with the given fsync policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalData {
+    pub root: PathBuf,
+    pub fsync: FsyncPolicy,
+}
+
+/// Start one server process per node of `config`, in memory; see the module docs.
 pub fn spawn_local_cluster(exe: &Path, dir: &Path, config: &ClusterConfig) -> Result<LocalCluster, NetError> {
+    spawn_local_cluster_with(exe, dir, config, None)
+}
+
+/// [`spawn_local_cluster`], durable when `data` is given (`EXE server ... --data-dir ROOT/node-ID --fsync P`).
+pub fn spawn_local_cluster_with(
+    exe: &Path,
+    dir: &Path,
+    config: &ClusterConfig,
+    data: Option<LocalData>,
+) -> Result<LocalCluster, NetError> {
     config.validate()?;
     std::fs::create_dir_all(dir)?;
-    let config_path = dir.join("cluster.toml");
-    config.save(&config_path)?;
-    let mut cluster = LocalCluster { dir: dir.to_owned(), config: config.clone(), children: Mutex::default() };
+    config.save(dir.join("cluster.toml"))?;
+    let mut cluster = LocalCluster {
+        dir: dir.to_owned(),
+        config: config.clone(),
+        exe: exe.to_owned(),
+        data,
+        children: Mutex::default(),
+    };
     for node in &config.nodes {
-        let log_path = dir.join(format!("node-{}.log", node.id));
-        let log = File::create(&log_path)?;
-        let child = Command::new(exe)
-            .arg("server")
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--node")
-            .arg(node.id.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .map_err(|source| NetError::Spawn { exe: exe.to_owned(), source })?;
+        let child = cluster.spawn_node(node.id, false)?;
         cluster.children.get_mut().expect("not poisoned").push((node.id, child));
     }
-    let pids: String = cluster.node_pids().iter().map(|(id, pid)| format!("{id} {pid}\n")).collect();
-    std::fs::write(dir.join("pids"), pids)?;
+    cluster.write_pids()?;
     Ok(cluster)
 }
 
 impl LocalCluster {
+    fn spawn_node(&self, id: u32, append_log: bool) -> Result<Child, NetError> {
+        let log_path = self.dir.join(format!("node-{id}.log"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(append_log)
+            .write(true)
+            .truncate(!append_log)
+            .open(&log_path)?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("server").arg("--config").arg(self.dir.join("cluster.toml")).arg("--node").arg(id.to_string());
+        if let Some(d) = &self.data {
+            cmd.arg("--data-dir").arg(d.root.join(format!("node-{id}"))).arg("--fsync").arg(d.fsync.to_string());
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .map_err(|source| NetError::Spawn { exe: self.exe.clone(), source })
+    }
+
+    fn write_pids(&self) -> Result<(), NetError> {
+        let pids: String = self.node_pids().iter().map(|(id, pid)| format!("{id} {pid}\n")).collect();
+        std::fs::write(self.dir.join("pids"), pids)?;
+        Ok(())
+    }
+
+    /// Kill node `id`'s process with SIGKILL (no chance to flush anything) and reap it.
+    pub fn kill_node(&self, id: u32) -> Result<(), NetError> {
+        let mut children = self.lock();
+        let pos = children
+            .iter()
+            .position(|(n, _)| *n == id)
+            .ok_or_else(|| NetError::Cluster(format!("node {id} is not running")))?;
+        let (_, mut child) = children.remove(pos);
+        let _ = child.kill();
+        child.wait()?;
+        drop(children);
+        self.write_pids()
+    }
+
+    /// Start node `id` again (after [`kill_node`](Self::kill_node)) with the same arguments; its log is
+    /// appended to. Returns once it accepts connections.
+    pub fn restart_node(&self, id: u32, timeout: Duration) -> Result<(), NetError> {
+        if self.lock().iter().any(|(n, _)| *n == id) {
+            return Err(NetError::Cluster(format!("node {id} is already running")));
+        }
+        let child = self.spawn_node(id, true)?;
+        self.lock().push((id, child));
+        self.write_pids()?;
+        self.wait_ready(timeout)
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -79,10 +142,12 @@ impl LocalCluster {
         self.children.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wait until every node accepts TCP connections. Fails early, naming the log, if a child exits.
+    /// Wait until every running node accepts TCP connections. Fails early, naming the log, if a child exits.
     pub fn wait_ready(&self, timeout: Duration) -> Result<(), NetError> {
         let deadline = Instant::now() + timeout;
-        let mut waiting: Vec<(u32, String)> = self.config.nodes.iter().map(|n| (n.id, n.addr.clone())).collect();
+        let running: Vec<u32> = self.lock().iter().map(|(id, _)| *id).collect();
+        let mut waiting: Vec<(u32, String)> =
+            self.config.nodes.iter().filter(|n| running.contains(&n.id)).map(|n| (n.id, n.addr.clone())).collect();
         loop {
             for (id, child) in self.lock().iter_mut() {
                 if let Some(status) = child.try_wait()? {

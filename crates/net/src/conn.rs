@@ -100,6 +100,8 @@ fn describe<M: Message>(f: &Frame<M>) -> String {
         Frame::Msg { from, to, msg } => format!("{} message {from} -> {to}", msg.kind()),
         Frame::Hello { .. } => "hello".into(),
         Frame::Error { .. } => "error frame".into(),
+        Frame::Seq { from, to, seq, msg } => format!("{} message {from} -> {to} (#{seq})", msg.kind()),
+        Frame::Ack { from, to, seq, .. } => format!("ack {from} -> {to} (#{seq})"),
     }
 }
 
@@ -255,7 +257,8 @@ async fn read_peer<M: Message>(
                 }
             }
             Ok(Frame::Error { message }) => eprintln!("warning: {label}: peer closed the connection: {message}"),
-            Ok(Frame::Hello { .. }) => {}
+            // Clients are never sent sequenced messages or acknowledgements.
+            Ok(Frame::Hello { .. } | Frame::Seq { .. } | Frame::Ack { .. }) => {}
             Err(e) => {
                 eprintln!("warning: {label}: closing connection: {e}");
                 break;

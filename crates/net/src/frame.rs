@@ -10,14 +10,14 @@
 //! running different protocols (whose messages would decode as garbage) refuse each other clearly.
 //!
 //! On every connection the connecting side first sends [`Frame::Hello`]; then either side sends
-//! [`Frame::Msg`]s. A server that refuses a peer or closes a connection because of a bad frame first sends
+//! [`Frame::Msg`]s (between durable servers, [`Frame::Seq`] and [`Frame::Ack`]). A server that refuses a peer or closes a connection because of a bad frame first sends
 //! [`Frame::Error`] saying why. A malformed, truncated, oversized or wrong-version frame closes only the
 //! connection it arrived on.
 
 use bytes::{BufMut, BytesMut};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use snowline_core::Addr;
+use snowline_core::{Addr, ServerId};
 use tokio_util::codec::LengthDelimitedCodec;
 
 /// The current wire version, the first byte of every payload.
@@ -35,6 +35,12 @@ pub enum Frame<M> {
     Msg { from: Addr, to: Addr, msg: M },
     /// Why the sender is closing or refusing the connection.
     Error { message: String },
+    /// A protocol message between servers of durable processes: message `seq` of the link `from → to`
+    /// (exactly-once, FIFO across crashes; `snowline_storage::host`). A non-durable server treats it as `Msg`.
+    Seq { from: ServerId, to: ServerId, seq: u64, msg: M },
+    /// `from` has durably delivered the link `to → from` up to `seq`; with `resend`, it asks `to` to send
+    /// everything after `seq` again (the catch-up exchange). Non-durable servers ignore it.
+    Ack { from: ServerId, to: ServerId, seq: u64, resend: bool },
 }
 
 /// A frame that could not be encoded or decoded.

@@ -27,10 +27,12 @@ pub mod server;
 mod util;
 
 pub use client::{ClientRuntime, DEFAULT_OP_TIMEOUT, Session};
-pub use cluster::{LocalCluster, free_base_port, spawn_local_cluster, stop_cluster_dir};
+pub use cluster::{
+    LocalCluster, LocalData, free_base_port, spawn_local_cluster, spawn_local_cluster_with, stop_cluster_dir,
+};
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use frame::{Frame, FrameError, WIRE_VERSION};
-pub use server::{run_server, shutdown_signal};
+pub use server::{Durability, run_server, run_server_with, shutdown_signal};
 
 use std::path::PathBuf;
 
@@ -55,4 +57,7 @@ pub enum NetError {
     Cluster(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The data directory of a durable server cannot be used (the message names the file).
+    #[error(transparent)]
+    Storage(#[from] snowline_storage::StorageError),
 }

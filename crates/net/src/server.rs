@@ -28,13 +28,15 @@ use crate::NetError;
 use crate::config::ClusterConfig;
 use crate::conn::{self, OutTx, PeerSpec};
 use crate::frame::{self, Frame};
-use crate::util::{NodeClock, TimerHeap, far_future, node_rng};
+use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
 use futures::StreamExt;
 use rand::rngs::SmallRng;
 use snowline_core::{Addr, ClientId, Ctx, DcId, Effects, Message, Protocol, ServerId, ServerNode};
+use snowline_storage::{DurableHost, FsyncPolicy, Log, Output};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -58,7 +60,15 @@ enum Inbound<M> {
         conn: u64,
         from: Addr,
         to: Addr,
+        /// The message's number on its link, for a sequenced (`Frame::Seq`) message.
+        seq: Option<u64>,
         msg: M,
+    },
+    Ack {
+        from: ServerId,
+        to: ServerId,
+        seq: u64,
+        resend: bool,
     },
     Closed {
         conn: u64,
@@ -78,14 +88,38 @@ enum Input<P: Protocol> {
     Timer(P::Timer),
 }
 
-/// Run node `node_id` of `config` until `shutdown` resolves, then stop accepting, give queued outbound
-/// frames a moment to be written, and return `Ok(())`.
-///
-/// Errors: an invalid config, a `node_id` not in it, a config naming another protocol than `P`, or an
-/// address that cannot be bound. Works on a current-thread runtime (the recommended setup).
+/// Where and how a durable server keeps its data (`snowline server --data-dir DIR --fsync POLICY`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Durability {
+    /// The server's own data directory (one per server process).
+    pub data_dir: PathBuf,
+    pub fsync: FsyncPolicy,
+}
+
+/// How often a durable server acknowledges what it delivered and retransmits stalled links.
+const DURABLE_TICK: Duration = Duration::from_millis(100);
+
+/// [`run_server_with`] without durability: everything in memory.
 pub async fn run_server<P: Protocol>(
     config: ClusterConfig,
     node_id: u32,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), NetError> {
+    run_server_with::<P>(config, node_id, None, shutdown).await
+}
+
+/// Run node `node_id` of `config` until `shutdown` resolves, then stop accepting, give queued outbound
+/// frames a moment to be written, and return `Ok(())`. With `durability`, the hosted servers log their
+/// inputs there and recover from it on start (`snowline_storage::host`): nothing they acknowledged is lost
+/// when the process dies, and they catch up with the rest of the cluster.
+///
+/// Errors: an invalid config, a `node_id` not in it, a config naming another protocol than `P`, an
+/// address that cannot be bound, or a data directory that cannot be used (damaged, another deployment's,
+/// a failed write). Works on a current-thread runtime (the recommended setup).
+pub async fn run_server_with<P: Protocol>(
+    config: ClusterConfig,
+    node_id: u32,
+    durability: Option<Durability>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), NetError> {
     config.validate()?;
@@ -107,17 +141,52 @@ pub async fn run_server<P: Protocol>(
     let accept = tokio::spawn(accept_loop::<P>(listener, inbox_tx, config.max_frame_bytes, stop_rx));
 
     let mut server = EventLoop::<P>::new(config, node_id);
-    for idx in 0..server.hosted.len() {
-        server.handle(idx, Input::Start);
+    if let Some(d) = durability {
+        // Opened before anything is handled: a damaged or foreign data directory stops the server here.
+        let (log, recovered) = Log::open_with(&d.data_dir, d.fsync)?;
+        let (records, from_checkpoint) = (recovered.records.len(), recovered.checkpoint.is_some());
+        let hosted: Vec<ServerId> = server.hosted.iter().map(|h| h.id).collect();
+        let file = log.path().to_path_buf();
+        let host = DurableHost::open(
+            log,
+            &file,
+            recovered,
+            server.config.topology(),
+            &server.config.protocol_config,
+            &hosted,
+            os_u64(),
+            wall_ns(),
+        )?;
+        eprintln!(
+            "snowline server: node {node_id}: data in {} (fsync {}): {}",
+            file.display(),
+            d.fsync,
+            if records == 0 && !from_checkpoint {
+                "new".to_owned()
+            } else {
+                format!(
+                    "recovered {}{records} logged inputs; asking the cluster for what was missed",
+                    if from_checkpoint { "a checkpoint and " } else { "" }
+                )
+            }
+        );
+        server.durable = Some(DurableState { host, policy: d.fsync, timers: TimerHeap::new(), oldest_pending: None });
+    } else {
+        for idx in 0..server.hosted.len() {
+            server.handle(idx, Input::Start);
+        }
+        server.drain_local();
     }
-    server.drain_local();
+    server.flush_durable()?;
 
     let mut shutdown = std::pin::pin!(shutdown);
     let sleep = tokio::time::sleep_until(far_future());
     let mut sleep = std::pin::pin!(sleep);
     let mut armed: Option<Instant> = None;
+    let mut tick = tokio::time::interval(DURABLE_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let next = server.timers.next_due();
+        let next = server.next_deadline();
         if next != armed {
             sleep.as_mut().reset(next.unwrap_or_else(far_future));
             armed = next;
@@ -128,6 +197,11 @@ pub async fn run_server<P: Protocol>(
             _ = &mut sleep, if armed.is_some() => {
                 armed = None;
                 server.fire_due_timers();
+            }
+            _ = tick.tick(), if server.durable.is_some() => {
+                if let Some(d) = &mut server.durable {
+                    d.host.tick(wall_ns());
+                }
             }
             ev = inbox.recv() => {
                 let Some(ev) = ev else { break };
@@ -141,7 +215,10 @@ pub async fn run_server<P: Protocol>(
             }
         }
         server.drain_local();
+        server.flush_durable()?;
     }
+    // A clean stop makes everything handled durable, so the effects it held can go out.
+    server.flush_durable_now(true)?;
 
     // Shutdown: stop accepting, let links write what is queued (ignoring emulated latency), then abort.
     let _ = stop_accept.send(());
@@ -176,6 +253,27 @@ struct EventLoop<P: Protocol> {
     tasks: JoinSet<()>,
     /// Monotonic time of the input being handled (stamps outgoing frames for the latency queues).
     now: Instant,
+    /// With a data directory: the hosted servers live in the durable host instead of `hosted[..].node`.
+    durable: Option<DurableState<P>>,
+}
+
+struct DurableState<P: Protocol> {
+    host: DurableHost<P, Log>,
+    policy: FsyncPolicy,
+    /// (hosted index, timer id).
+    timers: TimerHeap<usize, u64>,
+    /// When the oldest record not yet committed was appended (group commit's delay bound).
+    oldest_pending: Option<Instant>,
+}
+
+impl<P: Protocol> DurableState<P> {
+    /// When group commit must commit what is pending (other policies commit at once).
+    fn commit_deadline(&self) -> Option<Instant> {
+        match (self.policy, self.oldest_pending) {
+            (FsyncPolicy::Group { max_delay_ms, .. }, Some(t)) => Some(t + Duration::from_millis(max_delay_ms)),
+            _ => None,
+        }
+    }
 }
 
 impl<P: Protocol> EventLoop<P> {
@@ -221,7 +319,62 @@ impl<P: Protocol> EventLoop<P> {
             hello,
             tasks: JoinSet::new(),
             now: Instant::now(),
+            durable: None,
         }
+    }
+
+    /// The earliest protocol timer or group-commit deadline.
+    fn next_deadline(&self) -> Option<Instant> {
+        let mut next = self.timers.next_due();
+        if let Some(d) = &self.durable {
+            for t in [d.timers.next_due(), d.commit_deadline()].into_iter().flatten() {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        next
+    }
+
+    /// Durable mode: commit as the fsync policy says, then carry out what the host released.
+    fn flush_durable(&mut self) -> Result<(), NetError> {
+        self.flush_durable_now(false)
+    }
+
+    /// `flush_durable`; with `force`, commit whatever the policy says.
+    fn flush_durable_now(&mut self, force: bool) -> Result<(), NetError> {
+        let Some(d) = &mut self.durable else { return Ok(()) };
+        if d.host.pending() > 0 {
+            let now = Instant::now();
+            let oldest = *d.oldest_pending.get_or_insert(now);
+            let due = force
+                || match d.policy {
+                    FsyncPolicy::PerWrite | FsyncPolicy::None => true,
+                    FsyncPolicy::Group { max_delay_ms, max_batch } => {
+                        d.host.pending() >= max_batch.max(1) || now >= oldest + Duration::from_millis(max_delay_ms)
+                    }
+                };
+            if due {
+                d.host.commit()?;
+                d.oldest_pending = None;
+            }
+        }
+        let outputs = d.host.take_outputs();
+        self.now = Instant::now();
+        for out in outputs {
+            match out {
+                Output::ToClient { from, to, msg } => self.send(from, to, msg),
+                Output::Seq { from, to, seq, msg } => {
+                    self.send_frame(to, Frame::Seq { from, to, seq, msg });
+                }
+                Output::Ack { from, to, seq, resend } => {
+                    self.send_frame(to, Frame::Ack { from, to, seq, resend });
+                }
+                Output::Timer { node, id, delay_ns } => {
+                    let d = self.durable.as_mut().expect("durable");
+                    d.timers.push(self.now, delay_ns, node, id);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn hosted_index(&self, s: ServerId) -> Option<usize> {
@@ -244,11 +397,25 @@ impl<P: Protocol> EventLoop<P> {
                 self.clients.retain(|_, c| *c != conn);
                 self.client_runtimes.retain(|_, c| *c != conn);
             }
-            Inbound::Msg { conn, from, to, msg } => {
+            Inbound::Ack { from, to, seq, resend } => {
+                if let Some(d) = &mut self.durable {
+                    d.host.on_ack(from, to, seq, resend, wall_ns());
+                }
+            }
+            Inbound::Msg { conn, from, to, seq, msg } => {
                 let Addr::Server(to_server) = to else {
                     eprintln!("warning: dropping a {} message from {from} addressed to client {to}", msg.kind());
                     return;
                 };
+                if let Some(d) = &mut self.durable {
+                    if let Addr::Client(c) = from {
+                        self.clients.insert(c, conn);
+                    }
+                    if !d.host.on_message(to_server, from, seq, msg, wall_ns()) {
+                        eprintln!("warning: dropping a message from {from} to {to}: not hosted here");
+                    }
+                    return;
+                }
                 let Some(idx) = self.hosted_index(to_server) else {
                     eprintln!("warning: dropping a {} message from {from} to {to}: not hosted here", msg.kind());
                     return;
@@ -265,6 +432,11 @@ impl<P: Protocol> EventLoop<P> {
         let now = Instant::now();
         while let Some((idx, timer)) = self.timers.pop_due(now) {
             self.handle(idx, Input::Timer(timer));
+        }
+        if let Some(d) = &mut self.durable {
+            while let Some((idx, id)) = d.timers.pop_due(now) {
+                d.host.on_timer(idx, id, wall_ns());
+            }
         }
     }
 
@@ -311,8 +483,27 @@ impl<P: Protocol> EventLoop<P> {
                     eprintln!("warning: {from} sent a {} message to {s}, which does not exist", msg.kind());
                     return;
                 }
-                let node = self.node_of_server
-                    [usize::from(s.dc) * usize::from(self.config.partitions) + usize::from(s.partition)];
+                self.send_frame(s, Frame::Msg { from: Addr::Server(from), to, msg });
+            }
+            Addr::Client(c) => {
+                let Some(conn) = self.clients.get(&c).or_else(|| self.client_runtimes.get(&(c.0 >> 32))) else {
+                    return;
+                };
+                let Some(tx) = self.conns.get(conn) else { return };
+                let _ = tx.send((self.now, Frame::Msg { from: Addr::Server(from), to, msg }));
+            }
+        }
+    }
+
+    /// Queue `frame` on the link to the node hosting server `s` (of another process), starting it if needed.
+    fn send_frame(&mut self, s: ServerId, frame: Frame<P::Msg>) {
+        if !self.config.topology().contains(s) {
+            return;
+        }
+        let node =
+            self.node_of_server[usize::from(s.dc) * usize::from(self.config.partitions) + usize::from(s.partition)];
+        {
+            {
                 let tx = match &self.peers[node] {
                     Some(tx) => tx,
                     None => {
@@ -332,14 +523,7 @@ impl<P: Protocol> EventLoop<P> {
                         self.peers[node].as_ref().expect("just set")
                     }
                 };
-                let _ = tx.send((self.now, Frame::Msg { from: Addr::Server(from), to, msg }));
-            }
-            Addr::Client(c) => {
-                let Some(conn) = self.clients.get(&c).or_else(|| self.client_runtimes.get(&(c.0 >> 32))) else {
-                    return;
-                };
-                let Some(tx) = self.conns.get(conn) else { return };
-                let _ = tx.send((self.now, Frame::Msg { from: Addr::Server(from), to, msg }));
+                let _ = tx.send((self.now, frame));
             }
         }
     }
@@ -459,11 +643,22 @@ async fn read_conn<P: Protocol>(
                 }
                 *registered = true;
             }
-            Frame::Msg { .. } | Frame::Error { .. } if !*registered => {
+            Frame::Msg { .. } | Frame::Error { .. } | Frame::Seq { .. } | Frame::Ack { .. } if !*registered => {
                 return reject("the first frame on a connection must be Hello".into());
             }
             Frame::Msg { from, to, msg } => {
-                if inbox.send(Inbound::Msg { conn, from, to, msg }).await.is_err() {
+                if inbox.send(Inbound::Msg { conn, from, to, seq: None, msg }).await.is_err() {
+                    return;
+                }
+            }
+            Frame::Seq { from, to, seq, msg } => {
+                let ev = Inbound::Msg { conn, from: Addr::Server(from), to: Addr::Server(to), seq: Some(seq), msg };
+                if inbox.send(ev).await.is_err() {
+                    return;
+                }
+            }
+            Frame::Ack { from, to, seq, resend } => {
+                if inbox.send(Inbound::Ack { from, to, seq, resend }).await.is_err() {
                     return;
                 }
             }

@@ -38,6 +38,7 @@ impl Message for KvMsg {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 struct KvServer {
     id: ServerId,
     topology: Topology,
@@ -122,6 +123,7 @@ impl Protocol for Kv {
     type Server = KvServer;
     type Client = KvClient;
     const WRITE_TRANSACTIONS: bool = false;
+    const MULTI_SHOT_ROTS: bool = false;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: true }

@@ -86,6 +86,7 @@ impl Protocol for Contrarian {
     type Server = ContrarianServer;
     type Client = ContrarianClient;
     const WRITE_TRANSACTIONS: bool = false;
+    const MULTI_SHOT_ROTS: bool = false;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: true }
@@ -148,7 +149,7 @@ impl Message for ContrarianMsg {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ContrarianTimer {
     /// Check whether a heartbeat is due (§4.1).
     Heartbeat,
@@ -159,6 +160,7 @@ pub enum ContrarianTimer {
 }
 
 /// A partition server, which also coordinates ROTs.
+#[derive(Serialize, Deserialize)]
 pub struct ContrarianServer {
     id: ServerId,
     topology: Topology,

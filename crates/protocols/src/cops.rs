@@ -114,7 +114,7 @@ use snowline_core::{
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Where COPS-SNOW departs from COPS.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Variant {
     /// COPS (Eiger without write transactions): ROTs in at most two rounds.
     Cops,
@@ -159,6 +159,7 @@ macro_rules! cops_protocol {
             type Server = CopsServer;
             type Client = CopsClient;
             const WRITE_TRANSACTIONS: bool = false;
+            const MULTI_SHOT_ROTS: bool = false;
 
             fn links() -> LinkAssumptions {
                 LinkAssumptions { fifo: true }
@@ -282,20 +283,20 @@ impl Message for CopsMsg {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CopsTimer {
     /// Version GC, and under COPS-SNOW readers-record GC; re-armed every `gc_interval_ms`.
     Gc,
 }
 
 /// Per-version metadata: the local visibility time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Meta {
     evt: u64,
 }
 
 /// One ROT in a key's readers record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct ReaderEntry {
     seq: u64,
     /// The local logical time whose snapshot this ROT must read.
@@ -305,7 +306,7 @@ struct ReaderEntry {
 }
 
 /// A key's readers record (COPS-SNOW): one entry per client in each part.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Readers {
     /// `curr_rdrs`: ROTs that read the current version.
     curr: BTreeMap<ClientId, ReaderEntry>,
@@ -332,14 +333,14 @@ impl Readers {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 enum WriteOrigin {
     Local { client: ClientId, op: OpId, ts: u64 },
     Remote { version: Version },
 }
 
 /// A write waiting for its dependency / readers check at its key's partition.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct PendingWrite {
     key: Key,
     value: Value,
@@ -356,7 +357,7 @@ struct PendingWrite {
 }
 
 /// A `DepCheck` waiting here for a dependency to be applied.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct WaitingCheck {
     reply_to: ServerId,
     write: WriteId,
@@ -367,6 +368,7 @@ struct WaitingCheck {
 }
 
 /// A partition server.
+#[derive(Serialize, Deserialize)]
 pub struct CopsServer {
     variant: Variant,
     id: ServerId,

@@ -62,10 +62,11 @@
 //!   Cure, AV and OP declare; CV does not.
 //! - **Version garbage collection** (`gc_retain_ms`, every `gc_interval_ms`): the paper's prototype
 //!   truncated version lists at 50 to 20. Here a partition keeps, per key, the newest version with
-//!   `cv ≤ SV − gc_retain` (entry-wise) and everything newer: every snapshot at or above that horizon reads
-//!   exactly what it would have read without collection. A read whose snapshot is below the horizon (a TC
-//!   whose stable vector lags by more than `gc_retain_ms`) is refused with a clear error rather than
-//!   answered wrongly.
+//!   `cv ≤ horizon` (entry-wise) and everything newer, where the horizon is the smallest stable vector of the
+//!   datacenter as it stood `gc_retain_ms` ago: every snapshot at or above it reads exactly what it would
+//!   have read without collection, and every transaction younger than `gc_retain_ms` has such a snapshot. A
+//!   read whose snapshot is below the horizon (a transaction older than that) is refused with a clear error
+//!   rather than answered wrongly.
 
 use serde::{Deserialize, Serialize};
 use snowline_core::{
@@ -77,7 +78,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::marker::PhantomData;
 
 /// Where the algorithms branch on `protocol` in the paper's pseudocode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Variant {
     /// Transactional causal consistency; blocks on clock catch-up and on prepared transactions.
     Cure,
@@ -147,6 +148,7 @@ impl<F: Flavour> Protocol for Tomsic<F> {
     type Server = TomsicServer<F>;
     type Client = TomsicClient<F>;
     const WRITE_TRANSACTIONS: bool = true;
+    const MULTI_SHOT_ROTS: bool = true;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: F::VARIANT.multi_version() }
@@ -258,7 +260,7 @@ impl Message for TomsicMsg {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TomsicTimer {
     /// Run a stabilisation round (Alg. 3 line 1).
     Stabilise,
@@ -269,14 +271,14 @@ pub enum TomsicTimer {
 }
 
 /// Per-version metadata (Alg. 2 line 24: `⟨val, dep_T, ct, n⟩`); empty vectors under CV.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VersionMeta {
     pub dep: VectorClock,
     pub cv: VectorClock,
 }
 
 /// A TC's in-flight transaction.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 enum Coordinated {
     Read {
         client: ClientId,
@@ -309,7 +311,7 @@ enum Coordinated {
 }
 
 /// A prepared, not yet committed update (Alg. 2 line 10).
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct PreparedTxn {
     writes: Vec<(Key, Value)>,
     dep: VectorClock,
@@ -317,7 +319,7 @@ struct PreparedTxn {
 }
 
 /// An OP transaction waiting at its TC until the stable vector covers what its session has read.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Parked {
     client: ClientId,
     op: OpId,
@@ -327,7 +329,7 @@ struct Parked {
 }
 
 /// A Cure read waiting for its snapshot to be safe at this partition.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct WaitingRead {
     tc: ServerId,
     txn: TxnId,
@@ -337,6 +339,8 @@ struct WaitingRead {
 }
 
 /// A partition server, hosting the TC role as well.
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
 pub struct TomsicServer<F> {
     id: ServerId,
     topology: Topology,
@@ -358,6 +362,9 @@ pub struct TomsicServer<F> {
     stable: VectorClock,
     /// Versions with `cv ≤ gc_horizon` have been collected down to the newest one.
     gc_horizon: VectorClock,
+    /// The datacenter's smallest stable vector at each collection round of the last `gc_retain_ms`, oldest
+    /// first: the horizon trails it by that long.
+    floors: VecDeque<(u64, VectorClock)>,
     waiting: Vec<WaitingRead>,
     parked: Vec<Parked>,
     /// Cure: the clock reading at which a `ClockCaughtUp` timer is already due (0: none pending).
@@ -385,6 +392,7 @@ impl<F: Flavour> TomsicServer<F> {
             peer_stables: BTreeMap::new(),
             stable: zero.clone(),
             gc_horizon: zero,
+            floors: VecDeque::new(),
             waiting: Vec::new(),
             parked: Vec::new(),
             wake_at_ns: 0,
@@ -867,22 +875,28 @@ impl<F: Flavour> TomsicServer<F> {
 
     fn collect_garbage(&mut self, cx: &mut Cx<'_, F>) {
         cx.set_timer(self.config.gc_interval_ms * 1_000_000, TomsicTimer::CollectGarbage);
-        // Every TC of this datacenter snapshots at or above its own stable vector, which only grows: the
-        // minimum of all of them (as last reported), less the retention time, is below every snapshot in use.
+        // Every TC of this datacenter snapshots at or above its own stable vector, which only grows, so the
+        // minimum of all of them (as last reported) is below every snapshot issued from now on. The horizon is
+        // that minimum as it stood `gc_retain_ms` ago: a transaction younger than that (whatever its snapshot,
+        // even one taken before the stable vectors were first known) is never refused.
         if self.peer_stables.len() + 1 < usize::from(self.topology.partitions) {
             return;
         }
-        let retain = self.config.gc_retain_ms * 1_000_000;
-        let mut horizon = self.stable.clone();
+        let mut floor = self.stable.clone();
         for s in self.peer_stables.values() {
-            horizon.merge_min(s);
+            floor.merge_min(s);
         }
-        for e in &mut horizon.0 {
-            *e = e.saturating_sub(retain);
+        let now = cx.now_ns();
+        self.floors.push_back((now, floor));
+        let retain = self.config.gc_retain_ms * 1_000_000;
+        while self.floors.len() > 1 && self.floors[1].0.saturating_add(retain) <= now {
+            self.floors.pop_front();
         }
-        if self.gc_horizon.le(&horizon) {
-            self.gc_horizon = horizon;
+        let Some((at, horizon)) = self.floors.front() else { return };
+        if at.saturating_add(retain) > now || !self.gc_horizon.le(horizon) {
+            return;
         }
+        self.gc_horizon = horizon.clone();
         let h = &self.gc_horizon;
         let dropped = self.store.collect_below(|v| v.meta.cv.le(h));
         cx.charge(dropped as u64);
@@ -1438,6 +1452,30 @@ mod tests {
         deliver(&mut p, ServerId::new(1, 0), TomsicMsg::Updates { updates: vec![], stable: 77 });
         deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Stable { vec: vc([NOW - 5, 50]), stable: vc([0, 0]) });
         assert_eq!(p.stable_vector(), &vc([NOW - 5, 50]));
+    }
+
+    #[test]
+    fn garbage_collection_trails_the_smallest_stable_vector_by_the_retention_time() {
+        // Module doc, "Version garbage collection": the horizon is the datacenter's smallest stable vector as
+        // it stood gc_retain_ms ago; a read below it is refused, never answered from collected versions.
+        let mut p = server::<AvFlavour>(0, 0);
+        for (v, ct) in [("v1", 100), ("v2", 200), ("v3", 300)] {
+            committed(&mut p, key(0), v, [0, 0], ct);
+        }
+        fire(&mut p, NOW, TomsicTimer::Stabilise);
+        deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Stable { vec: vc([1_000, 0]), stable: vc([1_000, 0]) });
+        let retain = ProtocolConfig::default().gc_retain_ms * 1_000_000;
+        fire(&mut p, NOW, TomsicTimer::CollectGarbage);
+        assert_eq!(p.versions(&key(0)).len(), 3, "nothing is older than the retention time yet");
+        fire(&mut p, NOW + retain, TomsicTimer::CollectGarbage);
+        assert_eq!(p.versions(&key(0)).len(), 1, "the newest version below the horizon stays");
+        let out = deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Read { txn: 1, keys: vec![key(0)], ss: vc([50, 0]) });
+        assert!(
+            matches!(&out.sends[0].1, TomsicMsg::ReadRefused { reason, .. } if reason.contains("garbage-collection"))
+        );
+        let out =
+            deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Read { txn: 2, keys: vec![key(0)], ss: vc([1_000, 0]) });
+        assert_eq!(read_reply(&out).0[0].value.as_deref(), Some("v3"));
     }
 
     #[test]

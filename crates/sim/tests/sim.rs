@@ -36,9 +36,10 @@ impl Message for Msg {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Tick;
 
+#[derive(Serialize, Deserialize)]
 struct EchoServer {
     id: ServerId,
     topology: Topology,
@@ -152,6 +153,7 @@ impl<const F: bool> Protocol for Echo<F> {
     type Server = EchoServer;
     type Client = EchoClient;
     const WRITE_TRANSACTIONS: bool = false;
+    const MULTI_SHOT_ROTS: bool = false;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: F }

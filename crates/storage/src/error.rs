@@ -39,6 +39,15 @@ pub enum StorageError {
         /// redb's message.
         detail: String,
     },
+    /// The data file belongs to another deployment: another protocol, topology or set of hosted servers.
+    /// Nothing was changed; point the server at its own data directory (or an empty one).
+    #[error("data file {} does not belong to this server: {detail}", file.display())]
+    Mismatch {
+        /// The data file.
+        file: PathBuf,
+        /// What differs.
+        detail: String,
+    },
     /// Reading or writing the data file failed (disk full, I/O error, failed fsync).
     #[error("cannot read or write data file {}: {detail}", file.display())]
     Io {
@@ -64,12 +73,13 @@ impl StorageError {
             StorageError::Corrupted { file, .. }
             | StorageError::InUse { file, .. }
             | StorageError::Incompatible { file, .. }
+            | StorageError::Mismatch { file, .. }
             | StorageError::Io { file, .. }
             | StorageError::Poisoned { file } => file,
         }
     }
 
-    pub(crate) fn corrupted(file: &Path, detail: impl Into<String>) -> Self {
+    pub fn corrupted(file: &Path, detail: impl Into<String>) -> Self {
         StorageError::Corrupted { file: file.to_path_buf(), detail: detail.into() }
     }
 

@@ -56,12 +56,14 @@
 //! commit or a clean close.
 
 mod error;
+pub mod host;
 mod log;
 mod mem;
 mod policy;
 mod record;
 
 pub use error::StorageError;
+pub use host::{DurableHost, Output};
 pub use log::{LOG_FILE, Log};
 pub use mem::MemLog;
 pub use policy::{FsyncPolicy, ParsePolicyError};

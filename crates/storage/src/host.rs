@@ -1,0 +1,567 @@
+//! [`DurableHost`]: the partition servers of one process, made durable by logging their inputs.
+//!
+//! # How a server survives a crash
+//!
+//! Protocol servers are deterministic state machines (`snowline_core::protocol`): given the same state, clock
+//! reading, random seed and input they do the same thing. So the host writes every input it feeds a server —
+//! the message with its sender, or the timer, together with the clock reading — to the [`RecordLog`] *before*
+//! anyone outside the process can see its effects, and it keeps nothing else on disk between checkpoints. On
+//! restart it loads the latest checkpoint (every hosted server's whole state, serialized) and replays the
+//! records after it; the servers end up exactly where they were after the last durable input. Every protocol
+//! is covered by the one mechanism, and what survives is *everything*: committed versions with their
+//! timestamps and dependency vectors, prepared two-phase-commit records, hybrid-clock high-water marks,
+//! replication positions and stabilisation vectors (`docs/DURABILITY.md` lists, per protocol, which of these a
+//! correct restart depends on).
+//!
+//! The rules that make it sound:
+//!
+//! 1. **Effects wait for durability.** Replies to clients and messages to other processes produced by an
+//!    input are held until the record of that input is committed (the runtime calls [`commit`] as its fsync
+//!    policy says). A crash therefore loses only inputs whose effects nobody saw. Messages between servers of
+//!    the same process, and timers, stay inside the process and need not wait: the log is one sequence, so
+//!    whatever they cause is logged after them.
+//! 2. **Replay is exact.** Each input's record carries the clock reading it was handled at and the host
+//!    derives the input's random generator from the node's seed and the input's number, so a replayed input
+//!    sees what the original saw. The clock never goes backwards across a restart: readings are kept at or
+//!    above the last one logged. Timers get ids; a pending timer is re-armed after a restart for what was left
+//!    of its delay.
+//! 3. **Server-to-server links are exactly-once and FIFO across crashes.** Each message from server `a` to
+//!    server `b` gets the next sequence number of the link `a → b` and stays in `a`'s retransmission buffer
+//!    (part of `a`'s durable state, rebuilt by replay) until `b` acknowledges it. `b` delivers only the next
+//!    number (a duplicate is dropped, a gap is dropped and answered with a resend request) and acknowledges
+//!    what it has durably delivered. This is the **catch-up exchange**: a restarted process sends every
+//!    server of the cluster a resend request naming the last message it delivered from it, and retransmits
+//!    its own unacknowledged messages; the peers answer with what it missed. A datacenter whose servers were
+//!    all down catches up the same way, from the buffers of the other datacenters.
+//!
+//! Client sessions are not durable: an operation whose reply was lost in a crash is reported to the client
+//! as failed (outcome unknown), as for any lost connection.
+//!
+//! [`commit`]: DurableHost::commit
+
+use crate::{Lsn, RecordLog, Recovered, StorageError};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use serde::{Deserialize, Serialize};
+use snowline_core::{Addr, Ctx, Effects, Protocol, ProtocolConfig, ServerId, ServerNode, Topology};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+/// Checkpoint after this many records by default (bounds both replay time and the log's disk use).
+pub const CHECKPOINT_EVERY: u64 = 20_000;
+/// A link whose unacknowledged messages have seen no acknowledgement for this long is retransmitted.
+pub const RETRANSMIT_AFTER_NS: u64 = 1_000_000_000;
+/// Resend requests on one link are at most this frequent.
+const RESEND_REQUEST_EVERY_NS: u64 = 100_000_000;
+
+/// What the host asks its runtime to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output<M> {
+    /// Deliver `msg` to a client (no sequencing: client sessions are not durable).
+    ToClient { from: ServerId, to: Addr, msg: M },
+    /// Deliver message `seq` of the link `from → to` to the process hosting `to`.
+    Seq { from: ServerId, to: ServerId, seq: u64, msg: M },
+    /// Tell `to` (a sender) that `from` has durably delivered its messages up to `seq`; with `resend`, ask it
+    /// to retransmit everything after `seq`.
+    Ack { from: ServerId, to: ServerId, seq: u64, resend: bool },
+    /// Fire [`DurableHost::on_timer`]`(node, id)` after `delay_ns`.
+    Timer { node: usize, id: u64, delay_ns: u64 },
+}
+
+/// One logged input. Written with `M = &P::Msg`, read with `M = P::Msg`.
+#[derive(Serialize, Deserialize)]
+enum InputRecord<M> {
+    Start { node: u16, id: ServerId, seed: u64, now: u64 },
+    Msg { node: u16, now: u64, from: Addr, seq: u64, msg: M },
+    Timer { node: u16, now: u64, id: u64 },
+}
+
+#[derive(Serialize, Deserialize)]
+struct OutLink<M> {
+    /// The last sequence number assigned.
+    last_seq: u64,
+    /// Sent (or to be sent) and not yet acknowledged, oldest first.
+    unacked: VecDeque<(u64, M)>,
+    /// The highest number released to the network (the rest wait for their input's commit).
+    released: u64,
+    /// Host clock when the link last made progress (an ack, or a retransmission).
+    #[serde(skip)]
+    progress_ns: u64,
+}
+
+impl<M> Default for OutLink<M> {
+    fn default() -> Self {
+        Self { last_seq: 0, unacked: VecDeque::new(), released: 0, progress_ns: 0 }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+struct NodeState<P: Protocol> {
+    id: ServerId,
+    server: P::Server,
+    started: bool,
+    seed: u64,
+    /// Inputs handled: each input's generator is seeded from `seed` and this count.
+    inputs: u64,
+    /// The last clock reading handed to the server (never decreases, across restarts too).
+    clock: u64,
+    next_timer: u64,
+    /// Pending timers: id → (due on this node's clock, timer).
+    timers: BTreeMap<u64, (u64, P::Timer)>,
+    out: BTreeMap<ServerId, OutLink<P::Msg>>,
+    /// Per sender: the last sequence number delivered.
+    delivered: BTreeMap<ServerId, u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+struct HostState<P: Protocol> {
+    protocol: String,
+    topology: Topology,
+    nodes: Vec<NodeState<P>>,
+}
+
+/// The hosted partition servers of one process, their log, and the sequenced links between them and the
+/// rest of the cluster. Sans-IO: the runtime feeds it inputs with wall-clock readings and carries out the
+/// [`Output`]s it returns from [`take_outputs`](DurableHost::take_outputs).
+pub struct DurableHost<P: Protocol, L: RecordLog> {
+    log: L,
+    file: PathBuf,
+    state: HostState<P>,
+    index: BTreeMap<ServerId, usize>,
+    /// Messages between hosted servers: (to node, from, seq, msg).
+    local: VecDeque<(usize, ServerId, u64, P::Msg)>,
+    /// Outputs waiting for the commit of the inputs that produced them.
+    held: Vec<Output<P::Msg>>,
+    ready: Vec<Output<P::Msg>>,
+    effects: Effects<P>,
+    replaying: bool,
+    records_since_checkpoint: u64,
+    checkpoint_every: u64,
+    /// Per (node, sender): the delivered number last acknowledged, and the one durable at the last commit.
+    acked: BTreeMap<(usize, ServerId), u64>,
+    durable_delivered: BTreeMap<(usize, ServerId), u64>,
+    /// Per (node, sender): when a resend was last requested.
+    resend_asked: BTreeMap<(usize, ServerId), u64>,
+    buf: Vec<u8>,
+}
+
+impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
+    /// Builds the servers `hosted` (fresh, or from `recovered`: the latest checkpoint and the records after
+    /// it, replayed) and queues what a (re)start sends: timers, and after a recovery the catch-up exchange.
+    ///
+    /// `file` names the data file in errors; `seed` seeds servers that start fresh; `wall_ns` is the clock.
+    /// Errors: a record or checkpoint that does not decode, or data written by another protocol, topology
+    /// or set of servers ([`StorageError::Corrupted`] / [`StorageError::Mismatch`], naming the file).
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        log: L,
+        file: &Path,
+        recovered: Recovered,
+        topology: Topology,
+        config: &ProtocolConfig,
+        hosted: &[ServerId],
+        seed: u64,
+        wall_ns: u64,
+    ) -> Result<Self, StorageError> {
+        let mismatch = |detail: String| StorageError::Mismatch { file: file.to_path_buf(), detail };
+        let recovering = recovered.checkpoint.is_some() || !recovered.records.is_empty();
+        let state = match &recovered.checkpoint {
+            Some(c) => {
+                let s: HostState<P> = postcard::from_bytes(&c.state).map_err(|e| {
+                    StorageError::corrupted(file, format!("the checkpoint at record {} does not decode: {e}", c.lsn))
+                })?;
+                if s.protocol != P::NAME {
+                    return Err(mismatch(format!("it holds {} data; this server runs {}", s.protocol, P::NAME)));
+                }
+                if s.topology != topology {
+                    return Err(mismatch(format!(
+                        "it was written for {} DCs × {} partitions; the config has {} × {}",
+                        s.topology.dcs, s.topology.partitions, topology.dcs, topology.partitions
+                    )));
+                }
+                let ids: Vec<ServerId> = s.nodes.iter().map(|n| n.id).collect();
+                if ids != hosted {
+                    return Err(mismatch(format!("it holds servers {ids:?}; this node hosts {hosted:?}")));
+                }
+                s
+            }
+            None => HostState {
+                protocol: P::NAME.to_owned(),
+                topology,
+                nodes: hosted
+                    .iter()
+                    .map(|&id| NodeState {
+                        id,
+                        server: P::server(id, topology, config),
+                        started: false,
+                        seed: 0,
+                        inputs: 0,
+                        clock: 0,
+                        next_timer: 0,
+                        timers: BTreeMap::new(),
+                        out: BTreeMap::new(),
+                        delivered: BTreeMap::new(),
+                    })
+                    .collect(),
+            },
+        };
+        let index = state.nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
+        let mut host = DurableHost {
+            log,
+            file: file.to_path_buf(),
+            state,
+            index,
+            local: VecDeque::new(),
+            held: Vec::new(),
+            ready: Vec::new(),
+            effects: Effects::default(),
+            replaying: true,
+            records_since_checkpoint: recovered.records.len() as u64,
+            checkpoint_every: CHECKPOINT_EVERY,
+            acked: BTreeMap::new(),
+            durable_delivered: BTreeMap::new(),
+            resend_asked: BTreeMap::new(),
+            buf: Vec::new(),
+        };
+        for r in &recovered.records {
+            host.replay(r.lsn, &r.payload)?;
+        }
+        host.replaying = false;
+        host.after_recovery(recovering, wall_ns);
+        for idx in 0..host.state.nodes.len() {
+            if !host.state.nodes[idx].started {
+                let id = host.state.nodes[idx].id;
+                let node_seed = seed ^ ((u64::from(id.dc) << 48) | (u64::from(id.partition) << 32));
+                host.start(idx, node_seed, wall_ns);
+            }
+        }
+        host.run_local(wall_ns);
+        Ok(host)
+    }
+
+    /// Checkpoint after this many records (default [`CHECKPOINT_EVERY`]).
+    pub fn set_checkpoint_every(&mut self, records: u64) {
+        self.checkpoint_every = records.max(1);
+    }
+
+    /// The hosted servers, in the order `open` was given them.
+    pub fn servers(&self) -> impl Iterator<Item = (ServerId, &P::Server)> {
+        self.state.nodes.iter().map(|n| (n.id, &n.server))
+    }
+
+    /// The index of hosted server `id`.
+    pub fn node_index(&self, id: ServerId) -> Option<usize> {
+        self.index.get(&id).copied()
+    }
+
+    /// The log, e.g. to ask its policy or how many records wait for a commit.
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
+    /// Records appended since the last commit.
+    pub fn pending(&self) -> usize {
+        self.log.pending()
+    }
+
+    /// Everything the runtime should do now, in order.
+    pub fn take_outputs(&mut self) -> Vec<Output<P::Msg>> {
+        std::mem::take(&mut self.ready)
+    }
+
+    /// A message for hosted server `to`. `seq` is its number on the link from `from` when `from` is a
+    /// server that sequences its messages (`None` for clients and for servers of non-durable processes).
+    /// Returns `false` if `to` is not hosted here. A duplicate is dropped; a gap is dropped and answered with
+    /// a resend request.
+    pub fn on_message(&mut self, to: ServerId, from: Addr, seq: Option<u64>, msg: P::Msg, wall_ns: u64) -> bool {
+        let Some(idx) = self.node_index(to) else { return false };
+        self.deliver(idx, from, seq.unwrap_or(0), msg, wall_ns);
+        self.run_local(wall_ns);
+        true
+    }
+
+    /// An acknowledgement from `from` of the link `to → from` (`to` hosted here).
+    pub fn on_ack(&mut self, from: ServerId, to: ServerId, seq: u64, resend: bool, wall_ns: u64) {
+        let Some(idx) = self.node_index(to) else { return };
+        let link = self.state.nodes[idx].out.entry(from).or_default();
+        let before = link.unacked.len();
+        while link.unacked.front().is_some_and(|(s, _)| *s <= seq) {
+            link.unacked.pop_front();
+        }
+        if link.unacked.len() != before {
+            link.progress_ns = wall_ns;
+        }
+        if resend {
+            link.progress_ns = wall_ns;
+            Self::retransmit(&mut self.ready, to, from, link);
+        }
+    }
+
+    /// Timer `id` of node `node` is due.
+    pub fn on_timer(&mut self, node: usize, id: u64, wall_ns: u64) {
+        let Some(n) = self.state.nodes.get_mut(node) else { return };
+        let Some((_, timer)) = n.timers.remove(&id) else { return };
+        let now = n.clock.max(wall_ns);
+        self.append(&InputRecord::<&P::Msg>::Timer { node: node as u16, now, id });
+        self.handle(node, now, |server, cx| server.on_timer(cx, timer));
+        self.run_local(wall_ns);
+    }
+
+    /// Makes every input handled so far durable and releases the outputs that waited for it; checkpoints
+    /// (and truncates the log) every `checkpoint_every` records. On error nothing is released: the
+    /// runtime must stop (a failed fsync leaves it unknown what reached the disk).
+    pub fn commit(&mut self) -> Result<Lsn, StorageError> {
+        let lsn = self.log.commit()?;
+        self.ready.append(&mut self.held);
+        for (idx, n) in self.state.nodes.iter_mut().enumerate() {
+            for link in n.out.values_mut() {
+                link.released = link.last_seq;
+            }
+            for (&from, &seq) in &n.delivered {
+                self.durable_delivered.insert((idx, from), seq);
+            }
+        }
+        if self.records_since_checkpoint >= self.checkpoint_every {
+            self.checkpoint()?;
+        }
+        Ok(lsn)
+    }
+
+    /// Writes a checkpoint of every hosted server and drops the log records it covers.
+    pub fn checkpoint(&mut self) -> Result<Lsn, StorageError> {
+        let state = postcard::to_stdvec(&self.state)
+            .map_err(|e| StorageError::corrupted(&self.file, format!("cannot encode a checkpoint: {e}")))?;
+        let lsn = self.log.checkpoint(&state)?;
+        self.log.truncate_before(lsn.next())?;
+        self.records_since_checkpoint = 0;
+        self.ready.append(&mut self.held);
+        Ok(lsn)
+    }
+
+    /// Periodic work (call every ~100 ms): acknowledge what was durably delivered since the last tick, and
+    /// retransmit links that have seen no acknowledgement for [`RETRANSMIT_AFTER_NS`].
+    pub fn tick(&mut self, wall_ns: u64) {
+        for (&(idx, from), &seq) in &self.durable_delivered {
+            if self.acked.get(&(idx, from)) != Some(&seq) && !self.index.contains_key(&from) {
+                self.acked.insert((idx, from), seq);
+                let to = self.state.nodes[idx].id;
+                self.ready.push(Output::Ack { from: to, to: from, seq, resend: false });
+            }
+        }
+        for n in &mut self.state.nodes {
+            for (&to, link) in &mut n.out {
+                let stalled = wall_ns.saturating_sub(link.progress_ns) >= RETRANSMIT_AFTER_NS;
+                let waiting = link.unacked.front().is_some_and(|(s, _)| *s <= link.released);
+                if stalled && waiting && !self.index.contains_key(&to) {
+                    link.progress_ns = wall_ns;
+                    Self::retransmit(&mut self.ready, n.id, to, link);
+                }
+            }
+        }
+    }
+
+    fn retransmit(ready: &mut Vec<Output<P::Msg>>, from: ServerId, to: ServerId, link: &OutLink<P::Msg>) {
+        for (seq, msg) in link.unacked.iter().take_while(|(s, _)| *s <= link.released) {
+            ready.push(Output::Seq { from, to, seq: *seq, msg: msg.clone() });
+        }
+    }
+
+    /// Handles the messages hosted servers sent each other, until none is left.
+    fn run_local(&mut self, wall_ns: u64) {
+        while let Some((idx, from, seq, msg)) = self.local.pop_front() {
+            self.deliver(idx, Addr::Server(from), seq, msg, wall_ns);
+        }
+    }
+
+    fn deliver(&mut self, idx: usize, from: Addr, seq: u64, msg: P::Msg, wall_ns: u64) {
+        if let (Addr::Server(sender), true) = (from, seq > 0) {
+            let delivered = self.state.nodes[idx].delivered.get(&sender).copied().unwrap_or(0);
+            if seq <= delivered {
+                return;
+            }
+            if seq > delivered + 1 {
+                // A message in between was lost (a connection dropped): ask for everything after `delivered`.
+                let asked = self.resend_asked.entry((idx, sender)).or_insert(0);
+                if wall_ns.saturating_sub(*asked) >= RESEND_REQUEST_EVERY_NS && !self.index.contains_key(&sender) {
+                    *asked = wall_ns;
+                    let me = self.state.nodes[idx].id;
+                    self.ready.push(Output::Ack { from: me, to: sender, seq: delivered, resend: true });
+                }
+                return;
+            }
+            self.state.nodes[idx].delivered.insert(sender, seq);
+            if let Some(&s) = self.index.get(&sender) {
+                // A hosted sender: delivery is in the same log, so it is acknowledged at once.
+                let to = self.state.nodes[idx].id;
+                let link = self.state.nodes[s].out.entry(to).or_default();
+                while link.unacked.front().is_some_and(|(q, _)| *q <= seq) {
+                    link.unacked.pop_front();
+                }
+            }
+        }
+        let now = self.state.nodes[idx].clock.max(wall_ns);
+        self.append(&InputRecord::Msg { node: idx as u16, now, from, seq, msg: &msg });
+        self.handle(idx, now, |server, cx| server.on_message(cx, from, msg));
+    }
+
+    fn start(&mut self, idx: usize, seed: u64, wall_ns: u64) {
+        let n = &mut self.state.nodes[idx];
+        n.seed = seed;
+        n.started = true;
+        let now = n.clock.max(wall_ns);
+        let id = n.id;
+        self.append(&InputRecord::<&P::Msg>::Start { node: idx as u16, id, seed, now });
+        self.handle(idx, now, |server, cx| server.on_start(cx));
+    }
+
+    fn append(&mut self, record: &InputRecord<&P::Msg>) {
+        self.buf.clear();
+        postcard::to_io(record, &mut self.buf).expect("protocol messages serialize (the network sends them too)");
+        self.log.append(&self.buf);
+        self.records_since_checkpoint += 1;
+    }
+
+    fn replay(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), StorageError> {
+        let bad = |detail: String| StorageError::corrupted(&self.file, format!("record {lsn}: {detail}"));
+        let record: InputRecord<P::Msg> =
+            postcard::from_bytes(payload).map_err(|e| bad(format!("does not decode as a {} input ({e})", P::NAME)))?;
+        let node = match &record {
+            InputRecord::Start { node, .. } | InputRecord::Msg { node, .. } | InputRecord::Timer { node, .. } => {
+                usize::from(*node)
+            }
+        };
+        if node >= self.state.nodes.len() {
+            return Err(bad(format!("names hosted server #{node}; this node hosts {}", self.state.nodes.len())));
+        }
+        match record {
+            InputRecord::Start { id, seed, now, .. } => {
+                let n = &mut self.state.nodes[node];
+                if n.id != id {
+                    return Err(StorageError::Mismatch {
+                        file: self.file.clone(),
+                        detail: format!("it holds server {id} where this node hosts {}", n.id),
+                    });
+                }
+                n.seed = seed;
+                n.started = true;
+                self.handle(node, now, |server, cx| server.on_start(cx));
+            }
+            InputRecord::Msg { now, from, seq, msg, .. } => {
+                if let (Addr::Server(sender), true) = (from, seq > 0) {
+                    self.state.nodes[node].delivered.insert(sender, seq);
+                    if let Some(&s) = self.index.get(&sender) {
+                        let to = self.state.nodes[node].id;
+                        let link = self.state.nodes[s].out.entry(to).or_default();
+                        while link.unacked.front().is_some_and(|(q, _)| *q <= seq) {
+                            link.unacked.pop_front();
+                        }
+                    }
+                }
+                self.handle(node, now, |server, cx| server.on_message(cx, from, msg));
+            }
+            InputRecord::Timer { now, id, .. } => {
+                let Some((_, timer)) = self.state.nodes[node].timers.remove(&id) else {
+                    return Err(bad(format!("fires timer {id}, which was never set")));
+                };
+                self.handle(node, now, |server, cx| server.on_timer(cx, timer));
+            }
+        }
+        Ok(())
+    }
+
+    /// After replay: re-arm timers, redeliver messages between hosted servers that were sent but not
+    /// handled, retransmit what other processes have not acknowledged, and ask every other server for what
+    /// this process missed (the catch-up exchange).
+    fn after_recovery(&mut self, recovering: bool, wall_ns: u64) {
+        for (idx, n) in self.state.nodes.iter_mut().enumerate() {
+            for (&id, &(due, _)) in &n.timers {
+                self.ready.push(Output::Timer { node: idx, id, delay_ns: due.saturating_sub(wall_ns.max(n.clock)) });
+            }
+            for link in n.out.values_mut() {
+                link.released = link.last_seq;
+                link.progress_ns = wall_ns;
+            }
+        }
+        if !recovering {
+            return;
+        }
+        for idx in 0..self.state.nodes.len() {
+            let me = self.state.nodes[idx].id;
+            let links: Vec<ServerId> = self.state.nodes[idx].out.keys().copied().collect();
+            for to in links {
+                let link = &self.state.nodes[idx].out[&to];
+                match self.index.get(&to) {
+                    Some(&t) => {
+                        for (seq, msg) in &link.unacked {
+                            self.local.push_back((t, me, *seq, msg.clone()));
+                        }
+                    }
+                    None => Self::retransmit(&mut self.ready, me, to, link),
+                }
+            }
+            for peer in self.state.topology.servers() {
+                if !self.index.contains_key(&peer) {
+                    let seq = self.state.nodes[idx].delivered.get(&peer).copied().unwrap_or(0);
+                    self.durable_delivered.insert((idx, peer), seq);
+                    self.acked.insert((idx, peer), seq);
+                    self.ready.push(Output::Ack { from: me, to: peer, seq, resend: true });
+                }
+            }
+        }
+    }
+
+    /// Runs one handler of node `idx` at clock reading `now` and routes its effects.
+    fn handle(&mut self, idx: usize, now: u64, f: impl FnOnce(&mut P::Server, &mut Ctx<'_, P>)) {
+        let n = &mut self.state.nodes[idx];
+        n.clock = n.clock.max(now);
+        let mut rng = SmallRng::seed_from_u64(n.seed ^ n.inputs.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        n.inputs += 1;
+        let mut effects = std::mem::take(&mut self.effects);
+        {
+            let mut cx = Ctx::new(now, &mut rng, &mut effects);
+            f(&mut n.server, &mut cx);
+        }
+        let me = n.id;
+        for (delay_ns, timer) in effects.timers.drain(..) {
+            let n = &mut self.state.nodes[idx];
+            n.next_timer += 1;
+            let id = n.next_timer;
+            n.timers.insert(id, (now.saturating_add(delay_ns), timer));
+            if !self.replaying {
+                self.ready.push(Output::Timer { node: idx, id, delay_ns });
+            }
+        }
+        for (to, msg) in effects.sends.drain(..) {
+            match to {
+                Addr::Client(_) => {
+                    if !self.replaying {
+                        self.held.push(Output::ToClient { from: me, to, msg });
+                    }
+                }
+                Addr::Server(s) => {
+                    if !self.state.topology.contains(s) {
+                        continue;
+                    }
+                    let link = self.state.nodes[idx].out.entry(s).or_default();
+                    if link.unacked.is_empty() {
+                        link.progress_ns = now;
+                    }
+                    link.last_seq += 1;
+                    let seq = link.last_seq;
+                    link.unacked.push_back((seq, msg.clone()));
+                    if self.replaying {
+                        continue;
+                    }
+                    match self.index.get(&s) {
+                        Some(&t) => self.local.push_back((t, me, seq, msg)),
+                        None => self.held.push(Output::Seq { from: me, to: s, seq, msg }),
+                    }
+                }
+            }
+        }
+        effects.clear();
+        self.effects = effects;
+    }
+}
