@@ -4,8 +4,9 @@ use crate::ClusterUpArgs;
 use anyhow::{Context, Result, bail};
 use snowline_core::{Key, Protocol, Request, Topology, Value};
 use snowline_net::ClusterConfig;
-use snowline_net::cluster::{LocalCluster, spawn_local_cluster};
+use snowline_net::cluster::{LocalCluster, LocalData, spawn_local_cluster_with};
 use snowline_protocols::with_protocol;
+use snowline_storage::FsyncPolicy;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ fn load_config(path: &Path) -> Result<ClusterConfig> {
 }
 
 /// `snowline server`: one OS process hosting its partitions until SIGTERM or Ctrl-C.
-pub fn server(config_path: &Path, node: u32) -> Result<()> {
+pub fn server(config_path: &Path, node: u32, data_dir: Option<PathBuf>, fsync: FsyncPolicy) -> Result<()> {
     let config = load_config(config_path)?;
     anyhow::ensure!(
         config.node(node).is_some(),
@@ -31,7 +32,8 @@ pub fn server(config_path: &Path, node: u32) -> Result<()> {
     let protocol = config.protocol.clone();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
-        with_protocol!(&protocol, P => snowline_net::run_server::<P>(config, node, shutdown_signal()).await)?
+        let durability = data_dir.map(|data_dir| snowline_net::Durability { data_dir, fsync });
+        with_protocol!(&protocol, P => snowline_net::run_server_with::<P>(config, node, durability, shutdown_signal()).await)?
             .map_err(anyhow::Error::from)
     })
 }
@@ -65,6 +67,7 @@ pub fn start_local_cluster(
     latency_ms: f64,
     dir: Option<PathBuf>,
     base_port: Option<u16>,
+    data: Option<LocalData>,
 ) -> Result<(LocalCluster, ClusterConfig, PathBuf)> {
     let protocol = snowline_protocols::canonical_name(protocol)?;
     let dir = new_cluster_dir(dir)?;
@@ -75,7 +78,7 @@ pub fn start_local_cluster(
     let config =
         ClusterConfig::local(protocol, topology.dcs, topology.partitions, port).with_uniform_latency_ms(latency_ms);
     let exe = std::env::current_exe().context("locating the snowline executable")?;
-    let cluster = spawn_local_cluster(&exe, &dir, &config)?;
+    let cluster = spawn_local_cluster_with(&exe, &dir, &config, data)?;
     cluster
         .wait_ready(Duration::from_secs(20))
         .with_context(|| format!("waiting for the servers to start (their logs are in {})", dir.display()))?;
@@ -85,8 +88,9 @@ pub fn start_local_cluster(
 /// `snowline cluster up`.
 pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
     let topology = Topology::new(args.dcs.max(1), args.partitions.max(1));
+    let data = args.data_dir.clone().map(|root| LocalData { root, fsync: args.fsync });
     let (cluster, config, dir) =
-        start_local_cluster(&args.protocol, topology, args.latency_ms, args.dir.clone(), args.base_port)?;
+        start_local_cluster(&args.protocol, topology, args.latency_ms, args.dir.clone(), args.base_port, data)?;
     println!(
         "cluster up: protocol {}, {} datacenters × {} partitions, {} server processes",
         config.protocol,
@@ -94,6 +98,14 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         topology.partitions,
         config.nodes.len()
     );
+    match &args.data_dir {
+        Some(d) => println!(
+            "durable: node N keeps its data in {}/node-N (fsync {}); restarting with the same --data-dir recovers it",
+            d.display(),
+            args.fsync
+        ),
+        None => println!("in memory (no --data-dir): the data is lost when the servers stop"),
+    }
     println!("config: {}", dir.join("cluster.toml").display());
     println!(
         "connect: snowline --cluster {} [--dc N] put KEY VALUE | get KEY | rot KEY... | txn --put K=V ...",
@@ -118,10 +130,11 @@ pub fn with_local_cluster<T>(
     topology: Topology,
     latency_ms: f64,
     dir: Option<PathBuf>,
+    data: Option<LocalData>,
     f: impl FnOnce(&ClusterConfig) -> Result<T>,
 ) -> Result<(T, f64)> {
     let temporary = dir.is_none();
-    let (cluster, config, dir) = start_local_cluster(protocol, topology, latency_ms, dir, None)?;
+    let (cluster, config, dir) = start_local_cluster(protocol, topology, latency_ms, dir, None, data)?;
     let result = f(&config);
     let cpu = cluster.pids().iter().map(|pid| cpu_seconds(*pid)).sum();
     cluster.stop();

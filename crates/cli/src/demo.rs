@@ -47,7 +47,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let mut rows = Vec::new();
     for name in PROTOCOLS {
         println!("\n== {name}");
-        let (cluster, config, dir) = start_local_cluster(name, topology, args.latency_ms, None, None)?;
+        let (cluster, config, dir) = start_local_cluster(name, topology, args.latency_ms, None, None, None)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let spec = RunSpec {
             clients_per_dc: args.clients,

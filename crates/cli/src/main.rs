@@ -42,6 +42,14 @@ enum Command {
         config: PathBuf,
         #[arg(long)]
         node: u32,
+        /// Keep this server's data here and recover it on restart (default: in memory, lost on exit).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// With --data-dir, when a write reaches the disk before it is acknowledged: per-write (one fsync
+        /// before any effect is seen), group (fsync batches of up to 128 records or 2 ms; same promise), or
+        /// none (no fsync: a crash loses acknowledged writes; benchmarks only).
+        #[arg(long, default_value = "per-write")]
+        fsync: snowline_storage::FsyncPolicy,
     },
     /// Start or stop a local cluster of server processes.
     #[command(subcommand)]
@@ -121,6 +129,12 @@ pub struct ClusterUpArgs {
     /// Return once the cluster is up, leaving it running (stop it with `cluster down`).
     #[arg(long)]
     pub background: bool,
+    /// Make the servers durable: node N keeps its data in DIR/node-N and recovers it when started again.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// With --data-dir: per-write, group or none (see `snowline server --help`).
+    #[arg(long, default_value = "per-write")]
+    pub fsync: snowline_storage::FsyncPolicy,
 }
 
 fn main() {
@@ -137,7 +151,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Check { history, level, json, all } => {
             std::process::exit(check_cmd::run(&history, &level, json, all)?)
         }
-        Command::Server { config, node } => client_cmd::server(&config, node),
+        Command::Server { config, node, data_dir, fsync } => client_cmd::server(&config, node, data_dir, fsync),
         Command::Cluster(ClusterCommand::Up(args)) => client_cmd::cluster_up(args),
         Command::Cluster(ClusterCommand::Down { dir }) => {
             let n = snowline_net::cluster::stop_cluster_dir(&dir)

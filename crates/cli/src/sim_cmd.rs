@@ -214,6 +214,14 @@ pub struct BenchArgs {
     /// Keep the cluster's directory (config and logs) here instead of a temporary one.
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Run durable servers with this fsync policy (per-write, group, none) to measure the cost of
+    /// durability; without it the servers keep everything in memory.
+    #[arg(long)]
+    pub fsync: Option<snowline_storage::FsyncPolicy>,
+    /// With --fsync: keep the servers' data under DIR/c<clients>/node-N (default: inside the cluster's
+    /// directory, removed with it).
+    #[arg(long, requires = "fsync")]
+    pub data_dir: Option<PathBuf>,
 }
 
 pub fn sim(args: SimArgs) -> Result<()> {
@@ -281,15 +289,33 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         progress.set_message(format!("{} clients per DC", clients));
         let spec = args.run.spec(seed, clients);
         let started = Instant::now();
-        let (report, cpu) =
-            crate::client_cmd::with_local_cluster(name, topology, args.latency_ms, args.dir.clone(), |config| {
-                with_protocol!(name, P => bench_on::<P>(config, &spec)).map_err(anyhow::Error::from)?
-            })?;
+        let data = args.fsync.map(|fsync| {
+            let root = match &args.data_dir {
+                Some(d) => d.join(format!("c{clients}")),
+                None => std::env::temp_dir().join(format!("snowline-bench-data-{}-{clients}", std::process::id())),
+            };
+            snowline_net::LocalData { root, fsync }
+        });
+        let (report, cpu) = crate::client_cmd::with_local_cluster(
+            name,
+            topology,
+            args.latency_ms,
+            args.dir.clone(),
+            data.clone(),
+            |config| with_protocol!(name, P => bench_on::<P>(config, &spec)).map_err(anyhow::Error::from)?,
+        )?;
+        if let (Some(d), None) = (&data, &args.data_dir) {
+            let _ = std::fs::remove_dir_all(&d.root);
+        }
         let wall = started.elapsed().as_secs_f64();
         progress.suspend(|| {
             println!("clients per DC {clients}");
             print_report(&report);
             println!("server CPU time {:.2} s over {:.2} s of run", cpu, args.run.duration.as_secs_f64());
+            match args.fsync {
+                Some(p) => println!("durable servers, fsync {p}"),
+                None => println!("in-memory servers"),
+            }
         });
         finish(&report, &args.run)?;
         records.push(args.run.record("real", report, clients, wall));

@@ -7,19 +7,29 @@ use crate::run::{RunReport, RunSpec};
 use crate::workload::Generator;
 use snowline_core::Protocol;
 use snowline_core::history::HistoryRecorder;
-use snowline_net::{ClientRuntime, ClusterConfig};
+use snowline_net::{ClientRuntime, ClusterConfig, DEFAULT_OP_TIMEOUT};
 use std::cell::RefCell;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Run `spec` against the running cluster described by `config`: `clients_per_dc` sessions per datacenter,
 /// each issuing its next operation as soon as the previous one completes, until the duration is over.
 pub async fn run_net<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> anyhow::Result<RunReport> {
+    run_net_with::<P>(config, spec, DEFAULT_OP_TIMEOUT).await
+}
+
+/// [`run_net`] with operations given up on (outcome unknown) after `op_timeout` instead of the client
+/// library's default: runs that kill servers on purpose use a short one.
+pub async fn run_net_with<P: Protocol>(
+    config: &ClusterConfig,
+    spec: &RunSpec,
+    op_timeout: Duration,
+) -> anyhow::Result<RunReport> {
     let generator = Generator::new(spec.workload.clone(), config.topology()).write_transactions(P::WRITE_TRANSACTIONS);
     let recorder = RefCell::new(HistoryRecorder::new());
     let metrics = RefCell::new(Metrics::default());
     let mut runtimes = Vec::new();
     for dc in config.topology().dc_ids().filter(|dc| spec.loads(*dc)) {
-        runtimes.push((dc, ClientRuntime::<P>::connect(config, dc).await?));
+        runtimes.push((dc, ClientRuntime::<P>::connect(config, dc).await?.with_timeout(op_timeout)));
     }
     let start = Instant::now();
     let now_ns = || start.elapsed().as_nanos() as u64;

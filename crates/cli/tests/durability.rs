@@ -1,0 +1,187 @@
+//! Durability end to end (issue 6): real server processes with `--data-dir`, killed with SIGKILL mid-load and
+//! restarted. Every acknowledged write must be readable afterwards in both datacenters, the recorded history
+//! must pass the checker at the protocol's claimed level, and the datacenters must converge.
+
+use snowline_checker::Level;
+use snowline_core::{Key, OpError, Protocol, Reply, Request, Value};
+use snowline_harness::{MixedWorkload, RunSpec};
+use snowline_net::{ClientRuntime, ClusterConfig, LocalCluster, LocalData, spawn_local_cluster_with};
+use snowline_storage::FsyncPolicy;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const LOAD: Duration = Duration::from_millis(3_000);
+const KILL_AT: Duration = Duration::from_millis(800);
+const DOWN_FOR: Duration = Duration::from_millis(800);
+const OP_TIMEOUT: Duration = Duration::from_millis(1_000);
+const KEYS: usize = 30;
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("snowline-durability-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Which processes die: one server, or every server of datacenter 1.
+#[derive(Clone, Copy, Debug)]
+enum Crash {
+    OneServer,
+    WholeDc,
+}
+
+fn crash_and_recover<P: Protocol>(crash: Crash) {
+    let dir = tempdir(&format!("{}-{crash:?}", P::NAME));
+    let config = ClusterConfig::local(P::NAME, 2, 2, snowline_net::free_base_port());
+    let data = LocalData { root: dir.join("data"), fsync: FsyncPolicy::PerWrite };
+    let cluster = spawn_local_cluster_with(env!("CARGO_BIN_EXE_snowline").as_ref(), &dir, &config, Some(data))
+        .expect("spawning the cluster");
+    cluster.wait_ready(Duration::from_secs(20)).expect("cluster ready");
+    // Node 0 is dc0/p0 (where datacenter 0's writers write too); nodes 2 and 3 are datacenter 1.
+    let victims: Vec<u32> = match crash {
+        Crash::OneServer => vec![0],
+        Crash::WholeDc => vec![2, 3],
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (history, acked) = std::thread::scope(|s| {
+        let killer = s.spawn(|| {
+            std::thread::sleep(KILL_AT);
+            for v in &victims {
+                cluster.kill_node(*v).expect("kill");
+            }
+            std::thread::sleep(DOWN_FOR);
+            for v in &victims {
+                cluster.restart_node(*v, Duration::from_secs(20)).expect("restart");
+            }
+        });
+        let result = rt.block_on(load::<P>(&config));
+        killer.join().unwrap();
+        result
+    });
+    for v in &victims {
+        let log = std::fs::read_to_string(dir.join(format!("node-{v}.log"))).unwrap();
+        assert!(log.contains("recovered"), "node {v} did not recover from its data directory:\n{log}");
+    }
+    assert!(acked.len() > 20, "only {} unique writes were acknowledged", acked.len());
+    rt.block_on(converged::<P>(&config, &acked, &cluster));
+
+    let level: Level = snowline_protocols::claimed_level(P::NAME).unwrap().parse().unwrap();
+    let verdict = snowline_checker::check(&history, level);
+    assert!(verdict.ok, "{} after {crash:?}: {verdict}", P::NAME);
+    cluster.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The mixed workload with a recorded history in both datacenters, and beside it a writer in datacenter 0
+/// that puts unique keys and remembers which were acknowledged.
+async fn load<P: Protocol>(config: &ClusterConfig) -> (Vec<snowline_core::HistoryEvent>, BTreeMap<Key, Value>) {
+    let spec = RunSpec {
+        clients_per_dc: 3,
+        client_dcs: None,
+        duration_ns: LOAD.as_nanos() as u64,
+        warmup_ns: 0,
+        cooldown_ns: 0,
+        workload: MixedWorkload { keys: KEYS, ..Default::default() },
+        record_history: true,
+        seed: 7,
+        final_reads_after_ns: None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = async {
+        let rt = ClientRuntime::<P>::connect(config, 0).await.unwrap().with_timeout(OP_TIMEOUT);
+        let session = rt.session();
+        let mut acked = BTreeMap::new();
+        let mut n = 0;
+        while !stop.load(Ordering::Relaxed) {
+            n += 1;
+            let (key, value): (Key, Value) = (format!("u{n}").into(), format!("w{n}").into());
+            if session.execute(Request::Put { key: key.clone(), value: value.clone() }).await.is_ok() {
+                acked.insert(key, value);
+            }
+        }
+        acked
+    };
+    let history = async {
+        let report = snowline_harness::net_run::run_net_with::<P>(config, &spec, OP_TIMEOUT).await.unwrap();
+        stop.store(true, Ordering::Relaxed);
+        report.history.unwrap()
+    };
+    let (history, acked) = futures::join!(history, writer);
+    (history, acked)
+}
+
+async fn read_all<P: Protocol>(rt: &ClientRuntime<P>, keys: &[Key]) -> Result<BTreeMap<Key, Option<Value>>, OpError> {
+    let session = rt.session();
+    let mut out = BTreeMap::new();
+    for chunk in keys.chunks(16) {
+        let reply: Reply = session.execute(Request::Rot { keys: chunk.to_vec() }).await?;
+        for r in reply.reads {
+            out.insert(r.key, r.value);
+        }
+    }
+    Ok(out)
+}
+
+/// Polls until both datacenters return every acknowledged unique write and agree on the workload's keys.
+async fn converged<P: Protocol>(config: &ClusterConfig, acked: &BTreeMap<Key, Value>, cluster: &LocalCluster) {
+    let mut keys: Vec<Key> = acked.keys().cloned().collect();
+    keys.extend((0..KEYS).map(|i| Key::from(format!("k{i}"))));
+    let rts = [
+        ClientRuntime::<P>::connect(config, 0).await.unwrap().with_timeout(Duration::from_secs(3)),
+        ClientRuntime::<P>::connect(config, 1).await.unwrap().with_timeout(Duration::from_secs(3)),
+    ];
+    let mut last = String::new();
+    for _ in 0..60 {
+        let (a, b) = (read_all(&rts[0], &keys).await, read_all(&rts[1], &keys).await);
+        match (a, b) {
+            (Ok(a), Ok(b)) => {
+                let lost: Vec<&Key> = acked
+                    .iter()
+                    .filter(|(k, v)| a[*k].as_ref() != Some(v) || b[*k].as_ref() != Some(v))
+                    .map(|(k, _)| k)
+                    .collect();
+                let differ: Vec<&Key> = a.keys().filter(|k| a[*k] != b[*k]).collect();
+                if lost.is_empty() && differ.is_empty() {
+                    return;
+                }
+                last = format!("acknowledged writes not readable in both DCs: {lost:?}; DCs differ on {differ:?}");
+            }
+            (a, b) => last = format!("final reads failed: {:?} / {:?}", a.err(), b.err()),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("{} did not converge after the restart: {last} (logs in {})", P::NAME, cluster.dir().display());
+}
+
+#[test]
+fn cv_loses_no_acknowledged_write_when_a_server_is_killed() {
+    crash_and_recover::<snowline_protocols::Cv>(Crash::OneServer);
+}
+
+#[test]
+fn contrarian_loses_no_acknowledged_write_when_a_server_is_killed() {
+    crash_and_recover::<snowline_protocols::Contrarian>(Crash::OneServer);
+}
+
+#[test]
+fn cure_loses_no_acknowledged_write_when_a_server_is_killed() {
+    crash_and_recover::<snowline_protocols::Cure>(Crash::OneServer);
+}
+
+#[test]
+fn cv_datacenter_restarted_while_the_other_takes_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::Cv>(Crash::WholeDc);
+}
+
+#[test]
+fn contrarian_datacenter_restarted_while_the_other_takes_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::Contrarian>(Crash::WholeDc);
+}
+
+#[test]
+fn cure_datacenter_restarted_while_the_other_takes_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::Cure>(Crash::WholeDc);
+}
