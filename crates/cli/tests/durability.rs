@@ -185,3 +185,43 @@ fn contrarian_datacenter_restarted_while_the_other_takes_writes_catches_up() {
 fn cure_datacenter_restarted_while_the_other_takes_writes_catches_up() {
     crash_and_recover::<snowline_protocols::Cure>(Crash::WholeDc);
 }
+
+/// A damaged data file stops the server with an error naming the file; nothing is served from it.
+#[test]
+fn a_corrupted_or_truncated_data_file_is_a_clear_error_naming_it() {
+    let dir = tempdir("corrupt");
+    let config = ClusterConfig::local("cv", 1, 1, snowline_net::free_base_port());
+    let data = LocalData { root: dir.join("data"), fsync: FsyncPolicy::PerWrite };
+    let cluster = spawn_local_cluster_with(env!("CARGO_BIN_EXE_snowline").as_ref(), &dir, &config, Some(data))
+        .expect("spawning the cluster");
+    cluster.wait_ready(Duration::from_secs(20)).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = ClientRuntime::<snowline_protocols::Cv>::connect(&config, 0).await.unwrap();
+        for n in 0..50 {
+            let put = Request::Put { key: format!("k{n}").into(), value: "x".repeat(200).into() };
+            client.session().execute(put).await.unwrap();
+        }
+    });
+    cluster.stop();
+    let file = dir.join("data/node-0/log.redb");
+    let start = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_snowline"))
+            .args(["server", "--config"])
+            .arg(dir.join("cluster.toml"))
+            .args(["--node", "0", "--data-dir"])
+            .arg(dir.join("data/node-0"))
+            .output()
+            .unwrap()
+    };
+    let bytes = std::fs::read(&file).unwrap();
+    for (what, damaged) in [("truncated", bytes[..bytes.len() / 2].to_vec()), ("garbage", vec![0x5a; bytes.len()])] {
+        std::fs::write(&file, &damaged).unwrap();
+        let out = start();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what}: the server must not start on a damaged file");
+        assert!(err.contains(&file.display().to_string()) && err.contains("corrupted or truncated"), "{what}: {err}");
+        assert!(!err.contains("panicked"), "{what}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

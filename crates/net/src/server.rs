@@ -127,6 +127,11 @@ pub async fn run_server_with<P: Protocol>(
         return Err(NetError::ProtocolMismatch { config: config.protocol.clone(), runtime: P::NAME });
     }
     let me = config.node(node_id).ok_or(NetError::UnknownNode(node_id))?.clone();
+    // Opened before anything listens: a damaged or foreign data directory stops the server here.
+    let opened = match &durability {
+        Some(d) => Some((Log::open_with(&d.data_dir, d.fsync)?, d.fsync)),
+        None => None,
+    };
     let listener =
         TcpListener::bind(&me.addr).await.map_err(|source| NetError::Bind { addr: me.addr.clone(), source })?;
     eprintln!(
@@ -141,9 +146,7 @@ pub async fn run_server_with<P: Protocol>(
     let accept = tokio::spawn(accept_loop::<P>(listener, inbox_tx, config.max_frame_bytes, stop_rx));
 
     let mut server = EventLoop::<P>::new(config, node_id);
-    if let Some(d) = durability {
-        // Opened before anything is handled: a damaged or foreign data directory stops the server here.
-        let (log, recovered) = Log::open_with(&d.data_dir, d.fsync)?;
+    if let Some(((log, recovered), fsync)) = opened {
         let (records, from_checkpoint) = (recovered.records.len(), recovered.checkpoint.is_some());
         let hosted: Vec<ServerId> = server.hosted.iter().map(|h| h.id).collect();
         let file = log.path().to_path_buf();
@@ -160,7 +163,7 @@ pub async fn run_server_with<P: Protocol>(
         eprintln!(
             "snowline server: node {node_id}: data in {} (fsync {}): {}",
             file.display(),
-            d.fsync,
+            fsync,
             if records == 0 && !from_checkpoint {
                 "new".to_owned()
             } else {
@@ -170,7 +173,7 @@ pub async fn run_server_with<P: Protocol>(
                 )
             }
         );
-        server.durable = Some(DurableState { host, policy: d.fsync, timers: TimerHeap::new(), oldest_pending: None });
+        server.durable = Some(DurableState { host, policy: fsync, timers: TimerHeap::new(), oldest_pending: None });
     } else {
         for idx in 0..server.hosted.len() {
             server.handle(idx, Input::Start);

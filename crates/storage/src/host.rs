@@ -49,7 +49,8 @@ use std::path::{Path, PathBuf};
 
 /// Checkpoint after this many records by default (bounds both replay time and the log's disk use).
 pub const CHECKPOINT_EVERY: u64 = 20_000;
-/// A link whose unacknowledged messages have seen no acknowledgement for this long is retransmitted.
+/// A link whose unacknowledged messages have seen no acknowledgement for this long is probed (its newest
+/// message is sent again, which makes the receiver acknowledge or ask for what it lacks).
 pub const RETRANSMIT_AFTER_NS: u64 = 1_000_000_000;
 /// Resend requests on one link are at most this frequent.
 const RESEND_REQUEST_EVERY_NS: u64 = 100_000_000;
@@ -261,6 +262,11 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         &self.log
     }
 
+    /// Gives the log back (tests crash a [`MemLog`](crate::MemLog) with it).
+    pub fn into_log(self) -> L {
+        self.log
+    }
+
     /// Records appended since the last commit.
     pub fn pending(&self) -> usize {
         self.log.pending()
@@ -341,7 +347,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     }
 
     /// Periodic work (call every ~100 ms): acknowledge what was durably delivered since the last tick, and
-    /// retransmit links that have seen no acknowledgement for [`RETRANSMIT_AFTER_NS`].
+    /// probe links that have seen no acknowledgement for [`RETRANSMIT_AFTER_NS`].
     pub fn tick(&mut self, wall_ns: u64) {
         for (&(idx, from), &seq) in &self.durable_delivered {
             if self.acked.get(&(idx, from)) != Some(&seq) && !self.index.contains_key(&from) {
@@ -355,8 +361,12 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 let stalled = wall_ns.saturating_sub(link.progress_ns) >= RETRANSMIT_AFTER_NS;
                 let waiting = link.unacked.front().is_some_and(|(s, _)| *s <= link.released);
                 if stalled && waiting && !self.index.contains_key(&to) {
+                    // Probe with the newest released message only (the peer may be down, and its link
+                    // queues): a gap makes the receiver ask for the rest, a duplicate makes it acknowledge.
                     link.progress_ns = wall_ns;
-                    Self::retransmit(&mut self.ready, n.id, to, link);
+                    if let Some((seq, msg)) = link.unacked.iter().rev().find(|(s, _)| *s <= link.released) {
+                        self.ready.push(Output::Seq { from: n.id, to, seq: *seq, msg: msg.clone() });
+                    }
                 }
             }
         }
@@ -379,15 +389,23 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         if let (Addr::Server(sender), true) = (from, seq > 0) {
             let delivered = self.state.nodes[idx].delivered.get(&sender).copied().unwrap_or(0);
             if seq <= delivered {
+                // A duplicate: the sender may have missed our acknowledgement, so the next tick repeats it.
+                self.acked.remove(&(idx, sender));
                 return;
             }
             if seq > delivered + 1 {
-                // A message in between was lost (a connection dropped): ask for everything after `delivered`.
-                let asked = self.resend_asked.entry((idx, sender)).or_insert(0);
-                if wall_ns.saturating_sub(*asked) >= RESEND_REQUEST_EVERY_NS && !self.index.contains_key(&sender) {
-                    *asked = wall_ns;
+                // A message in between was lost (a connection dropped): ask for everything after what is
+                // durably delivered (an acknowledgement lets the sender forget, so it never runs ahead of
+                // the log); the duplicates this brings are dropped.
+                let recent = self
+                    .resend_asked
+                    .get(&(idx, sender))
+                    .is_some_and(|t| wall_ns.saturating_sub(*t) < RESEND_REQUEST_EVERY_NS);
+                if !recent && !self.index.contains_key(&sender) {
+                    self.resend_asked.insert((idx, sender), wall_ns);
                     let me = self.state.nodes[idx].id;
-                    self.ready.push(Output::Ack { from: me, to: sender, seq: delivered, resend: true });
+                    let seq = self.durable_delivered.get(&(idx, sender)).copied().unwrap_or(0);
+                    self.ready.push(Output::Ack { from: me, to: sender, seq, resend: true });
                 }
                 return;
             }
