@@ -45,10 +45,11 @@ enum Command {
         /// Keep this server's data here and recover it on restart (default: in memory, lost on exit).
         #[arg(long)]
         data_dir: Option<PathBuf>,
-        /// With --data-dir, when a write reaches the disk before it is acknowledged: per-write (one fsync
-        /// before any effect is seen), group (fsync batches of up to 128 records or 2 ms; same promise), or
-        /// none (no fsync: a crash loses acknowledged writes; benchmarks only).
-        #[arg(long, default_value = "per-write")]
+        /// With --data-dir, how inputs reach the disk; every policy but none holds a reply or message back
+        /// until what caused it is on disk. group (default): one fsync for everything that arrived together
+        /// (at most 128 records, or 2 ms while busy); per-write: one fsync per input (slower, same promise);
+        /// none: no fsync (a crash of the machine loses acknowledged writes; benchmarks only).
+        #[arg(long, default_value = "group")]
         fsync: snowline_storage::FsyncPolicy,
     },
     /// Start or stop a local cluster of server processes.
@@ -132,8 +133,8 @@ pub struct ClusterUpArgs {
     /// Make the servers durable: node N keeps its data in DIR/node-N and recovers it when started again.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// With --data-dir: per-write, group or none (see `snowline server --help`).
-    #[arg(long, default_value = "per-write")]
+    /// With --data-dir: group (default), per-write or none (see `snowline server --help`).
+    #[arg(long, default_value = "group")]
     pub fsync: snowline_storage::FsyncPolicy,
 }
 

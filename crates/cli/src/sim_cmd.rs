@@ -214,14 +214,44 @@ pub struct BenchArgs {
     /// Keep the cluster's directory (config and logs) here instead of a temporary one.
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Run durable servers with this fsync policy (per-write, group, none) to measure the cost of
-    /// durability; without it the servers keep everything in memory.
-    #[arg(long)]
-    pub fsync: Option<snowline_storage::FsyncPolicy>,
+    /// Run durable servers with these fsync policies (memory, none, group, per-write; comma-separated), each
+    /// over the whole sweep, and print what durability costs against the first (default: memory only).
+    /// `--fsync memory,none,group,per-write` measures every policy.
+    #[arg(long, value_delimiter = ',', default_value = "memory")]
+    pub fsync: Vec<Storage>,
     /// With --fsync: keep the servers' data under DIR/c<clients>/node-N (default: inside the cluster's
     /// directory, removed with it).
-    #[arg(long, requires = "fsync")]
+    #[arg(long)]
     pub data_dir: Option<PathBuf>,
+}
+
+/// In memory, or durable with an fsync policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    Memory,
+    Durable(snowline_storage::FsyncPolicy),
+}
+
+impl std::str::FromStr for Storage {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim() {
+            "memory" | "in-memory" => Ok(Storage::Memory),
+            other => other
+                .parse()
+                .map(Storage::Durable)
+                .map_err(|e: snowline_storage::ParsePolicyError| format!("{e} (or memory)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Storage::Memory => f.write_str("memory"),
+            Storage::Durable(p) => write!(f, "fsync {p}"),
+        }
+    }
 }
 
 pub fn sim(args: SimArgs) -> Result<()> {
@@ -282,20 +312,31 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     args.run.validate()?;
     let topology = args.run.topology()?;
     let name = snowline_protocols::canonical_name(&args.run.protocol)?;
+    anyhow::ensure!(!args.fsync.is_empty(), "--fsync needs at least one of memory, none, group, per-write");
+    anyhow::ensure!(
+        args.fsync.len() == 1 || args.run.out.is_none(),
+        "--out writes one results directory per storage setting: run one --fsync value at a time with it"
+    );
     let seed = rand_seed();
-    let progress = crate::progress::bar(args.run.clients.len() as u64);
+    let progress = crate::progress::bar((args.run.clients.len() * args.fsync.len()) as u64);
     let mut records = Vec::new();
-    for &clients in &args.run.clients {
-        progress.set_message(format!("{} clients per DC", clients));
+    let mut costs = Vec::new();
+    let points = args.fsync.iter().flat_map(|s| args.run.clients.iter().map(move |c| (*s, *c)));
+    for (storage, clients) in points {
+        progress.set_message(format!("{storage}, {clients} clients per DC"));
         let spec = args.run.spec(seed, clients);
         let started = Instant::now();
-        let data = args.fsync.map(|fsync| {
-            let root = match &args.data_dir {
-                Some(d) => d.join(format!("c{clients}")),
-                None => std::env::temp_dir().join(format!("snowline-bench-data-{}-{clients}", std::process::id())),
-            };
-            snowline_net::LocalData { root, fsync }
-        });
+        let data = match storage {
+            Storage::Memory => None,
+            Storage::Durable(fsync) => {
+                let root = match &args.data_dir {
+                    Some(d) => d.join(format!("{fsync}-c{clients}")),
+                    None => std::env::temp_dir()
+                        .join(format!("snowline-bench-data-{}-{fsync}-{clients}", std::process::id())),
+                };
+                Some(snowline_net::LocalData { root, fsync })
+            }
+        };
         let (report, cpu) = crate::client_cmd::with_local_cluster(
             name,
             topology,
@@ -312,17 +353,46 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             println!("clients per DC {clients}");
             print_report(&report);
             println!("server CPU time {:.2} s over {:.2} s of run", cpu, args.run.duration.as_secs_f64());
-            match args.fsync {
-                Some(p) => println!("durable servers, fsync {p}"),
-                None => println!("in-memory servers"),
+            match storage {
+                Storage::Durable(p) => println!("durable servers, fsync {p}"),
+                Storage::Memory => println!("in-memory servers"),
             }
         });
         finish(&report, &args.run)?;
+        costs.push((storage, clients, report.summary.clone()));
         records.push(args.run.record("real", report, clients, wall));
         progress.inc(1);
     }
     progress.finish_and_clear();
+    if args.fsync.len() > 1 {
+        println!("\n{}", durability_costs(&costs));
+        return Ok(());
+    }
     write_sweep(&args.run, &records)
+}
+
+/// Throughput and p95 latency per storage setting, each against the first setting at the same client count.
+fn durability_costs(runs: &[(Storage, usize, snowline_harness::Summary)]) -> String {
+    let mut out = format!(
+        "{:<18} {:>8} {:>10} {:>8} {:>12} {:>12}\n",
+        "storage", "clients", "ops/s", "× base", "p95 write", "p95 read"
+    );
+    let p95 = |s: &snowline_harness::Summary, kinds: &[&str]| {
+        s.per_kind.iter().filter(|k| kinds.contains(&k.kind.as_str())).map(|k| k.p95_us).fold(f64::NAN, f64::max)
+    };
+    for (storage, clients, s) in runs {
+        let base = runs.iter().find(|(_, c, _)| c == clients).map(|(_, _, b)| b.ops_per_s).unwrap_or(f64::NAN);
+        out += &format!(
+            "{:<18} {:>8} {:>10.0} {:>8.2} {:>9.0} µs {:>9.0} µs\n",
+            storage.to_string(),
+            clients,
+            s.ops_per_s,
+            s.ops_per_s / base,
+            p95(s, &["put", "update"]),
+            p95(s, &["rot", "get", "rot-rounds"]),
+        );
+    }
+    out
 }
 
 /// After a sweep of several client counts, or with --out: the summary table, and the results directory.

@@ -180,7 +180,7 @@ pub async fn run_server_with<P: Protocol>(
         }
         server.drain_local();
     }
-    server.flush_durable()?;
+    server.flush_durable(Flush::Idle)?;
 
     let mut shutdown = std::pin::pin!(shutdown);
     let sleep = tokio::time::sleep_until(far_future());
@@ -199,7 +199,7 @@ pub async fn run_server_with<P: Protocol>(
             _ = &mut shutdown => break,
             _ = &mut sleep, if armed.is_some() => {
                 armed = None;
-                server.fire_due_timers();
+                server.fire_due_timers()?;
             }
             _ = tick.tick(), if server.durable.is_some() => {
                 if let Some(d) = &mut server.durable {
@@ -209,19 +209,23 @@ pub async fn run_server_with<P: Protocol>(
             ev = inbox.recv() => {
                 let Some(ev) = ev else { break };
                 server.on_inbound(ev);
+                server.flush_durable(Flush::Input)?;
                 for _ in 0..1024 {
                     match inbox.try_recv() {
-                        Ok(ev) => server.on_inbound(ev),
+                        Ok(ev) => {
+                            server.on_inbound(ev);
+                            server.flush_durable(Flush::Input)?;
+                        }
                         Err(_) => break,
                     }
                 }
             }
         }
         server.drain_local();
-        server.flush_durable()?;
+        server.flush_durable(if inbox.is_empty() { Flush::Idle } else { Flush::Busy })?;
     }
     // A clean stop makes everything handled durable, so the effects it held can go out.
-    server.flush_durable_now(true)?;
+    server.flush_durable(Flush::Stop)?;
 
     // Shutdown: stop accepting, let links write what is queued (ignoring emulated latency), then abort.
     let _ = stop_accept.send(());
@@ -258,6 +262,19 @@ struct EventLoop<P: Protocol> {
     now: Instant,
     /// With a data directory: the hosted servers live in the durable host instead of `hosted[..].node`.
     durable: Option<DurableState<P>>,
+}
+
+/// When [`EventLoop::flush_durable`] is called.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// Right after one input.
+    Input,
+    /// At the end of a loop turn, with more input already waiting.
+    Busy,
+    /// At the end of a loop turn, with nothing waiting.
+    Idle,
+    /// At shutdown: everything.
+    Stop,
 }
 
 struct DurableState<P: Protocol> {
@@ -338,23 +355,27 @@ impl<P: Protocol> EventLoop<P> {
     }
 
     /// Durable mode: commit as the fsync policy says, then carry out what the host released.
-    fn flush_durable(&mut self) -> Result<(), NetError> {
-        self.flush_durable_now(false)
-    }
-
-    /// `flush_durable`; with `force`, commit whatever the policy says.
-    fn flush_durable_now(&mut self, force: bool) -> Result<(), NetError> {
+    ///
+    /// `per-write` commits after every input from outside the process (one fsync each). `group` and `none`
+    /// commit once the inbox is drained (everything that arrived together shares one commit, so a lightly
+    /// loaded server adds no waiting), or when `max_batch` records (128 for `none`) are pending, or when the
+    /// oldest has waited `max_delay_ms` while the server stays busy.
+    fn flush_durable(&mut self, when: Flush) -> Result<(), NetError> {
         let Some(d) = &mut self.durable else { return Ok(()) };
         if d.host.pending() > 0 {
             let now = Instant::now();
             let oldest = *d.oldest_pending.get_or_insert(now);
-            let due = force
-                || match d.policy {
-                    FsyncPolicy::PerWrite | FsyncPolicy::None => true,
-                    FsyncPolicy::Group { max_delay_ms, max_batch } => {
-                        d.host.pending() >= max_batch.max(1) || now >= oldest + Duration::from_millis(max_delay_ms)
-                    }
-                };
+            let (max_delay_ms, max_batch) = match d.policy {
+                FsyncPolicy::Group { max_delay_ms, max_batch } => (max_delay_ms, max_batch.max(1)),
+                _ => (2, 128),
+            };
+            let due = match (when, d.policy) {
+                (Flush::Stop, _) | (_, FsyncPolicy::PerWrite) => true,
+                (Flush::Idle, _) => true,
+                (Flush::Input | Flush::Busy, _) => {
+                    d.host.pending() >= max_batch || now >= oldest + Duration::from_millis(max_delay_ms)
+                }
+            };
             if due {
                 d.host.commit()?;
                 d.oldest_pending = None;
@@ -431,16 +452,18 @@ impl<P: Protocol> EventLoop<P> {
         }
     }
 
-    fn fire_due_timers(&mut self) {
+    fn fire_due_timers(&mut self) -> Result<(), NetError> {
         let now = Instant::now();
         while let Some((idx, timer)) = self.timers.pop_due(now) {
             self.handle(idx, Input::Timer(timer));
         }
-        if let Some(d) = &mut self.durable {
-            while let Some((idx, id)) = d.timers.pop_due(now) {
+        while let Some((idx, id)) = self.durable.as_mut().and_then(|d| d.timers.pop_due(now)) {
+            if let Some(d) = &mut self.durable {
                 d.host.on_timer(idx, id, wall_ns());
             }
+            self.flush_durable(Flush::Input)?;
         }
+        Ok(())
     }
 
     fn drain_local(&mut self) {
