@@ -36,7 +36,12 @@ enum Crash {
 fn crash_and_recover<P: Protocol>(crash: Crash) {
     let dir = tempdir(&format!("{}-{crash:?}", P::NAME));
     let config = ClusterConfig::local(P::NAME, 2, 2, snowline_net::free_base_port());
-    let data = LocalData { root: dir.join("data"), fsync: FsyncPolicy::PerWrite };
+    // Both durable policies: one fsync per input when one server dies, group commit when a datacenter does.
+    let fsync = match crash {
+        Crash::OneServer => FsyncPolicy::PerWrite,
+        Crash::WholeDc => FsyncPolicy::GROUP_DEFAULT,
+    };
+    let data = LocalData { root: dir.join("data"), fsync };
     let cluster = spawn_local_cluster_with(env!("CARGO_BIN_EXE_snowline").as_ref(), &dir, &config, Some(data))
         .expect("spawning the cluster");
     cluster.wait_ready(Duration::from_secs(20)).expect("cluster ready");
