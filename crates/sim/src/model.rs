@@ -20,6 +20,13 @@ pub struct SimConfig {
     pub network: NetworkModel,
     pub clocks: ClockModel,
     pub cpu: CpuModel,
+    /// Durable servers: each runs inside `snowline_storage::DurableHost` over an in-memory log committed
+    /// after every input (the networked runtime's `per-write`; the fsync itself costs no virtual time), so
+    /// [`crate::Sim::crash`] and [`crate::Sim::restart`] can kill one and bring it back from its log.
+    pub durable: bool,
+    /// Give up on a client operation after this long, completing it with "outcome unknown" (as the
+    /// networked client library does on a timeout) and ignoring its late completion; `None`: wait forever.
+    pub op_timeout_ns: Option<u64>,
 }
 
 impl SimConfig {
@@ -32,6 +39,8 @@ impl SimConfig {
             network: NetworkModel::default(),
             clocks: ClockModel::default(),
             cpu: CpuModel::default(),
+            durable: false,
+            op_timeout_ns: None,
         }
     }
 

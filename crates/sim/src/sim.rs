@@ -7,9 +7,10 @@ use snowline_core::{
     Addr, ClientId, ClientNode, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, Reply, Request, ServerId,
     ServerNode, Topology,
 };
+use snowline_storage::{DurableHost, MemLog, Output, Recovered};
 use std::cmp::Ordering;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A message in flight, as the scenario API's filters see it.
@@ -20,6 +21,8 @@ pub struct Envelope<M> {
     pub msg: M,
     /// Virtual time the message left its sender (the end of the handler that sent it).
     pub sent_at_ns: u64,
+    /// Between durable servers: the message's number on its link (`snowline_storage::host`).
+    pub seq: Option<u64>,
 }
 
 /// An operation completed by a client node, at virtual time `time_ns`.
@@ -48,6 +51,18 @@ enum Input<P: Protocol> {
     Message(Envelope<P::Msg>),
     Timer(P::Timer),
     Request(OpId, Request),
+    /// A durable server's timer `id`, set in its incarnation `incarnation` (stale after a crash).
+    HostTimer {
+        id: u64,
+        incarnation: u32,
+    },
+    /// A durable server's link acknowledgement (`Output::Ack`).
+    Ack {
+        from: ServerId,
+        to: ServerId,
+        seq: u64,
+        resend: bool,
+    },
 }
 
 /// What an event does when its time comes.
@@ -60,7 +75,23 @@ enum Payload<P: Protocol> {
     Run(u32),
     /// A completion reaches the application.
     Complete(Completion),
+    /// Durable server `.0` (in incarnation `.1`) acknowledges and probes its links.
+    HostTick(u32, u32),
+    /// Client operation `.1` of client `.0` has had its time ([`SimConfig::op_timeout_ns`]).
+    OpTimeout(ClientId, OpId),
+    Crash(u32),
+    Restart(u32),
 }
+
+/// A server's state machine: plain, hosted durably, or crashed (only its log is left).
+enum ServerSlot<P: Protocol> {
+    Plain(P::Server),
+    Durable(Box<DurableHost<P, MemLog>>),
+    Down(MemLog),
+}
+
+/// How often a durable server acknowledges and probes its links (the networked runtime's tick).
+const HOST_TICK_NS: u64 = 100_000_000;
 
 /// A queue entry; the payload lives in the slab so heap moves stay small. Ordered so that the
 /// `BinaryHeap` (a max-heap) pops the smallest `(time, seq)` first.
@@ -199,7 +230,11 @@ pub struct Sim<P: Protocol> {
     free_slots: Vec<u32>,
     /// Per node, servers first (index `dc · partitions + partition`), then clients (index `servers + id`).
     meta: Vec<NodeMeta<P>>,
-    servers: Vec<P::Server>,
+    servers: Vec<ServerSlot<P>>,
+    /// Per server: how many times it has been restarted (timers of earlier incarnations are stale).
+    incarnations: Vec<u32>,
+    /// With an operation timeout: the operations submitted and not yet completed or given up.
+    outstanding: BTreeSet<(ClientId, OpId)>,
     clients: Vec<P::Client>,
     /// Reused by every handler call.
     fx: Effects<P>,
@@ -239,6 +274,8 @@ impl<P: Protocol> Sim<P> {
             free_slots: Vec::new(),
             meta: Vec::new(),
             servers: Vec::new(),
+            incarnations: Vec::new(),
+            outstanding: BTreeSet::new(),
             clients: Vec::new(),
             fx: Effects::default(),
             net_rng,
@@ -259,14 +296,59 @@ impl<P: Protocol> Sim<P> {
         };
         for id in topology.servers() {
             debug_assert_eq!(sim.server_index(id) as usize, sim.servers.len());
-            sim.servers.push(P::server(id, topology, &sim.config.protocol));
+            let slot = if sim.config.durable {
+                ServerSlot::Down(MemLog::new())
+            } else {
+                ServerSlot::Plain(P::server(id, topology, &sim.config.protocol))
+            };
+            sim.servers.push(slot);
+            sim.incarnations.push(0);
             let meta = sim.new_meta(Addr::Server(id), id.dc);
             sim.meta.push(meta);
         }
         for idx in 0..sim.servers.len() as u32 {
-            sim.start(idx);
+            if sim.config.durable {
+                sim.open_host(idx);
+            } else {
+                sim.start(idx);
+            }
         }
         sim
+    }
+
+    /// Kill durable server `id` now: what it received and has not handled is lost, as is everything it
+    /// logged and did not commit; messages reaching it while it is down are lost. Needs
+    /// [`SimConfig::durable`].
+    pub fn crash(&mut self, id: ServerId) {
+        assert!(self.config.durable, "crash: the simulator must run durable servers (SimConfig::durable)");
+        let idx = self.server_index(id) as usize;
+        let slot = std::mem::replace(&mut self.servers[idx], ServerSlot::Down(MemLog::new()));
+        let ServerSlot::Durable(host) = slot else { panic!("crash: server {id} is already down") };
+        let mut log = host.into_log();
+        log.crash();
+        self.servers[idx] = ServerSlot::Down(log);
+        self.incarnations[idx] += 1;
+        self.meta[idx].inbox.clear();
+    }
+
+    /// Start crashed server `id` again from its log: it replays it and runs the catch-up exchange.
+    pub fn restart(&mut self, id: ServerId) {
+        let idx = self.server_index(id);
+        assert!(self.is_down(id), "restart: server {id} is not down");
+        self.open_host(idx);
+    }
+
+    /// Crash server `id` at virtual time `at_ns` and restart it `down_for_ns` later.
+    pub fn schedule_crash(&mut self, id: ServerId, at_ns: u64, down_for_ns: u64) {
+        assert!(self.config.durable, "schedule_crash: the simulator must run durable servers (SimConfig::durable)");
+        let idx = self.server_index(id);
+        self.schedule(at_ns, Payload::Crash(idx));
+        self.schedule(at_ns.saturating_add(down_for_ns), Payload::Restart(idx));
+    }
+
+    /// Whether server `id` is crashed.
+    pub fn is_down(&self, id: ServerId) -> bool {
+        matches!(self.servers[self.server_index(id) as usize], ServerSlot::Down(_))
     }
 
     /// Add a client session in datacenter `dc` (ids 0, 1, 2, ... in call order) and call its `on_start` now.
@@ -284,6 +366,10 @@ impl<P: Protocol> Sim<P> {
     pub fn submit(&mut self, client: ClientId, op: OpId, request: Request) {
         let idx = self.client_index(client).unwrap_or_else(|| panic!("submit: no client {client}"));
         self.schedule(self.now, Payload::Input(idx, Input::Request(op, request)));
+        if let Some(t) = self.config.op_timeout_ns {
+            self.outstanding.insert((client, op));
+            self.schedule(self.now.saturating_add(t), Payload::OpTimeout(client, op));
+        }
     }
 
     /// Current virtual time in nanoseconds.
@@ -376,8 +462,10 @@ impl<P: Protocol> Sim<P> {
             Payload::Net(to, env) => self.arrive(to, env),
             Payload::Input(to, input) => self.enqueue(to, input),
             Payload::Run(idx) => {
-                let input = self.meta[idx as usize].inbox.pop_front().expect("a Run event has an input");
-                self.exec(idx, input);
+                // The inbox can be empty here only if the node crashed meanwhile (its inbox was lost).
+                if let Some(input) = self.meta[idx as usize].inbox.pop_front() {
+                    self.exec(idx, input);
+                }
                 let m = &mut self.meta[idx as usize];
                 if m.inbox.is_empty() {
                     m.scheduled = false;
@@ -386,7 +474,40 @@ impl<P: Protocol> Sim<P> {
                     self.schedule(at, Payload::Run(idx));
                 }
             }
-            Payload::Complete(c) => self.ready.push_back(c),
+            Payload::Complete(c) => {
+                // With an operation timeout, a completion after the operation was given up on is ignored.
+                if self.config.op_timeout_ns.is_none() || self.outstanding.remove(&(c.client, c.op)) {
+                    self.ready.push_back(c);
+                }
+            }
+            Payload::OpTimeout(client, op) => {
+                if self.outstanding.remove(&(client, op)) {
+                    let t = self.config.op_timeout_ns.unwrap_or(0);
+                    let result = Err(OpError::Unknown(format!("no answer within {} ms", t / 1_000_000)));
+                    self.ready.push_back(Completion { client, op, result, time_ns: self.now });
+                }
+            }
+            Payload::HostTick(idx, incarnation) => {
+                if incarnation == self.incarnations[idx as usize] {
+                    let clock = self.meta[idx as usize].clock.read(self.now);
+                    if let ServerSlot::Durable(host) = &mut self.servers[idx as usize] {
+                        host.tick(clock);
+                    }
+                    self.carry_out_host_outputs(idx, self.now);
+                    self.schedule(self.now + HOST_TICK_NS, Payload::HostTick(idx, incarnation));
+                }
+            }
+            Payload::Crash(idx) => {
+                let id = self.server_id(idx);
+                if !self.is_down(id) {
+                    self.crash(id);
+                }
+            }
+            Payload::Restart(idx) => {
+                if self.is_down(self.server_id(idx)) {
+                    self.open_host(idx);
+                }
+            }
         }
         true
     }
@@ -411,8 +532,13 @@ impl<P: Protocol> Sim<P> {
         self.queue.len()
     }
 
+    /// Server `id`'s state machine. Panics if it is crashed.
     pub fn server(&self, id: ServerId) -> &P::Server {
-        &self.servers[self.server_index(id) as usize]
+        match &self.servers[self.server_index(id) as usize] {
+            ServerSlot::Plain(s) => s,
+            ServerSlot::Durable(host) => host.servers().next().expect("one server per host").1,
+            ServerSlot::Down(_) => panic!("server {id} is down"),
+        }
     }
 
     pub fn client(&self, id: ClientId) -> &P::Client {
@@ -618,8 +744,15 @@ impl<P: Protocol> Sim<P> {
         }
     }
 
-    /// Input arrives at node `idx` now: handle it at once if the node is idle, else queue it.
+    /// Input arrives at node `idx` now: handle it at once if the node is idle, else queue it. A crashed
+    /// server loses it.
     fn enqueue(&mut self, idx: u32, input: Input<P>) {
+        if let Some(ServerSlot::Down(_)) = self.servers.get(idx as usize) {
+            if matches!(input, Input::Message(_) | Input::Ack { .. }) {
+                self.messages_dropped += 1;
+            }
+            return;
+        }
         let m = &mut self.meta[idx as usize];
         if !m.scheduled && m.busy_until <= self.now {
             self.exec(idx, input);
@@ -652,13 +785,35 @@ impl<P: Protocol> Sim<P> {
         let clock = m.clock.read(now);
         let mut cx = Ctx::new(clock, &mut m.rng, &mut fx);
         let i = idx as usize;
+        let mut durable = false;
         let cost = if i < n_servers {
-            let node = &mut self.servers[i];
-            match input {
-                None => node.on_start(&mut cx),
-                Some(Input::Message(env)) => node.on_message(&mut cx, env.from, env.msg),
-                Some(Input::Timer(t)) => node.on_timer(&mut cx, t),
-                Some(Input::Request(..)) => unreachable!("requests go to clients"),
+            match &mut self.servers[i] {
+                ServerSlot::Plain(node) => match input {
+                    None => node.on_start(&mut cx),
+                    Some(Input::Message(env)) => node.on_message(&mut cx, env.from, env.msg),
+                    Some(Input::Timer(t)) => node.on_timer(&mut cx, t),
+                    Some(Input::Request(..) | Input::HostTimer { .. } | Input::Ack { .. }) => {
+                        unreachable!("requests go to clients; host inputs to durable servers")
+                    }
+                },
+                ServerSlot::Durable(host) => {
+                    durable = true;
+                    let Addr::Server(id) = m.addr else { unreachable!("servers have server addresses") };
+                    match input {
+                        Some(Input::Message(env)) => {
+                            host.on_message(id, env.from, env.seq, env.msg, clock);
+                        }
+                        Some(Input::HostTimer { id: t, incarnation }) if incarnation == self.incarnations[i] => {
+                            host.on_timer(0, t, clock);
+                        }
+                        Some(Input::Ack { from, to, seq, resend }) => host.on_ack(from, to, seq, resend, clock),
+                        _ => {}
+                    }
+                    // `per-write`: every input is committed before its effects leave (MemLog cannot fail).
+                    host.commit().expect("an in-memory log does not fail");
+                    fx.work += host.take_work();
+                }
+                ServerSlot::Down(_) => {}
             }
             assert!(fx.completions.is_empty(), "server {} completed an operation; only clients may", m.addr);
             self.config.cpu.cost_ns(fx.work)
@@ -669,6 +824,7 @@ impl<P: Protocol> Sim<P> {
                 Some(Input::Message(env)) => node.on_message(&mut cx, env.from, env.msg),
                 Some(Input::Timer(t)) => node.on_timer(&mut cx, t),
                 Some(Input::Request(op, r)) => node.on_request(&mut cx, op, r),
+                Some(Input::HostTimer { .. } | Input::Ack { .. }) => unreachable!("host inputs go to servers"),
             }
             0
         };
@@ -689,6 +845,58 @@ impl<P: Protocol> Sim<P> {
         }
         fx.clear();
         self.fx = fx;
+        if durable {
+            self.carry_out_host_outputs(idx, done);
+        }
+    }
+
+    fn server_id(&self, idx: u32) -> ServerId {
+        let p = u32::from(self.config.topology.partitions);
+        ServerId::new((idx / p) as DcId, (idx % p) as u16)
+    }
+
+    /// Build durable server `idx` from its log (empty at the start), then carry out what it asks.
+    fn open_host(&mut self, idx: u32) {
+        let i = idx as usize;
+        let id = self.server_id(idx);
+        let slot = std::mem::replace(&mut self.servers[i], ServerSlot::Down(MemLog::new()));
+        let ServerSlot::Down(log) = slot else { panic!("server {id} is already up") };
+        let recovered: Recovered = log.recovered();
+        let clock = self.meta[i].clock.read(self.now);
+        let seed = derive_seed(self.config.seed, STREAM_NODE_RNG, addr_code(Addr::Server(id)));
+        let file = std::path::PathBuf::from(format!("<simulated log of {id}>"));
+        let topology = self.config.topology;
+        let mut host = DurableHost::open(log, &file, recovered, topology, &self.config.protocol, &[id], seed, clock)
+            .unwrap_or_else(|e| panic!("recovering {id}: {e}"));
+        host.commit().expect("an in-memory log does not fail");
+        host.take_work();
+        self.servers[i] = ServerSlot::Durable(Box::new(host));
+        self.carry_out_host_outputs(idx, self.now);
+        let incarnation = self.incarnations[i];
+        self.schedule(self.now + HOST_TICK_NS, Payload::HostTick(idx, incarnation));
+    }
+
+    /// Send, schedule and acknowledge what durable server `idx` released, as of virtual time `at`.
+    fn carry_out_host_outputs(&mut self, idx: u32, at: u64) {
+        let ServerSlot::Durable(host) = &mut self.servers[idx as usize] else { return };
+        let outputs = host.take_outputs();
+        let from = self.meta[idx as usize].addr;
+        let incarnation = self.incarnations[idx as usize];
+        for out in outputs {
+            match out {
+                Output::ToClient { to, msg, .. } => self.send_with(idx, from, to, msg, at, None),
+                Output::Seq { to, seq, msg, .. } => self.send_with(idx, from, Addr::Server(to), msg, at, Some(seq)),
+                Output::Ack { from: f, to, seq, resend } => {
+                    let to_idx = self.server_index(to);
+                    let due = at.saturating_add(self.config.network.inter_dc_ns(self.meta[idx as usize].dc, to.dc));
+                    self.schedule(due, Payload::Input(to_idx, Input::Ack { from: f, to, seq, resend }));
+                }
+                Output::Timer { id, delay_ns, .. } => {
+                    let due = at.saturating_add(delay_ns);
+                    self.schedule(due, Payload::Input(idx, Input::HostTimer { id, incarnation }));
+                }
+            }
+        }
     }
 
     fn count_kind(&mut self, kind: &'static str) {
@@ -702,6 +910,10 @@ impl<P: Protocol> Sim<P> {
     }
 
     fn send(&mut self, from_idx: u32, from: Addr, to: Addr, msg: P::Msg, sent_at: u64) {
+        self.send_with(from_idx, from, to, msg, sent_at, None);
+    }
+
+    fn send_with(&mut self, from_idx: u32, from: Addr, to: Addr, msg: P::Msg, sent_at: u64, seq: Option<u64>) {
         self.messages_sent += 1;
         self.count_kind(msg.kind());
         let Some(to_idx) = self.index_of(to) else {
@@ -748,7 +960,7 @@ impl<P: Protocol> Sim<P> {
                 }
             }
         }
-        self.schedule(due, Payload::Net(to_idx, Envelope { from, to, msg, sent_at_ns: sent_at }));
+        self.schedule(due, Payload::Net(to_idx, Envelope { from, to, msg, sent_at_ns: sent_at, seq }));
     }
 }
 

@@ -54,6 +54,10 @@ pub const CHECKPOINT_EVERY: u64 = 20_000;
 pub const RETRANSMIT_AFTER_NS: u64 = 1_000_000_000;
 /// Resend requests on one link are at most this frequent.
 const RESEND_REQUEST_EVERY_NS: u64 = 100_000_000;
+/// A gap in a link's numbers that lasts this long is taken for a loss (not reordering): ask for a resend.
+const GAP_PATIENCE_NS: u64 = 50_000_000;
+/// Messages kept per link while they wait for a gap to fill (more are dropped and resent later).
+const REORDER_LIMIT: usize = 100_000;
 
 /// What the host asks its runtime to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,7 +149,12 @@ pub struct DurableHost<P: Protocol, L: RecordLog> {
     durable_delivered: BTreeMap<(usize, ServerId), u64>,
     /// Per (node, sender): when a resend was last requested.
     resend_asked: BTreeMap<(usize, ServerId), u64>,
+    /// Per (node, sender): messages that arrived ahead of a gap, and since when the gap has lasted.
+    reorder: BTreeMap<(usize, ServerId), BTreeMap<u64, P::Msg>>,
+    gap_since: BTreeMap<(usize, ServerId), u64>,
     buf: Vec<u8>,
+    /// CPU work the handlers reported (`Ctx::charge`) since the last `take_work`.
+    work: u64,
 }
 
 impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
@@ -224,7 +233,10 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             acked: BTreeMap::new(),
             durable_delivered: BTreeMap::new(),
             resend_asked: BTreeMap::new(),
+            reorder: BTreeMap::new(),
+            gap_since: BTreeMap::new(),
             buf: Vec::new(),
+            work: 0,
         };
         for r in &recovered.records {
             host.replay(r.lsn, &r.payload)?;
@@ -270,6 +282,11 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// Records appended since the last commit.
     pub fn pending(&self) -> usize {
         self.log.pending()
+    }
+
+    /// The CPU work the handlers reported since the last call (the simulator charges time for it).
+    pub fn take_work(&mut self) -> u64 {
+        std::mem::take(&mut self.work)
     }
 
     /// Everything the runtime should do now, in order.
@@ -356,6 +373,15 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 self.ready.push(Output::Ack { from: to, to: from, seq, resend: false });
             }
         }
+        let lasting: Vec<(usize, ServerId)> = self
+            .gap_since
+            .iter()
+            .filter(|(_, since)| wall_ns.saturating_sub(**since) >= GAP_PATIENCE_NS)
+            .map(|(k, _)| *k)
+            .collect();
+        for (idx, sender) in lasting {
+            self.ask_resend(idx, sender, wall_ns);
+        }
         for n in &mut self.state.nodes {
             for (&to, link) in &mut n.out {
                 let stalled = wall_ns.saturating_sub(link.progress_ns) >= RETRANSMIT_AFTER_NS;
@@ -386,29 +412,64 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     }
 
     fn deliver(&mut self, idx: usize, from: Addr, seq: u64, msg: P::Msg, wall_ns: u64) {
+        let Addr::Server(sender) = from else { return self.handle_message(idx, from, 0, msg, wall_ns) };
+        if seq == 0 {
+            return self.handle_message(idx, from, 0, msg, wall_ns);
+        }
+        let delivered = self.state.nodes[idx].delivered.get(&sender).copied().unwrap_or(0);
+        if seq <= delivered {
+            // A duplicate: the sender may have missed our acknowledgement, so the next tick repeats it.
+            self.acked.remove(&(idx, sender));
+            return;
+        }
+        if seq > delivered + 1 {
+            // Overtaken (links that reorder) or after a loss (a dropped connection): keep it until the gap
+            // fills; a gap that lasts gets a resend request.
+            let waiting = self.reorder.entry((idx, sender)).or_default();
+            if waiting.len() < REORDER_LIMIT {
+                waiting.insert(seq, msg);
+            }
+            let since = *self.gap_since.entry((idx, sender)).or_insert(wall_ns);
+            if wall_ns.saturating_sub(since) >= GAP_PATIENCE_NS {
+                self.ask_resend(idx, sender, wall_ns);
+            }
+            return;
+        }
+        self.handle_message(idx, from, seq, msg, wall_ns);
+        // The messages that waited for this one.
+        let mut next = seq + 1;
+        while let Some(m) = self.reorder.get_mut(&(idx, sender)).and_then(|w| w.remove(&next)) {
+            self.handle_message(idx, from, next, m, wall_ns);
+            next += 1;
+        }
+        match self.reorder.get_mut(&(idx, sender)) {
+            Some(w) if !w.is_empty() => {
+                w.retain(|s, _| *s > next);
+                self.gap_since.insert((idx, sender), wall_ns);
+            }
+            _ => {
+                self.reorder.remove(&(idx, sender));
+                self.gap_since.remove(&(idx, sender));
+            }
+        }
+    }
+
+    /// Asks `sender` for everything after what `idx` has durably delivered from it (an acknowledgement lets
+    /// the sender forget, so it never runs ahead of the log); the duplicates this brings are dropped.
+    fn ask_resend(&mut self, idx: usize, sender: ServerId, wall_ns: u64) {
+        let recent =
+            self.resend_asked.get(&(idx, sender)).is_some_and(|t| wall_ns.saturating_sub(*t) < RESEND_REQUEST_EVERY_NS);
+        if !recent && !self.index.contains_key(&sender) {
+            self.resend_asked.insert((idx, sender), wall_ns);
+            let me = self.state.nodes[idx].id;
+            let seq = self.durable_delivered.get(&(idx, sender)).copied().unwrap_or(0);
+            self.ready.push(Output::Ack { from: me, to: sender, seq, resend: true });
+        }
+    }
+
+    /// Logs and handles message `seq` (0: unsequenced) from `from`.
+    fn handle_message(&mut self, idx: usize, from: Addr, seq: u64, msg: P::Msg, wall_ns: u64) {
         if let (Addr::Server(sender), true) = (from, seq > 0) {
-            let delivered = self.state.nodes[idx].delivered.get(&sender).copied().unwrap_or(0);
-            if seq <= delivered {
-                // A duplicate: the sender may have missed our acknowledgement, so the next tick repeats it.
-                self.acked.remove(&(idx, sender));
-                return;
-            }
-            if seq > delivered + 1 {
-                // A message in between was lost (a connection dropped): ask for everything after what is
-                // durably delivered (an acknowledgement lets the sender forget, so it never runs ahead of
-                // the log); the duplicates this brings are dropped.
-                let recent = self
-                    .resend_asked
-                    .get(&(idx, sender))
-                    .is_some_and(|t| wall_ns.saturating_sub(*t) < RESEND_REQUEST_EVERY_NS);
-                if !recent && !self.index.contains_key(&sender) {
-                    self.resend_asked.insert((idx, sender), wall_ns);
-                    let me = self.state.nodes[idx].id;
-                    let seq = self.durable_delivered.get(&(idx, sender)).copied().unwrap_or(0);
-                    self.ready.push(Output::Ack { from: me, to: sender, seq, resend: true });
-                }
-                return;
-            }
             self.state.nodes[idx].delivered.insert(sender, seq);
             if let Some(&s) = self.index.get(&sender) {
                 // A hosted sender: delivery is in the same log, so it is acknowledged at once.
@@ -579,6 +640,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 }
             }
         }
+        self.work += effects.work;
         effects.clear();
         self.effects = effects;
     }
