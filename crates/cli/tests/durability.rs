@@ -177,6 +177,26 @@ fn cure_loses_no_acknowledged_write_when_a_server_is_killed() {
 }
 
 #[test]
+fn av_loses_no_acknowledged_write_when_a_server_is_killed() {
+    crash_and_recover::<snowline_protocols::Av>(Crash::OneServer);
+}
+
+#[test]
+fn op_loses_no_acknowledged_write_when_a_server_is_killed() {
+    crash_and_recover::<snowline_protocols::Op>(Crash::OneServer);
+}
+
+#[test]
+fn cops_loses_no_acknowledged_write_when_a_server_is_killed() {
+    crash_and_recover::<snowline_protocols::Cops>(Crash::OneServer);
+}
+
+#[test]
+fn cops_snow_loses_no_acknowledged_write_when_a_server_is_killed() {
+    crash_and_recover::<snowline_protocols::CopsSnow>(Crash::OneServer);
+}
+
+#[test]
 fn cv_datacenter_restarted_while_the_other_takes_writes_catches_up() {
     crash_and_recover::<snowline_protocols::Cv>(Crash::WholeDc);
 }

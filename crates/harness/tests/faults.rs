@@ -206,3 +206,10 @@ fn durable_cure_recovers_from_crashes_and_keeps_its_claim() {
 fn durable_cops_snow_recovers_from_crashes_and_keeps_its_claim() {
     check_protocol_with_crashes::<snowline_protocols::CopsSnow>();
 }
+
+#[test]
+fn durable_av_op_and_cops_recover_from_crashes_and_keep_their_claims() {
+    check_protocol_with_crashes::<snowline_protocols::Av>();
+    check_protocol_with_crashes::<snowline_protocols::Op>();
+    check_protocol_with_crashes::<snowline_protocols::Cops>();
+}
