@@ -37,6 +37,33 @@ fn faulty_config(seed: u64) -> (SimConfig, (u64, u64)) {
     (config, (cut_from, cut_until))
 }
 
+/// 800 ms of closed-loop load, then quiescence and a read of every key in every datacenter.
+fn spec(seed: u64, workload: MixedWorkload, clients_per_dc: usize, final_reads_after_ns: u64) -> RunSpec {
+    RunSpec {
+        clients_per_dc,
+        client_dcs: None,
+        duration_ns: 800_000_000,
+        warmup_ns: 0,
+        cooldown_ns: 0,
+        workload,
+        record_history: true,
+        seed,
+        final_reads_after_ns: Some(final_reads_after_ns),
+    }
+}
+
+/// Runs `spec`, checks the history at the protocol's claimed level and that the datacenters converged, and
+/// returns the history.
+fn run_and_check<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec, replay: &str) -> Vec<snowline_core::HistoryEvent> {
+    let report = drive_sim(sim, spec);
+    let history = report.history.expect("recorded");
+    let level: Level = snowline_protocols::claimed_level(P::NAME).unwrap().parse().unwrap();
+    let verdict = snowline_checker::check(&history, level);
+    assert!(verdict.ok, "{replay}: {verdict}");
+    assert_eq!(report.converged, Some(true), "{replay}: datacenters diverge on {:?}", report.divergent);
+    history
+}
+
 fn check_protocol<P: Protocol>() {
     check_protocol_with::<P>(MixedWorkload { keys: 30, ..Default::default() }, seeds());
 }
@@ -47,22 +74,7 @@ fn check_protocol_with<P: Protocol>(workload: MixedWorkload, seeds: u64) {
         let replay = format!("seed {seed}: {config:?}, partition dc0|dc1 over [{cut_from}, {cut_until}) ns");
         let mut sim: Sim<P> = Sim::new(config);
         sim.partition_dcs(0, 1, cut_from, cut_until);
-        let spec = RunSpec {
-            clients_per_dc: 4,
-            client_dcs: None,
-            duration_ns: 800_000_000,
-            warmup_ns: 0,
-            cooldown_ns: 0,
-            workload: workload.clone(),
-            record_history: true,
-            seed,
-            final_reads_after_ns: Some(2_000_000_000),
-        };
-        let report = drive_sim(&mut sim, &spec);
-        let history = report.history.expect("recorded");
-        let level: Level = snowline_protocols::claimed_level(P::NAME).unwrap().parse().unwrap();
-        let verdict = snowline_checker::check(&history, level);
-        assert!(verdict.ok, "{replay}: {verdict}");
+        let history = run_and_check(&mut sim, &spec(seed, workload.clone(), 4, 2_000_000_000), &replay);
         let reads = history
             .iter()
             .filter(|e| e.kind == EventType::Ok)
@@ -73,7 +85,6 @@ fn check_protocol_with<P: Protocol>(workload: MixedWorkload, seeds: u64) {
         let unfinished: Vec<_> =
             history.iter().filter(|e| matches!(e.kind, EventType::Info | EventType::Fail)).collect();
         assert!(unfinished.is_empty(), "{replay}: every operation completes once the partition heals: {unfinished:?}");
-        assert_eq!(report.converged, Some(true), "{replay}: datacenters diverge on {:?}", report.divergent);
     }
 }
 
@@ -160,23 +171,8 @@ fn check_protocol_with_crashes<P: Protocol>() {
             sim.schedule_crash(*s, at, down);
         }
         let replay = format!("seed {seed}: crash {crashed:?} at {at} ns for {down} ns");
-        let spec = RunSpec {
-            clients_per_dc: 3,
-            client_dcs: None,
-            duration_ns: 800_000_000,
-            warmup_ns: 0,
-            cooldown_ns: 0,
-            workload: MixedWorkload { keys: 30, ..Default::default() },
-            record_history: true,
-            seed,
-            final_reads_after_ns: Some(3_000_000_000),
-        };
-        let report = drive_sim(&mut sim, &spec);
-        let history = report.history.expect("recorded");
-        let level: Level = snowline_protocols::claimed_level(P::NAME).unwrap().parse().unwrap();
-        let verdict = snowline_checker::check(&history, level);
-        assert!(verdict.ok, "{replay}: {verdict}");
-        assert_eq!(report.converged, Some(true), "{replay}: datacenters diverge on {:?}", report.divergent);
+        let workload = MixedWorkload { keys: 30, ..Default::default() };
+        let history = run_and_check(&mut sim, &spec(seed, workload, 3, 3_000_000_000), &replay);
         let ok_writes = history
             .iter()
             .filter(|e| e.kind == EventType::Ok)

@@ -467,19 +467,26 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         }
     }
 
-    /// Logs and handles message `seq` (0: unsequenced) from `from`.
-    fn handle_message(&mut self, idx: usize, from: Addr, seq: u64, msg: P::Msg, wall_ns: u64) {
-        if let (Addr::Server(sender), true) = (from, seq > 0) {
-            self.state.nodes[idx].delivered.insert(sender, seq);
-            if let Some(&s) = self.index.get(&sender) {
-                // A hosted sender: delivery is in the same log, so it is acknowledged at once.
-                let to = self.state.nodes[idx].id;
-                let link = self.state.nodes[s].out.entry(to).or_default();
-                while link.unacked.front().is_some_and(|(q, _)| *q <= seq) {
-                    link.unacked.pop_front();
-                }
+    /// Records that node `idx` delivered message `seq` (0: unsequenced) from `from`. A hosted sender's
+    /// delivery is in the same log, so it is acknowledged at once.
+    fn note_delivered(&mut self, idx: usize, from: Addr, seq: u64) {
+        let Addr::Server(sender) = from else { return };
+        if seq == 0 {
+            return;
+        }
+        self.state.nodes[idx].delivered.insert(sender, seq);
+        if let Some(&s) = self.index.get(&sender) {
+            let to = self.state.nodes[idx].id;
+            let link = self.state.nodes[s].out.entry(to).or_default();
+            while link.unacked.front().is_some_and(|(q, _)| *q <= seq) {
+                link.unacked.pop_front();
             }
         }
+    }
+
+    /// Logs and handles message `seq` (0: unsequenced) from `from`.
+    fn handle_message(&mut self, idx: usize, from: Addr, seq: u64, msg: P::Msg, wall_ns: u64) {
+        self.note_delivered(idx, from, seq);
         let now = self.state.nodes[idx].clock.max(wall_ns);
         self.append(&InputRecord::Msg { node: idx as u16, now, from, seq, msg: &msg });
         self.handle(idx, now, |server, cx| server.on_message(cx, from, msg));
@@ -528,16 +535,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 self.handle(node, now, |server, cx| server.on_start(cx));
             }
             InputRecord::Msg { now, from, seq, msg, .. } => {
-                if let (Addr::Server(sender), true) = (from, seq > 0) {
-                    self.state.nodes[node].delivered.insert(sender, seq);
-                    if let Some(&s) = self.index.get(&sender) {
-                        let to = self.state.nodes[node].id;
-                        let link = self.state.nodes[s].out.entry(to).or_default();
-                        while link.unacked.front().is_some_and(|(q, _)| *q <= seq) {
-                            link.unacked.pop_front();
-                        }
-                    }
-                }
+                self.note_delivered(node, from, seq);
                 self.handle(node, now, |server, cx| server.on_message(cx, from, msg));
             }
             InputRecord::Timer { now, id, .. } => {
