@@ -219,8 +219,8 @@ pub struct BenchArgs {
     /// `--fsync memory,none,group,per-write` measures every policy.
     #[arg(long, value_delimiter = ',', default_value = "memory")]
     pub fsync: Vec<Storage>,
-    /// With --fsync: keep the servers' data under DIR/c<clients>/node-N (default: inside the cluster's
-    /// directory, removed with it).
+    /// With a durable --fsync policy: keep the servers' data under DIR/<policy>-c<clients>/node-N (default: a
+    /// temporary directory, removed after each run).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
 }
