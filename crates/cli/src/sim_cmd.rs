@@ -202,6 +202,26 @@ pub struct SimArgs {
     /// Maximum clock offset of a node from true time, in milliseconds.
     #[arg(long, default_value_t = 1.0)]
     pub skew_ms: f64,
+    /// Crash a server and restart it from its log: SERVER@AT+DOWN, e.g. dc1/p0@300ms+200ms (repeatable).
+    /// Makes every server durable (docs/DURABILITY.md); operations caught by a crash time out after
+    /// --op-timeout with outcome unknown.
+    #[arg(long, value_parser = parse_crash)]
+    pub crash: Vec<snowline_sim::CrashPlan>,
+    /// With --crash: give up on an operation after this long.
+    #[arg(long, default_value = "1s", value_parser = duration::parse)]
+    pub op_timeout: std::time::Duration,
+}
+
+/// `dc1/p0@300ms+200ms`: crash dc1/p0 at 300 ms, restart it 200 ms later.
+fn parse_crash(s: &str) -> std::result::Result<snowline_sim::CrashPlan, String> {
+    let usage = || format!("{s:?}: expected SERVER@AT+DOWN, e.g. dc1/p0@300ms+200ms");
+    let (server, times) = s.split_once('@').ok_or_else(usage)?;
+    let (at, down) = times.split_once('+').ok_or_else(usage)?;
+    Ok(snowline_sim::CrashPlan {
+        server: server.parse()?,
+        at_ns: duration::parse(at)?.as_nanos() as u64,
+        down_ns: duration::parse(down)?.as_nanos() as u64,
+    })
 }
 
 #[derive(Args, Clone, Debug)]
@@ -264,6 +284,21 @@ pub fn sim(args: SimArgs) -> Result<()> {
     config.network.inter_dc_latency_ns =
         (0..dcs).map(|a| (0..dcs).map(|b| if a == b { 0 } else { wan_ns }).collect()).collect();
     config.clocks.max_skew_ns = (args.skew_ms * 1e6) as u64;
+    if !args.crash.is_empty() {
+        config.durable = true;
+        config.op_timeout_ns = Some(args.op_timeout.as_nanos() as u64);
+        config.crashes = args.crash.clone();
+        config.validate().map_err(|e| anyhow::anyhow!(e))?;
+        for c in &args.crash {
+            println!(
+                "crash {} at {} ms, restart {} ms later (durable servers)",
+                c.server,
+                c.at_ns / 1_000_000,
+                c.down_ns / 1_000_000
+            );
+        }
+    }
+    config.validate().map_err(|e| anyhow::anyhow!(e))?;
     let progress = crate::progress::bar(args.run.clients.len() as u64);
     let mut records = Vec::new();
     for &clients in &args.run.clients {

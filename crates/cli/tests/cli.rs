@@ -218,6 +218,30 @@ fn a_sim_sweep_of_the_contrarian_workload_writes_a_results_directory_with_a_char
     let o = snowline(&["sim", "--workload", "tomsic-multi", "--protocol", "cops"]);
     assert!(!o.status.success());
     assert!(text(&o).contains("multi-shot read-only transactions"), "{}", text(&o));
+    // Crashes in the simulator: durable servers restart from their logs; the history still checks.
+    let o = snowline(&[
+        "sim",
+        "--protocol",
+        "contrarian",
+        "--dcs",
+        "2",
+        "--partitions",
+        "2",
+        "--clients",
+        "3",
+        "--duration",
+        "800ms",
+        "--crash",
+        "dc1/p0@200ms+200ms",
+        "--crash",
+        "dc0/p1@300ms+100ms",
+        "--check",
+        "claimed",
+    ]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("crash dc1/p0 at 200 ms") && t.contains("check: tcc: ok"), "{t}");
+    let o = snowline(&["sim", "--crash", "dc7/p0@1s+1s"]);
+    assert!(!o.status.success() && text(&o).contains("cannot crash dc7/p0"), "{}", text(&o));
     // Multi-shot ROTs (Tomsic §5.3.3) run where the protocol offers them.
     let o = snowline(&[
         "sim",

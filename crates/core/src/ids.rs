@@ -27,6 +27,19 @@ impl fmt::Display for ServerId {
     }
 }
 
+impl std::str::FromStr for ServerId {
+    type Err = String;
+
+    /// `dcD/pP`, as `Display` writes it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?} is not a server like dc1/p0");
+        let (dc, p) = s.trim().split_once('/').ok_or_else(bad)?;
+        let dc = dc.strip_prefix("dc").and_then(|d| d.parse().ok()).ok_or_else(bad)?;
+        let p = p.strip_prefix('p').and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        Ok(ServerId::new(dc, p))
+    }
+}
+
 /// A client session. Unique in a run; the runtime assigns it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ClientId(pub u64);

@@ -53,5 +53,5 @@
 mod model;
 mod sim;
 
-pub use model::{CLOCK_BASE_NS, ClockModel, CpuModel, DEFAULT_INTER_DC_LATENCY_NS, NetworkModel, SimConfig};
+pub use model::{CLOCK_BASE_NS, ClockModel, CpuModel, CrashPlan, DEFAULT_INTER_DC_LATENCY_NS, NetworkModel, SimConfig};
 pub use sim::{Completion, Envelope, HoldId, Sim};

@@ -1,6 +1,6 @@
 //! The simulator's configuration: the seed, the topology, and the network, clock and CPU models.
 
-use snowline_core::{DcId, ProtocolConfig, Topology};
+use snowline_core::{DcId, ProtocolConfig, ServerId, Topology};
 
 /// One-way latency between two distinct datacenters when [`NetworkModel::inter_dc_latency_ns`] is empty.
 pub const DEFAULT_INTER_DC_LATENCY_NS: u64 = 40_000_000;
@@ -27,6 +27,16 @@ pub struct SimConfig {
     /// Give up on a client operation after this long, completing it with "outcome unknown" (as the
     /// networked client library does on a timeout) and ignoring its late completion; `None`: wait forever.
     pub op_timeout_ns: Option<u64>,
+    /// Servers to crash and restart during the run (needs `durable`).
+    pub crashes: Vec<CrashPlan>,
+}
+
+/// Crash `server` at virtual time `at_ns` and restart it from its log `down_ns` later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashPlan {
+    pub server: ServerId,
+    pub at_ns: u64,
+    pub down_ns: u64,
 }
 
 impl SimConfig {
@@ -41,6 +51,7 @@ impl SimConfig {
             cpu: CpuModel::default(),
             durable: false,
             op_timeout_ns: None,
+            crashes: Vec::new(),
         }
     }
 
@@ -58,6 +69,15 @@ impl SimConfig {
     /// Check the models against each other; `Err` says what is wrong. [`crate::Sim::new`] panics on an error.
     pub fn validate(&self) -> Result<(), String> {
         self.network.validate(&self.topology)?;
+        if !self.crashes.is_empty() && !self.durable {
+            return Err("crashes need durable servers (SimConfig::durable)".into());
+        }
+        if let Some(c) = self.crashes.iter().find(|c| !self.topology.contains(c.server)) {
+            return Err(format!(
+                "cannot crash {}: the topology has {} DCs × {} partitions",
+                c.server, self.topology.dcs, self.topology.partitions
+            ));
+        }
         self.clocks.validate()
     }
 }

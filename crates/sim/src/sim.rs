@@ -313,6 +313,9 @@ impl<P: Protocol> Sim<P> {
                 sim.start(idx);
             }
         }
+        for c in sim.config.crashes.clone() {
+            sim.schedule_crash(c.server, c.at_ns, c.down_ns);
+        }
         sim
     }
 
