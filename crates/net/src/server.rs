@@ -173,7 +173,13 @@ pub async fn run_server_with<P: Protocol>(
                 )
             }
         );
-        server.durable = Some(DurableState { host, policy: fsync, timers: TimerHeap::new(), oldest_pending: None });
+        server.durable = Some(DurableState {
+            host,
+            policy: fsync,
+            timers: TimerHeap::new(),
+            oldest_pending: None,
+            backlog_warned: None,
+        });
     } else {
         for idx in 0..server.hosted.len() {
             server.handle(idx, Input::Start);
@@ -204,6 +210,7 @@ pub async fn run_server_with<P: Protocol>(
             _ = tick.tick(), if server.durable.is_some() => {
                 if let Some(d) = &mut server.durable {
                     d.host.tick(wall_ns());
+                    d.warn_about_backlog();
                 }
             }
             ev = inbox.recv() => {
@@ -284,9 +291,26 @@ struct DurableState<P: Protocol> {
     timers: TimerHeap<usize, u64>,
     /// When the oldest record not yet committed was appended (group commit's delay bound).
     oldest_pending: Option<Instant>,
+    /// When a link backlog was last reported.
+    backlog_warned: Option<Instant>,
 }
 
+/// A link backlog this long (messages a peer has not acknowledged) is reported, at most every 10 s.
+const BACKLOG_WARNING: usize = 100_000;
+
 impl<P: Protocol> DurableState<P> {
+    fn warn_about_backlog(&mut self) {
+        let Some((from, to, n)) = self.host.largest_backlog() else { return };
+        let quiet = self.backlog_warned.is_some_and(|t| t.elapsed() < Duration::from_secs(10));
+        if n >= BACKLOG_WARNING && !quiet {
+            self.backlog_warned = Some(Instant::now());
+            eprintln!(
+                "warning: {to} has not acknowledged {n} messages from {from}; they are kept (in memory and in \
+                 checkpoints) until it comes back"
+            );
+        }
+    }
+
     /// When group commit must commit what is pending (other policies commit at once).
     fn commit_deadline(&self) -> Option<Instant> {
         match (self.policy, self.oldest_pending) {

@@ -289,6 +289,16 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         std::mem::take(&mut self.work)
     }
 
+    /// The link with the most unacknowledged messages: `(from, to, messages)`. A peer that stays down makes
+    /// its links' backlog grow (in memory and in checkpoints) until it returns; the runtime warns about it.
+    pub fn largest_backlog(&self) -> Option<(ServerId, ServerId, usize)> {
+        self.state
+            .nodes
+            .iter()
+            .flat_map(|n| n.out.iter().map(move |(to, l)| (n.id, *to, l.unacked.len())))
+            .max_by_key(|(_, _, len)| *len)
+    }
+
     /// Everything the runtime should do now, in order.
     pub fn take_outputs(&mut self) -> Vec<Output<P::Msg>> {
         std::mem::take(&mut self.ready)

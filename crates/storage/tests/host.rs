@@ -246,6 +246,7 @@ fn links_are_exactly_once_and_fifo_across_loss_and_a_crash_and_the_catch_up_need
     a.commit().unwrap();
     let lost = a.take_outputs();
     assert_eq!(lost.iter().filter(|o| matches!(o, Output::Seq { .. })).count(), 3);
+    assert_eq!(a.largest_backlog(), Some((A, B, 3)), "A keeps what B has not acknowledged");
     // B restarts: its first outputs ask A for everything after what it delivered, and A answers at once.
     let mut b = open(b_log, B, 1_000).unwrap();
     assert_eq!(server(&b).applied[&0], [1, 2, 3, 4, 5, 6], "B recovered what it had delivered");
@@ -254,6 +255,10 @@ fn links_are_exactly_once_and_fifo_across_loss_and_a_crash_and_the_catch_up_need
     deliver(hello, &mut a, 1_100, |_| false);
     deliver(a.take_outputs(), &mut b, 1_200, |_| false);
     assert_eq!(server(&b).applied[&0], [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    b.commit().unwrap();
+    b.tick(1_300_000);
+    deliver(b.take_outputs(), &mut a, 1_300_000, |_| false);
+    assert_eq!(a.largest_backlog(), Some((A, B, 0)), "acknowledged messages are forgotten");
     // Reordered messages wait for the one they overtook, then go in order.
     for n in 10..=12 {
         put(&mut a, n, 2_000 + n);
