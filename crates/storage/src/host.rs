@@ -28,8 +28,9 @@
 //! 3. **Server-to-server links are exactly-once and FIFO across crashes.** Each message from server `a` to
 //!    server `b` gets the next sequence number of the link `a → b` and stays in `a`'s retransmission buffer
 //!    (part of `a`'s durable state, rebuilt by replay) until `b` acknowledges it. `b` delivers only the next
-//!    number (a duplicate is dropped, a gap is dropped and answered with a resend request) and acknowledges
-//!    what it has durably delivered. This is the **catch-up exchange**: a restarted process sends every
+//!    number (a duplicate is dropped; a message past a gap waits for the gap to fill, and a gap that lasts is
+//!    answered with a resend request) and acknowledges what it has durably delivered. A link that sees no
+//!    acknowledgement for a while is probed. On top of that runs the **catch-up exchange**: a restarted process sends every
 //!    server of the cluster a resend request naming the last message it delivered from it, and retransmits
 //!    its own unacknowledged messages; the peers answer with what it missed. A datacenter whose servers were
 //!    all down catches up the same way, from the buffers of the other datacenters.
