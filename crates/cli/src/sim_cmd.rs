@@ -288,17 +288,16 @@ pub fn sim(args: SimArgs) -> Result<()> {
         config.durable = true;
         config.op_timeout_ns = Some(args.op_timeout.as_nanos() as u64);
         config.crashes = args.crash.clone();
-        config.validate().map_err(|e| anyhow::anyhow!(e))?;
-        for c in &args.crash {
-            println!(
-                "crash {} at {} ms, restart {} ms later (durable servers)",
-                c.server,
-                c.at_ns / 1_000_000,
-                c.down_ns / 1_000_000
-            );
-        }
     }
     config.validate().map_err(|e| anyhow::anyhow!(e))?;
+    for c in &args.crash {
+        println!(
+            "crash {} at {} ms, restart {} ms later (durable servers)",
+            c.server,
+            c.at_ns / 1_000_000,
+            c.down_ns / 1_000_000
+        );
+    }
     let progress = crate::progress::bar(args.run.clients.len() as u64);
     let mut records = Vec::new();
     for &clients in &args.run.clients {

@@ -311,12 +311,32 @@ impl<P: Protocol> DurableState<P> {
         }
     }
 
-    /// When group commit must commit what is pending (other policies commit at once).
-    fn commit_deadline(&self) -> Option<Instant> {
-        match (self.policy, self.oldest_pending) {
-            (FsyncPolicy::Group { max_delay_ms, .. }, Some(t)) => Some(t + Duration::from_millis(max_delay_ms)),
-            _ => None,
+    /// How long a record may wait for its commit while the server stays busy, and how many may wait.
+    fn batch_limits(&self) -> (Duration, usize) {
+        match self.policy {
+            FsyncPolicy::Group { max_delay_ms, max_batch } => (Duration::from_millis(max_delay_ms), max_batch.max(1)),
+            FsyncPolicy::PerWrite | FsyncPolicy::None => {
+                let FsyncPolicy::Group { max_delay_ms, max_batch } = FsyncPolicy::GROUP_DEFAULT else {
+                    unreachable!("the group default is a group policy")
+                };
+                (Duration::from_millis(max_delay_ms), max_batch)
+            }
         }
+    }
+
+    /// When what is pending must be committed even if the server stays busy.
+    fn commit_deadline(&self) -> Option<Instant> {
+        self.oldest_pending.map(|t| t + self.batch_limits().0)
+    }
+
+    /// Whether to commit now, at `when`, what is pending.
+    fn commit_due(&mut self, when: Flush) -> bool {
+        let oldest = *self.oldest_pending.get_or_insert_with(Instant::now);
+        let (max_delay, max_batch) = self.batch_limits();
+        matches!(when, Flush::Idle | Flush::Stop)
+            || self.policy == FsyncPolicy::PerWrite
+            || self.host.pending() >= max_batch
+            || oldest.elapsed() >= max_delay
     }
 }
 
@@ -382,28 +402,13 @@ impl<P: Protocol> EventLoop<P> {
     ///
     /// `per-write` commits after every input from outside the process (one fsync each). `group` and `none`
     /// commit once the inbox is drained (everything that arrived together shares one commit, so a lightly
-    /// loaded server adds no waiting), or when `max_batch` records (128 for `none`) are pending, or when the
-    /// oldest has waited `max_delay_ms` while the server stays busy.
+    /// loaded server adds no waiting), or when `max_batch` records (`none`: the group default's) are
+    /// pending, or when the oldest has waited `max_delay_ms` while the server stays busy.
     fn flush_durable(&mut self, when: Flush) -> Result<(), NetError> {
         let Some(d) = &mut self.durable else { return Ok(()) };
-        if d.host.pending() > 0 {
-            let now = Instant::now();
-            let oldest = *d.oldest_pending.get_or_insert(now);
-            let (max_delay_ms, max_batch) = match d.policy {
-                FsyncPolicy::Group { max_delay_ms, max_batch } => (max_delay_ms, max_batch.max(1)),
-                _ => (2, 128),
-            };
-            let due = match (when, d.policy) {
-                (Flush::Stop, _) | (_, FsyncPolicy::PerWrite) => true,
-                (Flush::Idle, _) => true,
-                (Flush::Input | Flush::Busy, _) => {
-                    d.host.pending() >= max_batch || now >= oldest + Duration::from_millis(max_delay_ms)
-                }
-            };
-            if due {
-                d.host.commit()?;
-                d.oldest_pending = None;
-            }
+        if d.host.pending() > 0 && d.commit_due(when) {
+            d.host.commit()?;
+            d.oldest_pending = None;
         }
         let outputs = d.host.take_outputs();
         self.now = Instant::now();

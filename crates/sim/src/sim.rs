@@ -854,8 +854,10 @@ impl<P: Protocol> Sim<P> {
     }
 
     fn server_id(&self, idx: u32) -> ServerId {
-        let p = u32::from(self.config.topology.partitions);
-        ServerId::new((idx / p) as DcId, (idx % p) as u16)
+        match self.meta[idx as usize].addr {
+            Addr::Server(id) => id,
+            Addr::Client(c) => panic!("node {idx} is client {c}, not a server"),
+        }
     }
 
     /// Build durable server `idx` from its log (empty at the start), then carry out what it asks.

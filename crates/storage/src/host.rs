@@ -148,6 +148,8 @@ pub struct DurableHost<P: Protocol, L: RecordLog> {
     /// Per (node, sender): the delivered number last acknowledged, and the one durable at the last commit.
     acked: BTreeMap<(usize, ServerId), u64>,
     durable_delivered: BTreeMap<(usize, ServerId), u64>,
+    /// Deliveries from other processes since the last commit (they become durable with it).
+    delivered_since_commit: Vec<((usize, ServerId), u64)>,
     /// Per (node, sender): when a resend was last requested.
     resend_asked: BTreeMap<(usize, ServerId), u64>,
     /// Per (node, sender): messages that arrived ahead of a gap, and since when the gap has lasted.
@@ -233,6 +235,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             checkpoint_every: CHECKPOINT_EVERY,
             acked: BTreeMap::new(),
             durable_delivered: BTreeMap::new(),
+            delivered_since_commit: Vec::new(),
             resend_asked: BTreeMap::new(),
             reorder: BTreeMap::new(),
             gap_since: BTreeMap::new(),
@@ -265,14 +268,8 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         self.state.nodes.iter().map(|n| (n.id, &n.server))
     }
 
-    /// The index of hosted server `id`.
-    pub fn node_index(&self, id: ServerId) -> Option<usize> {
+    fn node_index(&self, id: ServerId) -> Option<usize> {
         self.index.get(&id).copied()
-    }
-
-    /// The log, e.g. to ask its policy or how many records wait for a commit.
-    pub fn log(&self) -> &L {
-        &self.log
     }
 
     /// Gives the log back (tests crash a [`MemLog`](crate::MemLog) with it).
@@ -348,14 +345,9 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// runtime must stop (a failed fsync leaves it unknown what reached the disk).
     pub fn commit(&mut self) -> Result<Lsn, StorageError> {
         let lsn = self.log.commit()?;
-        self.ready.append(&mut self.held);
-        for (idx, n) in self.state.nodes.iter_mut().enumerate() {
-            for link in n.out.values_mut() {
-                link.released = link.last_seq;
-            }
-            for (&from, &seq) in &n.delivered {
-                self.durable_delivered.insert((idx, from), seq);
-            }
+        self.release_held();
+        for (key, seq) in self.delivered_since_commit.drain(..) {
+            self.durable_delivered.insert(key, seq);
         }
         if self.records_since_checkpoint >= self.checkpoint_every {
             self.checkpoint()?;
@@ -370,8 +362,23 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         let lsn = self.log.checkpoint(&state)?;
         self.log.truncate_before(lsn.next())?;
         self.records_since_checkpoint = 0;
-        self.ready.append(&mut self.held);
+        self.release_held();
+        for (key, seq) in self.delivered_since_commit.drain(..) {
+            self.durable_delivered.insert(key, seq);
+        }
         Ok(lsn)
+    }
+
+    /// The held outputs are durable now: hand them to the runtime, and mark the messages among them released
+    /// (only released messages are ever retransmitted).
+    fn release_held(&mut self) {
+        for out in &self.held {
+            if let Output::Seq { from, to, seq, .. } = out {
+                let node = self.index[from];
+                self.state.nodes[node].out.get_mut(to).expect("a held message has its link").released = *seq;
+            }
+        }
+        self.ready.append(&mut self.held);
     }
 
     /// Periodic work (call every ~100 ms): acknowledge what was durably delivered since the last tick, and
@@ -423,10 +430,10 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     }
 
     fn deliver(&mut self, idx: usize, from: Addr, seq: u64, msg: P::Msg, wall_ns: u64) {
-        let Addr::Server(sender) = from else { return self.handle_message(idx, from, 0, msg, wall_ns) };
-        if seq == 0 {
-            return self.handle_message(idx, from, 0, msg, wall_ns);
-        }
+        let sender = match from {
+            Addr::Server(s) if seq > 0 => s,
+            _ => return self.handle_message(idx, from, 0, msg, wall_ns),
+        };
         let delivered = self.state.nodes[idx].delivered.get(&sender).copied().unwrap_or(0);
         if seq <= delivered {
             // A duplicate: the sender may have missed our acknowledgement, so the next tick repeats it.
@@ -453,9 +460,9 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             self.handle_message(idx, from, next, m, wall_ns);
             next += 1;
         }
-        match self.reorder.get_mut(&(idx, sender)) {
+        // What is left waits for a new gap (at `next`).
+        match self.reorder.get(&(idx, sender)) {
             Some(w) if !w.is_empty() => {
-                w.retain(|s, _| *s > next);
                 self.gap_since.insert((idx, sender), wall_ns);
             }
             _ => {
@@ -486,12 +493,17 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             return;
         }
         self.state.nodes[idx].delivered.insert(sender, seq);
-        if let Some(&s) = self.index.get(&sender) {
-            let to = self.state.nodes[idx].id;
-            let link = self.state.nodes[s].out.entry(to).or_default();
-            while link.unacked.front().is_some_and(|(q, _)| *q <= seq) {
-                link.unacked.pop_front();
+        match self.index.get(&sender) {
+            Some(&s) => {
+                let to = self.state.nodes[idx].id;
+                let link = self.state.nodes[s].out.entry(to).or_default();
+                while link.unacked.front().is_some_and(|(q, _)| *q <= seq) {
+                    link.unacked.pop_front();
+                }
             }
+            // Recovery marks everything it replayed durable at once (`after_recovery`).
+            None if !self.replaying => self.delivered_since_commit.push(((idx, sender), seq)),
+            None => {}
         }
     }
 
