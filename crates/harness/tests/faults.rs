@@ -64,6 +64,11 @@ fn run_and_check<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec, replay: &str) ->
     history
 }
 
+/// Reads or writes in operations that completed successfully.
+fn acknowledged(history: &[snowline_core::HistoryEvent], kind: OpKind) -> usize {
+    history.iter().filter(|e| e.kind == EventType::Ok).flat_map(|e| &e.value).filter(|op| op.0 == kind).count()
+}
+
 fn check_protocol<P: Protocol>() {
     check_protocol_with::<P>(MixedWorkload { keys: 30, ..Default::default() }, seeds());
 }
@@ -75,12 +80,7 @@ fn check_protocol_with<P: Protocol>(workload: MixedWorkload, seeds: u64) {
         let mut sim: Sim<P> = Sim::new(config);
         sim.partition_dcs(0, 1, cut_from, cut_until);
         let history = run_and_check(&mut sim, &spec(seed, workload.clone(), 4, 2_000_000_000), &replay);
-        let reads = history
-            .iter()
-            .filter(|e| e.kind == EventType::Ok)
-            .flat_map(|e| &e.value)
-            .filter(|op| op.0 == OpKind::Read)
-            .count();
+        let reads = acknowledged(&history, OpKind::Read);
         assert!(reads > 100, "{replay}: only {reads} reads");
         let unfinished: Vec<_> =
             history.iter().filter(|e| matches!(e.kind, EventType::Info | EventType::Fail)).collect();
@@ -173,12 +173,7 @@ fn check_protocol_with_crashes<P: Protocol>() {
         let replay = format!("seed {seed}: crash {crashed:?} at {at} ns for {down} ns");
         let workload = MixedWorkload { keys: 30, ..Default::default() };
         let history = run_and_check(&mut sim, &spec(seed, workload, 3, 3_000_000_000), &replay);
-        let ok_writes = history
-            .iter()
-            .filter(|e| e.kind == EventType::Ok)
-            .flat_map(|e| &e.value)
-            .filter(|op| op.0 == OpKind::Write)
-            .count();
+        let ok_writes = acknowledged(&history, OpKind::Write);
         assert!(ok_writes > 10, "{replay}: only {ok_writes} acknowledged writes");
     }
 }

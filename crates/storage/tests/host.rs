@@ -159,6 +159,19 @@ fn deliver(outputs: Vec<Output<RegMsg>>, to: &mut Host, wall: u64, drop: impl Fn
     }
 }
 
+/// A (dc0) and B (dc1), started, after A committed puts 1..=`puts` (their outputs not yet taken).
+fn two_hosts_after_puts(puts: u64) -> (Host, Host) {
+    let mut a = open(MemLog::new(), A, 1).unwrap();
+    let mut b = open(MemLog::new(), B, 1).unwrap();
+    a.take_outputs();
+    b.take_outputs();
+    for n in 1..=puts {
+        put(&mut a, n, 10 + n);
+    }
+    a.commit().unwrap();
+    (a, b)
+}
+
 fn client_replies(outputs: &[Output<RegMsg>]) -> usize {
     outputs.iter().filter(|o| matches!(o, Output::ToClient { .. })).count()
 }
@@ -208,14 +221,7 @@ fn clocks_never_go_back_and_pending_timers_are_rearmed_after_a_restart() {
 
 #[test]
 fn links_are_exactly_once_and_fifo_across_loss_and_a_crash_and_the_catch_up_needs_no_new_traffic() {
-    let mut a = open(MemLog::new(), A, 1).unwrap();
-    let mut b = open(MemLog::new(), B, 1).unwrap();
-    a.take_outputs();
-    b.take_outputs();
-    for n in 1..=6 {
-        put(&mut a, n, 10 + n);
-    }
-    a.commit().unwrap();
+    let (mut a, mut b) = two_hosts_after_puts(6);
     // Messages 2 and 3 are lost on the way: B delivers 1 and keeps 4 to 6 until the gap fills; a gap that
     // lasts (50 ms) makes it ask for a resend.
     deliver(a.take_outputs(), &mut b, 100, |seq| seq == 2 || seq == 3);
@@ -275,14 +281,7 @@ fn links_are_exactly_once_and_fifo_across_loss_and_a_crash_and_the_catch_up_need
 
 #[test]
 fn messages_sent_before_a_crash_are_retransmitted_by_the_restarted_sender() {
-    let mut a = open(MemLog::new(), A, 1).unwrap();
-    let mut b = open(MemLog::new(), B, 1).unwrap();
-    a.take_outputs();
-    b.take_outputs();
-    for n in 1..=4 {
-        put(&mut a, n, 10 + n);
-    }
-    a.commit().unwrap();
+    let (mut a, mut b) = two_hosts_after_puts(4);
     let _lost_in_flight = a.take_outputs();
     // A dies right after its commit; what it sent never arrived. On restart it resends its unacknowledged
     // messages by itself.
@@ -329,14 +328,7 @@ fn another_servers_data_and_undecodable_records_are_refused_naming_the_file() {
 
 #[test]
 fn a_stalled_link_is_probed_and_the_receiver_asks_for_the_rest() {
-    let mut a = open(MemLog::new(), A, 1).unwrap();
-    let mut b = open(MemLog::new(), B, 1).unwrap();
-    a.take_outputs();
-    b.take_outputs();
-    for n in 1..=3 {
-        put(&mut a, n, 10 + n);
-    }
-    a.commit().unwrap();
+    let (mut a, mut b) = two_hosts_after_puts(3);
     let _all_lost = a.take_outputs();
     a.tick(500_000_000);
     assert!(a.take_outputs().is_empty(), "not stalled yet");
