@@ -141,7 +141,7 @@ impl WorkloadArgs {
     pub fn validate(&self) -> Result<()> {
         snowline_protocols::canonical_name(&self.protocol)?;
         if matches!(self.workload, snowline_harness::Pattern::TomsicMulti { .. }) {
-            let multi_shot = |name: &str| with_protocol!(name, P => P::MULTI_SHOT_ROTS).unwrap_or(false);
+            let multi_shot = |name: &str| with_protocol!(name, P => P::OFFERS.multi_shot_rots).unwrap_or(false);
             let offering: Vec<&str> = snowline_protocols::PROTOCOLS.iter().copied().filter(|p| multi_shot(p)).collect();
             anyhow::ensure!(
                 multi_shot(&self.protocol),

@@ -60,6 +60,14 @@ impl ProtocolConfig {
             }
             Put { .. } => 1,
             Update { writes } => writes.len(),
+            Read { keys } => keys.len(),
+            // Opening, committing (possibly read-only: no writes) and aborting name no key of their own.
+            Begin | Abort => return Ok(()),
+            Commit { writes } => writes.len().max(1),
+            Call { procedure, args } => {
+                let (_, pieces) = crate::procedure::plan_call(procedure, args)?;
+                pieces.iter().map(|p| p.reads.len() + p.writes.len()).sum()
+            }
         };
         if keys == 0 {
             return Err("a request must name at least one key".into());

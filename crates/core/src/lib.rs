@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod history;
 pub mod ids;
+pub mod procedure;
 pub mod protocol;
 pub mod request;
 pub mod store;
@@ -19,9 +20,11 @@ pub mod topology;
 
 pub use clock::{Hlc, VectorClock};
 pub use config::ProtocolConfig;
-pub use history::{HistoryEvent, HistoryOp, HistoryWriter};
+pub use history::{HistoryEvent, HistoryMeta, HistoryOp, HistoryWriter};
 pub use ids::{Addr, ClientId, DcId, OpId, PartitionId, ServerId};
-pub use protocol::{ClientNode, Ctx, Effects, LinkAssumptions, Message, Protocol, ServerNode};
-pub use request::{Key, OpError, OpMetrics, ReadResult, ReadersCheckCost, Reply, Request, Value, Version};
+pub use protocol::{ClientNode, Ctx, Effects, LinkAssumptions, Message, Offers, Protocol, ServerNode};
+pub use request::{
+    Abort, AbortCause, Key, OpError, OpMetrics, ReadResult, ReadersCheckCost, Reply, Request, Value, Version,
+};
 pub use store::{GcPolicy, MvStore, StoredVersion};
 pub use topology::Topology;

@@ -50,6 +50,62 @@ pub struct LinkAssumptions {
     pub fifo: bool,
 }
 
+/// What kinds of request a protocol offers. The client library refuses the others up front
+/// (`OpError::Rejected`), and the CLI names the protocols that do offer them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offers {
+    /// One-shot read-only transactions (`Request::Rot`; a GET is one of one key).
+    pub read_only: bool,
+    /// Multi-shot read-only transactions (`Request::RotRounds`: several rounds over one snapshot).
+    pub multi_shot_rots: bool,
+    /// Single-key blind writes (`Request::Put`).
+    pub blind_writes: bool,
+    /// Blind multi-key update transactions (`Request::Update`; the W of SNOW). Workloads issue single-key
+    /// PUTs instead where a protocol lacks them.
+    pub write_transactions: bool,
+    /// Interactive read-write transactions (`Begin`, `Read`, `Commit`, `Abort`).
+    pub interactive: bool,
+    /// Stored procedures (`Request::Call`, [`crate::procedure`]).
+    pub stored_procedures: bool,
+}
+
+impl Offers {
+    /// The causal family's offer: ROTs and blind writes.
+    pub const CAUSAL: Offers = Offers {
+        read_only: true,
+        multi_shot_rots: false,
+        blind_writes: true,
+        write_transactions: false,
+        interactive: false,
+        stored_procedures: false,
+    };
+
+    /// The capability a request needs, in words ("interactive transactions"), and whether this offer has it.
+    pub fn capability(&self, request: &Request) -> (&'static str, bool) {
+        match request {
+            Request::Rot { .. } => ("read-only transactions", self.read_only),
+            Request::RotRounds { .. } => ("multi-shot read-only transactions", self.multi_shot_rots),
+            Request::Put { .. } => ("blind writes", self.blind_writes),
+            Request::Update { .. } => ("write transactions", self.write_transactions),
+            Request::Begin | Request::Read { .. } | Request::Commit { .. } | Request::Abort => {
+                ("interactive transactions", self.interactive)
+            }
+            Request::Call { .. } => ("stored procedures", self.stored_procedures),
+        }
+    }
+
+    /// The capability a request needs, in words, if this offer lacks it.
+    pub fn missing(&self, request: &Request) -> Option<&'static str> {
+        let (what, offered) = self.capability(request);
+        (!offered).then_some(what)
+    }
+
+    /// The refusal a client of `protocol` gets for a request of a kind it does not offer.
+    pub fn refusal(&self, protocol: &str, request: &Request) -> OpError {
+        OpError::Rejected(format!("{protocol} offers no {}", self.capability(request).0))
+    }
+}
+
 /// A protocol: its message and timer types and how to build its nodes.
 pub trait Protocol: Sized + 'static {
     /// The name users select it by (`--protocol NAME`).
@@ -61,13 +117,8 @@ pub trait Protocol: Sized + 'static {
     type Server: ServerNode<Self>;
     type Client: ClientNode<Self>;
 
-    /// Whether the protocol offers multi-key update transactions (`Request::Update`; the W of SNOW). Protocols
-    /// without them reject `Update` and workloads issue single-key PUTs instead.
-    const WRITE_TRANSACTIONS: bool;
-
-    /// Whether the protocol offers multi-shot read-only transactions (`Request::RotRounds`: several rounds
-    /// over one snapshot). Protocols whose ROTs are one-shot reject them.
-    const MULTI_SHOT_ROTS: bool;
+    /// What the protocol offers its clients; a request outside it is refused before it is sent.
+    const OFFERS: Offers;
 
     fn links() -> LinkAssumptions;
     fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> Self::Server;

@@ -36,6 +36,20 @@ pub enum Request {
     Put { key: Key, value: Value },
     /// A blind multi-key update transaction: all writes become visible atomically, or none.
     Update { writes: Vec<(Key, Value)> },
+    /// Interactive read-write transactions (`Offers::interactive`): open one in this session. A session has
+    /// at most one open transaction; its next requests are `Read`s, then one `Commit` or `Abort`.
+    Begin,
+    /// One round of reads in the session's open transaction (several calls: several rounds). Reads of keys
+    /// the transaction already wrote are answered from its write buffer by the client library, not here.
+    Read { keys: Vec<Key> },
+    /// Commit the open transaction with its buffered writes (possibly none): `Ok` with the commit version,
+    /// or `OpError::Aborted` with the cause. Either way the transaction is closed.
+    Commit { writes: Vec<(Key, Value)> },
+    /// Abort the open transaction (the application's choice): it releases what it holds and has no effect.
+    Abort,
+    /// Run a registered stored procedure (`Offers::stored_procedures`; registry: [`crate::procedure`]).
+    /// The reply lists what it read (`reads`) and wrote (`writes`), in program order.
+    Call { procedure: String, args: Vec<Value> },
 }
 
 impl Request {
@@ -47,11 +61,22 @@ impl Request {
             Request::RotRounds { .. } => "rot-rounds",
             Request::Put { .. } => "put",
             Request::Update { .. } => "update",
+            Request::Begin => "begin",
+            Request::Read { .. } => "txn-read",
+            Request::Commit { .. } => "commit",
+            Request::Abort => "abort",
+            Request::Call { .. } => "call",
         }
     }
 
+    /// A read-only transaction (its unknown outcome is a certain no-effect).
     pub fn is_read_only(&self) -> bool {
         matches!(self, Request::Rot { .. } | Request::RotRounds { .. })
+    }
+
+    /// A step of an interactive transaction (`Begin`, `Read`, `Commit`, `Abort`).
+    pub fn is_interactive(&self) -> bool {
+        matches!(self, Request::Begin | Request::Read { .. } | Request::Commit { .. } | Request::Abort)
     }
 
     /// The keys this request reads, in order (every round of a multi-shot ROT).
@@ -59,16 +84,17 @@ impl Request {
         match self {
             Request::Rot { keys } => keys.clone(),
             Request::RotRounds { rounds } => rounds.concat(),
-            Request::Put { .. } | Request::Update { .. } => Vec::new(),
+            Request::Read { keys } => keys.clone(),
+            _ => Vec::new(),
         }
     }
 
     /// The keys and values this request writes, in order.
     pub fn writes(&self) -> Vec<(Key, Value)> {
         match self {
-            Request::Rot { .. } | Request::RotRounds { .. } => Vec::new(),
             Request::Put { key, value } => vec![(key.clone(), value.clone())],
-            Request::Update { writes } => writes.clone(),
+            Request::Update { writes } | Request::Commit { writes } => writes.clone(),
+            _ => Vec::new(),
         }
     }
 }
@@ -119,15 +145,21 @@ pub struct Reply {
     pub reads: Vec<ReadResult>,
     /// For a write: the version the writes were committed with.
     pub commit: Option<Version>,
+    /// For a stored procedure: the writes it made, in program order (their values may depend on its reads).
+    pub writes: Vec<(Key, Value)>,
     pub metrics: OpMetrics,
 }
 
 /// Why an operation did not complete with a reply.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum OpError {
-    /// The operation was refused and certainly had no effect (bad input, aborted transaction).
+    /// The operation was refused and certainly had no effect: bad input, or a request the protocol does
+    /// not offer. Retrying it unchanged fails the same way.
     #[error("rejected: {0}")]
     Rejected(String),
+    /// The transaction aborted: it certainly had no effect, and running it again may commit.
+    #[error("aborted ({}): {}", .0.cause, .0.detail)]
+    Aborted(Abort),
     /// The outcome is unknown: a write may still take effect later (timeout, lost connection).
     #[error("outcome unknown: {0}")]
     Unknown(String),
@@ -136,6 +168,73 @@ pub enum OpError {
 impl OpError {
     /// Whether the operation certainly had no effect.
     pub fn is_definite(&self) -> bool {
-        matches!(self, OpError::Rejected(_))
+        matches!(self, OpError::Rejected(_) | OpError::Aborted(_))
+    }
+
+    /// An abort with its cause and a sentence saying what happened.
+    pub fn aborted(cause: AbortCause, detail: impl Into<String>) -> Self {
+        OpError::Aborted(Abort { cause, detail: detail.into() })
+    }
+
+    /// The abort cause, when this is an abort.
+    pub fn abort_cause(&self) -> Option<AbortCause> {
+        match self {
+            OpError::Aborted(a) => Some(a.cause),
+            _ => None,
+        }
+    }
+}
+
+/// A transaction abort: why, in a word a metric can count, and in a sentence a user can read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Abort {
+    pub cause: AbortCause,
+    pub detail: String,
+}
+
+/// Why a transaction aborted. One word each, as metrics, histories and the CLI print them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AbortCause {
+    /// A conflicting transaction held or changed what this one needed (lock conflict under no-wait,
+    /// a lost validation race).
+    Conflict,
+    /// Certification found that a concurrent committed transaction conflicts (deferred update replication).
+    Certification,
+    /// A participant voted no in the commit protocol.
+    Vote,
+    /// The deadlock policy chose this transaction as the victim (wound-wait: wounded by an older one).
+    Deadlock,
+    /// The transaction did not finish in time (a lock wait or a participant that did not answer).
+    Timeout,
+    /// The application asked for the abort.
+    User,
+}
+
+impl AbortCause {
+    pub const ALL: [AbortCause; 6] = [
+        AbortCause::Conflict,
+        AbortCause::Certification,
+        AbortCause::Vote,
+        AbortCause::Deadlock,
+        AbortCause::Timeout,
+        AbortCause::User,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortCause::Conflict => "conflict",
+            AbortCause::Certification => "certification",
+            AbortCause::Vote => "vote",
+            AbortCause::Deadlock => "deadlock",
+            AbortCause::Timeout => "timeout",
+            AbortCause::User => "user",
+        }
+    }
+}
+
+impl std::fmt::Display for AbortCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }

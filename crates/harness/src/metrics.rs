@@ -341,6 +341,7 @@ mod tests {
                 .collect(),
             commit: None,
             metrics: OpMetrics { rounds: 2, versions_returned: skips.len() as u32, ..Default::default() },
+            writes: Vec::new(),
         }
     }
 

@@ -24,7 +24,8 @@ pub async fn run_net_with<P: Protocol>(
     spec: &RunSpec,
     op_timeout: Duration,
 ) -> anyhow::Result<RunReport> {
-    let generator = Generator::new(spec.workload.clone(), config.topology()).write_transactions(P::WRITE_TRANSACTIONS);
+    let generator =
+        Generator::new(spec.workload.clone(), config.topology()).write_transactions(P::OFFERS.write_transactions);
     let recorder = RefCell::new(HistoryRecorder::new());
     let metrics = RefCell::new(Metrics::default());
     let mut runtimes = Vec::new();

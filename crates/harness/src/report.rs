@@ -236,6 +236,7 @@ mod tests {
             reads: vec![read("a"), read("b")],
             commit: None,
             metrics: OpMetrics { rounds: 1, versions_returned: 2, ..Default::default() },
+            writes: Vec::new(),
         };
         m.record(&rot, &Ok(reply), 2_000);
         let record = RunRecord {

@@ -86,7 +86,7 @@ pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
 /// scenario holds), then, if asked, quiesce and do the final reads.
 pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
     let topology = sim.topology();
-    let generator = Generator::new(spec.workload.clone(), topology).write_transactions(P::WRITE_TRANSACTIONS);
+    let generator = Generator::new(spec.workload.clone(), topology).write_transactions(P::OFFERS.write_transactions);
     let mut recorder = HistoryRecorder::new();
     let mut metrics = Metrics::default();
     let mut clients = BTreeMap::new();

@@ -90,7 +90,18 @@ fn anomalies_injected_into_a_recorded_history_are_caught_by_name() {
         }
         let mut push = |kind, value: Vec<HistoryOp>| {
             let index = h.len() as u64;
-            h.push(HistoryEvent { index, process, dc: 0, kind, f: "txn".into(), value, time: time + 1, error: None });
+            h.push(HistoryEvent {
+                index,
+                process,
+                dc: 0,
+                kind,
+                f: "txn".into(),
+                value,
+                time: time + 1,
+                error: None,
+                cause: None,
+                version: None,
+            });
         };
         let invoked: Vec<HistoryOp> = reads.iter().map(|op| HistoryOp(op.0, op.1.clone(), None)).collect();
         push(EventType::Invoke, invoked);
@@ -127,6 +138,8 @@ fn anomalies_injected_into_a_recorded_history_are_caught_by_name() {
         value: vec![HistoryOp(OpKind::Write, "fresh-key".into(), Some("own-value".into()))],
         time: 0,
         error: None,
+        cause: None,
+        version: None,
     };
     caught(
         &inject(vec![read(&"fresh-key".into(), None)], vec![own_write(EventType::Invoke), own_write(EventType::Ok)]),

@@ -124,6 +124,7 @@ mod tests {
                 }],
                 commit: Some(Version { time: 9, dc: 1 }),
                 metrics: OpMetrics { rounds: 2, versions_returned: 1, blocked_ns: 5, readers_check: None },
+                writes: vec![("w".into(), "v".into())],
             }),
             Ok(Reply {
                 metrics: OpMetrics {
@@ -133,13 +134,22 @@ mod tests {
                 ..Default::default()
             }),
             Err(OpError::Unknown("x".into())),
+            Err(OpError::aborted(snowline_core::AbortCause::Deadlock, "wounded")),
         ];
         for r in replies {
             let bytes = postcard::to_stdvec(&r).unwrap();
             assert_eq!(postcard::from_bytes::<Result<Reply, OpError>>(&bytes).unwrap(), r);
         }
-        let req = Request::Update { writes: vec![("a".into(), "1".into())] };
-        assert_eq!(postcard::from_bytes::<Request>(&postcard::to_stdvec(&req).unwrap()).unwrap(), req);
+        for req in [
+            Request::Update { writes: vec![("a".into(), "1".into())] },
+            Request::Begin,
+            Request::Read { keys: vec!["a".into()] },
+            Request::Commit { writes: vec![] },
+            Request::Abort,
+            Request::Call { procedure: "rw".into(), args: vec!["0".into()] },
+        ] {
+            assert_eq!(postcard::from_bytes::<Request>(&postcard::to_stdvec(&req).unwrap()).unwrap(), req);
+        }
     }
 
     fn frames() -> Vec<Frame<M>> {

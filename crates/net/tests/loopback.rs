@@ -122,8 +122,7 @@ impl Protocol for Kv {
     type Timer = ();
     type Server = KvServer;
     type Client = KvClient;
-    const WRITE_TRANSACTIONS: bool = false;
-    const MULTI_SHOT_ROTS: bool = false;
+    const OFFERS: snowline_core::Offers = snowline_core::Offers::CAUSAL;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: true }

@@ -85,8 +85,7 @@ impl Protocol for Contrarian {
     type Timer = ContrarianTimer;
     type Server = ContrarianServer;
     type Client = ContrarianClient;
-    const WRITE_TRANSACTIONS: bool = false;
-    const MULTI_SHOT_ROTS: bool = false;
+    const OFFERS: snowline_core::Offers = snowline_core::Offers::CAUSAL;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: true }
@@ -530,6 +529,13 @@ impl ClientNode<Contrarian> for ContrarianClient {
                 let to = self.topology.server_of(self.dc, &key);
                 cx.send(to, ContrarianMsg::Put { op, key, value, dv: self.dv.clone() });
             }
+            other @ (Request::Begin
+            | Request::Read { .. }
+            | Request::Commit { .. }
+            | Request::Abort
+            | Request::Call { .. }) => {
+                cx.complete(op, Err(Contrarian::OFFERS.refusal(Contrarian::NAME, &other)));
+            }
             Request::Rot { keys } => {
                 let n = keys.len();
                 self.rots.insert(
@@ -559,6 +565,7 @@ impl ClientNode<Contrarian> for ContrarianClient {
                     let m = self.dc;
                     self.dv.set(m, self.dv.get(m).max(version.time));
                     Reply {
+                        writes: Vec::new(),
                         reads: Vec::new(),
                         commit: Some(version),
                         metrics: OpMetrics { rounds: 1, ..Default::default() },
@@ -615,7 +622,7 @@ impl ClientNode<Contrarian> for ContrarianClient {
                         blocked_ns: 0,
                         readers_check: None,
                     };
-                    cx.complete(op, Ok(Reply { reads, commit: None, metrics }));
+                    cx.complete(op, Ok(Reply { reads, commit: None, metrics, writes: Vec::new() }));
                 }
             }
             ContrarianMsg::ReadStale { op, attempt } => {

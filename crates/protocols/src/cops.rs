@@ -158,8 +158,7 @@ macro_rules! cops_protocol {
             type Timer = CopsTimer;
             type Server = CopsServer;
             type Client = CopsClient;
-            const WRITE_TRANSACTIONS: bool = false;
-            const MULTI_SHOT_ROTS: bool = false;
+            const OFFERS: snowline_core::Offers = snowline_core::Offers::CAUSAL;
 
             fn links() -> LinkAssumptions {
                 LinkAssumptions { fifo: true }
@@ -911,6 +910,13 @@ impl CopsClient {
                     format!("{}'s read-only transactions are one-shot (SNOW §5.3): name every key in one ROT", P::NAME);
                 cx.complete(op, Err(OpError::Rejected(reason)));
             }
+            other @ (Request::Begin
+            | Request::Read { .. }
+            | Request::Commit { .. }
+            | Request::Abort
+            | Request::Call { .. }) => {
+                cx.complete(op, Err(P::OFFERS.refusal(P::NAME, &other)));
+            }
             Request::Rot { keys } => {
                 let rot = RotId { client: self.id, seq: self.next_rot };
                 self.next_rot += 1;
@@ -969,7 +975,7 @@ impl CopsClient {
                     self.deps.insert((key, done.version.dc), done.version.time);
                     self.ts = self.ts.max(done.evt);
                     let metrics = OpMetrics { rounds: 1, readers_check: done.readers_check, ..Default::default() };
-                    Reply { reads: Vec::new(), commit: Some(done.version), metrics }
+                    Reply { reads: Vec::new(), commit: Some(done.version), metrics, writes: Vec::new() }
                 });
                 cx.complete(op, result);
             }
@@ -1014,7 +1020,7 @@ impl CopsClient {
             });
         }
         let metrics = OpMetrics { rounds: round, versions_returned: returned, blocked_ns: 0, readers_check: None };
-        cx.complete(op, Ok(Reply { reads, commit: None, metrics }));
+        cx.complete(op, Ok(Reply { reads, commit: None, metrics, writes: Vec::new() }));
     }
 }
 

@@ -147,8 +147,8 @@ impl<F: Flavour> Protocol for Tomsic<F> {
     type Timer = TomsicTimer;
     type Server = TomsicServer<F>;
     type Client = TomsicClient<F>;
-    const WRITE_TRANSACTIONS: bool = true;
-    const MULTI_SHOT_ROTS: bool = true;
+    const OFFERS: snowline_core::Offers =
+        snowline_core::Offers { multi_shot_rots: true, write_transactions: true, ..snowline_core::Offers::CAUSAL };
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: F::VARIANT.multi_version() }
@@ -453,7 +453,12 @@ impl<F: Flavour> TomsicServer<F> {
     }
 
     fn begin(&mut self, cx: &mut Cx<'_, F>, client: ClientId, op: OpId, request: Request, session: Session) {
-        if let Err(reason) = self.config.check_request(&request) {
+        let offered = Tomsic::<F>::OFFERS.missing(&request).is_none();
+        if let Err(reason) = self.config.check_request(&request).and(if offered {
+            Ok(())
+        } else {
+            Err(format!("{} offers no {}", Tomsic::<F>::NAME, Tomsic::<F>::OFFERS.capability(&request).0))
+        }) {
             let session = SessionUpdate { stable: self.stable.clone(), ..Default::default() };
             cx.send(client, TomsicMsg::Done { op, result: Err(OpError::Rejected(reason)), session });
             return;
@@ -563,6 +568,8 @@ impl<F: Flavour> TomsicServer<F> {
                     self.send_to_partition(cx, p, msg);
                 }
             }
+            // Refused in `begin`: the client library never sends them and a forged one is answered there.
+            Request::Begin | Request::Read { .. } | Request::Commit { .. } | Request::Abort | Request::Call { .. } => {}
         }
     }
 
@@ -675,14 +682,21 @@ impl<F: Flavour> TomsicServer<F> {
                 let metrics =
                     OpMetrics { rounds, versions_returned: reads.len() as u32, blocked_ns, ..Default::default() };
                 let session = SessionUpdate { dep, ss, stable };
-                cx.send(client, TomsicMsg::Done { op, result: Ok(Reply { reads, commit: None, metrics }), session });
+                cx.send(
+                    client,
+                    TomsicMsg::Done {
+                        op,
+                        result: Ok(Reply { reads, commit: None, metrics, writes: Vec::new() }),
+                        session,
+                    },
+                );
             }
             Coordinated::Write { client, op, participants, ct, ss, dep, .. } => {
                 // Presumed commit: every participant prepared, so the transaction is committed (§4.1).
                 let metrics = OpMetrics { rounds: 1, ..Default::default() };
                 let commit = Some(Version { time: ct, dc: self.id.dc });
                 let session = SessionUpdate { dep, ss, stable };
-                let reply = Reply { reads: Vec::new(), commit, metrics };
+                let reply = Reply { reads: Vec::new(), commit, metrics, writes: Vec::new() };
                 cx.send(client, TomsicMsg::Done { op, result: Ok(reply), session });
                 if participants.len() > 1 {
                     for p in participants {
@@ -1065,6 +1079,10 @@ impl<F: Flavour> ClientNode<Tomsic<F>> for TomsicClient<F> {
             Request::RotRounds { rounds } => rounds[0][0].clone(),
             Request::Put { key, .. } => key.clone(),
             Request::Update { writes } => writes[0].0.clone(),
+            other => {
+                cx.complete(op, Err(Tomsic::<F>::OFFERS.refusal(Tomsic::<F>::NAME, &other)));
+                return;
+            }
         };
         self.pending.insert(op, request.writes());
         let tc = self.topology.server_of(self.dc, &first_key);

@@ -129,7 +129,7 @@ impl<const F: bool> ClientNode<Echo<F>> for EchoClient {
                 }
                 cx.complete(op, Ok(Reply::default()));
             }
-            Request::RotRounds { .. } => cx.complete(op, Err(OpError::Rejected("unsupported".into()))),
+            _ => cx.complete(op, Err(OpError::Rejected("unsupported".into()))),
         }
     }
 
@@ -152,8 +152,7 @@ impl<const F: bool> Protocol for Echo<F> {
     type Timer = Tick;
     type Server = EchoServer;
     type Client = EchoClient;
-    const WRITE_TRANSACTIONS: bool = false;
-    const MULTI_SHOT_ROTS: bool = false;
+    const OFFERS: snowline_core::Offers = snowline_core::Offers::CAUSAL;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: F }

@@ -95,8 +95,7 @@ impl Protocol for Reg {
     type Timer = Tick;
     type Server = RegServer;
     type Client = RegClient;
-    const WRITE_TRANSACTIONS: bool = false;
-    const MULTI_SHOT_ROTS: bool = false;
+    const OFFERS: snowline_core::Offers = snowline_core::Offers::CAUSAL;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: true }

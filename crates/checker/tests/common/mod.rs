@@ -52,6 +52,8 @@ impl Builder {
             value,
             time: index * 10,
             error: None,
+            cause: None,
+            version: None,
         });
     }
 
