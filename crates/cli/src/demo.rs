@@ -8,7 +8,7 @@ use clap::Args;
 use snowline_core::{Protocol, Request, Topology};
 use snowline_harness::{MixedWorkload, RunReport, RunSpec};
 use snowline_net::{ClientRuntime, ClusterConfig};
-use snowline_protocols::{PROTOCOLS, with_protocol};
+use snowline_protocols::with_protocol;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -45,7 +45,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         topology.dcs, topology.partitions, args.latency_ms, args.clients, args.seconds
     );
     let mut rows = Vec::new();
-    for name in PROTOCOLS {
+    for name in snowline_protocols::names() {
         println!("\n== {name}");
         let (cluster, config, dir) = start_local_cluster(name, topology, args.latency_ms, None, None, None)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -141,14 +141,8 @@ impl WorkloadArgs {
     pub fn validate(&self) -> Result<()> {
         snowline_protocols::canonical_name(&self.protocol)?;
         if matches!(self.workload, snowline_harness::Pattern::TomsicMulti { .. }) {
-            let multi_shot = |name: &str| with_protocol!(name, P => P::OFFERS.multi_shot_rots).unwrap_or(false);
-            let offering: Vec<&str> = snowline_protocols::PROTOCOLS.iter().copied().filter(|p| multi_shot(p)).collect();
-            anyhow::ensure!(
-                multi_shot(&self.protocol),
-                "workload tomsic-multi needs multi-shot read-only transactions; {}'s are one-shot (these protocols offer them: {})",
-                self.protocol,
-                offering.join(", ")
-            );
+            snowline_protocols::check_offered(&self.protocol, &snowline_core::Request::RotRounds { rounds: vec![] })
+                .map_err(|e| anyhow::anyhow!("workload tomsic-multi needs multi-shot read-only transactions: {e}"))?;
         }
         if let Some(level) = &self.check {
             check_cmd::resolve_level(level, &self.protocol)?;

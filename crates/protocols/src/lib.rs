@@ -4,41 +4,122 @@
 //! Users select a protocol by name; [`canonical_name`] resolves names and aliases and [`with_protocol!`]
 //! turns a name into a concrete protocol type for code generic over `P: Protocol`.
 
-pub mod contrarian;
-pub mod cops;
-pub mod tomsic;
+pub mod causal;
+pub mod strong;
 
-pub use contrarian::Contrarian;
-pub use cops::{Cops, CopsSnow};
-pub use tomsic::{Av, Cure, Cv, Op};
+pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
 
-/// Every protocol a user can select, by canonical name.
-pub const PROTOCOLS: &[&str] = &["cops", "cops-snow", "contrarian", "cure", "av", "op", "cv"];
+#[doc(hidden)]
+pub use snowline_core as __core;
+use snowline_core::Offers;
 
-/// Other names a protocol is known by in the papers: `(alias, canonical name)`.
-pub const ALIASES: &[(&str, &str)] = &[("cc-lo", "cops-snow")];
+/// The registry: one line per protocol — its type (which carries its name, `Protocol::NAME`, and what it
+/// offers, `Protocol::OFFERS`), the other names the papers use for it, the consistency level it claims (a
+/// `snowline check --level` name; `docs/PROTOCOLS.md` says why), and whether its commit versions totally
+/// order each key's writes (a single-copy protocol: the checker then reads the version order from the
+/// history instead of inferring it). Registering a protocol is adding its line here; [`PROTOCOLS`],
+/// [`canonical_name`], [`claimed_level`] and [`with_protocol!`] all follow from it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __registry {
+    ($mode:ident $args:tt) => {
+        $crate::__registry_apply! { $mode $args
+            [$crate::Cops, aliases [], claims "causal", orders_versions false]
+            [$crate::CopsSnow, aliases ["cc-lo"], claims "causal", orders_versions false]
+            [$crate::Contrarian, aliases [], claims "tcc", orders_versions false]
+            [$crate::Cure, aliases [], claims "tcc", orders_versions false]
+            [$crate::Av, aliases [], claims "tcc", orders_versions false]
+            [$crate::Op, aliases [], claims "causal", orders_versions false]
+            [$crate::Cv, aliases [], claims "rc", orders_versions false]
+        }
+    };
+}
 
-/// Resolve a user-supplied protocol name or alias (case-insensitive) to its canonical name.
-pub fn canonical_name(name: &str) -> Result<&'static str, UnknownProtocol> {
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __registry_apply {
+    (dispatch { $name:expr, $P:ident, $body:expr }
+        $([$T:ty, aliases [$($alias:literal),*], claims $level:literal, orders_versions $ord:literal])*) => {
+        match $crate::canonical_name($name) {
+            Err(e) => Err(e),
+            Ok(name) => 'found: {
+                $(
+                    if name == <$T as $crate::__core::Protocol>::NAME {
+                        type $P = $T;
+                        break 'found Ok($body);
+                    }
+                )*
+                unreachable!("protocol {name} is registered, so it is dispatched")
+            }
+        }
+    };
+    (entries {} $([$T:ty, aliases [$($alias:literal),*], claims $level:literal, orders_versions $ord:literal])*) => {
+        &[$($crate::Registered {
+            name: <$T as $crate::__core::Protocol>::NAME,
+            aliases: &[$($alias),*],
+            claimed_level: $level,
+            offers: <$T as $crate::__core::Protocol>::OFFERS,
+            orders_versions: $ord,
+        }),*]
+    };
+}
+
+/// One registered protocol (see [`__registry!`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Registered {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub claimed_level: &'static str,
+    pub offers: Offers,
+    pub orders_versions: bool,
+}
+
+/// Every protocol a user can select, in registry order.
+pub static PROTOCOLS: &[Registered] = __registry!(entries {});
+
+/// The names of every protocol, in registry order.
+pub fn names() -> Vec<&'static str> {
+    PROTOCOLS.iter().map(|p| p.name).collect()
+}
+
+/// The registry entry of a protocol name or alias (case-insensitive).
+pub fn lookup(name: &str) -> Result<&'static Registered, UnknownProtocol> {
     let lower = name.to_ascii_lowercase();
     PROTOCOLS
         .iter()
-        .copied()
-        .find(|p| *p == lower)
-        .or_else(|| ALIASES.iter().find(|(alias, _)| *alias == lower).map(|(_, p)| *p))
+        .find(|p| p.name == lower || p.aliases.contains(&lower.as_str()))
         .ok_or_else(|| UnknownProtocol(name.to_string()))
 }
 
-/// The consistency level a protocol claims, as a `snowline check --level` name (`docs/PROTOCOLS.md`
-/// states each claim and why).
+/// Resolve a user-supplied protocol name or alias (case-insensitive) to its canonical name.
+pub fn canonical_name(name: &str) -> Result<&'static str, UnknownProtocol> {
+    lookup(name).map(|p| p.name)
+}
+
+/// The consistency level a protocol claims, as a `snowline check --level` name.
 pub fn claimed_level(name: &str) -> Result<&'static str, UnknownProtocol> {
-    match canonical_name(name)? {
-        "cure" | "av" => Ok("tcc"),
-        "op" => Ok("causal"),
-        "cv" => Ok("rc"),
-        "contrarian" => Ok("tcc"),
-        "cops" | "cops-snow" => Ok("causal"),
-        other => unreachable!("protocol {other} has no claimed level"),
+    lookup(name).map(|p| p.claimed_level)
+}
+
+/// The names of the protocols that offer what `request` needs (for "use one of ..." errors).
+pub fn offering(request: &snowline_core::Request) -> Vec<&'static str> {
+    PROTOCOLS.iter().filter(|p| p.offers.missing(request).is_none()).map(|p| p.name).collect()
+}
+
+/// Refuse, up front, a request the protocol does not offer: the error names the protocols that do.
+pub fn check_offered(protocol: &str, request: &snowline_core::Request) -> Result<(), String> {
+    let entry = lookup(protocol).map_err(|e| e.to_string())?;
+    match entry.offers.missing(request) {
+        None => Ok(()),
+        Some(what) => {
+            let others = offering(request);
+            let alternatives = if others.is_empty() {
+                "no protocol offers them yet".to_string()
+            } else {
+                format!("use {}", others.join(", "))
+            };
+            Err(format!("{} offers no {what}; {alternatives}", entry.name))
+        }
     }
 }
 
@@ -48,9 +129,11 @@ pub struct UnknownProtocol(pub String);
 
 impl std::fmt::Display for UnknownProtocol {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "unknown protocol {:?}; valid protocols: {}", self.0, PROTOCOLS.join(", "))?;
-        for (alias, name) in ALIASES {
-            write!(f, " ({alias} = {name})")?;
+        write!(f, "unknown protocol {:?}; valid protocols: {}", self.0, names().join(", "))?;
+        for p in PROTOCOLS {
+            for alias in p.aliases {
+                write!(f, " ({alias} = {})", p.name)?;
+            }
         }
         Ok(())
     }
@@ -63,38 +146,7 @@ impl std::error::Error for UnknownProtocol {}
 #[macro_export]
 macro_rules! with_protocol {
     ($name:expr, $P:ident => $body:expr) => {
-        match $crate::canonical_name($name) {
-            Ok("cure") => {
-                type $P = $crate::Cure;
-                Ok($body)
-            }
-            Ok("av") => {
-                type $P = $crate::Av;
-                Ok($body)
-            }
-            Ok("op") => {
-                type $P = $crate::Op;
-                Ok($body)
-            }
-            Ok("cv") => {
-                type $P = $crate::Cv;
-                Ok($body)
-            }
-            Ok("contrarian") => {
-                type $P = $crate::Contrarian;
-                Ok($body)
-            }
-            Ok("cops") => {
-                type $P = $crate::Cops;
-                Ok($body)
-            }
-            Ok("cops-snow") => {
-                type $P = $crate::CopsSnow;
-                Ok($body)
-            }
-            Ok(other) => unreachable!("protocol {other} is listed but not dispatched"),
-            Err(e) => Err(e),
-        }
+        $crate::__registry!(dispatch { $name, $P, $body })
     };
 }
 
@@ -122,8 +174,17 @@ mod tests {
         assert_eq!(with_protocol!("cops", P => P::NAME).unwrap(), "cops");
         assert_eq!(claimed_level("cops"), Ok("causal"));
         assert_eq!(claimed_level("cc-lo"), Ok("causal"));
-        for name in PROTOCOLS {
-            assert_eq!(with_protocol!(name, P => P::NAME).unwrap(), *name);
+        for p in PROTOCOLS {
+            assert_eq!(with_protocol!(p.name, P => P::NAME).unwrap(), p.name);
+            assert_eq!(with_protocol!(p.name, P => P::OFFERS).unwrap(), p.offers);
         }
+    }
+
+    #[test]
+    fn a_request_a_protocol_does_not_offer_is_refused_naming_those_that_do() {
+        let update = snowline_core::Request::Update { writes: vec![("k".into(), "v".into())] };
+        let err = check_offered("contrarian", &update).unwrap_err();
+        assert!(err.contains("contrarian offers no write transactions") && err.contains("cure"), "{err}");
+        assert!(check_offered("cure", &update).is_ok());
     }
 }
