@@ -55,10 +55,16 @@ pub fn run(args: DemoArgs) -> Result<()> {
             duration_ns: (args.seconds * 1e9) as u64,
             warmup_ns: 200_000_000,
             cooldown_ns: 0,
-            workload: MixedWorkload::default(),
+            // Protocols with interactive transactions run the NMSI paper's transactional YCSB (mix A).
+            workload: if snowline_protocols::lookup(name)?.offers.interactive {
+                MixedWorkload { value_bytes: 16, ..MixedWorkload::ycsb_t(snowline_harness::YcsbMix::A) }
+            } else {
+                MixedWorkload::default()
+            },
             record_history: true,
             seed: 1,
             final_reads_after_ns: None,
+            retry: Default::default(),
         };
         let result = rt.block_on(async { with_protocol!(name, P => demo_one::<P>(&config, &spec).await)? });
         cluster.stop();
@@ -85,7 +91,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
     std::fs::write(args.out.join("summary.json"), serde_json::to_string_pretty(&json)?)?;
     for r in &rows {
         if let Some(h) = &r.report.history {
-            crate::sim_cmd::write_history(&args.out.join(format!("{}.history.jsonl", r.protocol)), h)?;
+            let meta = crate::sim_cmd::history_meta(&r.protocol, "real", 1)?;
+            crate::sim_cmd::write_history(&args.out.join(format!("{}.history.jsonl", r.protocol)), h, Some(&meta))?;
         }
     }
     let chart = snowline_harness::charts::LineChart {

@@ -63,6 +63,17 @@ pub struct WorkloadArgs {
     /// eiger: columns per key (default 5).
     #[arg(long)]
     pub columns: Option<usize>,
+    /// ycsb-t: the NMSI paper's transactional YCSB mix: a (Zipfian; 4 reads / 2 reads + 2 writes), b (uniform;
+    /// 4 reads / 3 reads + 1 write) or c (uniform; 2 reads / 1 read + 1 write). --write-ratio is the share of
+    /// update transactions (default 0.2).
+    #[arg(long, default_value = "a")]
+    pub mix: snowline_harness::YcsbMix,
+    /// How clients retry aborted transactions: off, a number of retries, or until-commit (the default).
+    #[arg(long, default_value = "until-commit")]
+    pub retry: snowline_harness::RetryPolicy,
+    /// Backoff before the first retry; it doubles per attempt (with jitter), up to 100 ms.
+    #[arg(long, default_value = "1ms", value_parser = duration::parse)]
+    pub backoff: Duration,
     /// Write the client-observed history here (JSON Lines, docs/HISTORY.md). One client count only.
     #[arg(long)]
     pub history: Option<PathBuf>,
@@ -87,6 +98,7 @@ impl WorkloadArgs {
             Pattern::Eiger => MixedWorkload::eiger(),
             Pattern::TomsicSingle => MixedWorkload::tomsic_single(10),
             Pattern::TomsicMulti { .. } => MixedWorkload::tomsic_multi(100),
+            Pattern::YcsbT { .. } => MixedWorkload::ycsb_t(self.mix),
             p => MixedWorkload { pattern: p, ..Default::default() },
         };
         if let Some(k) = self.keys {
@@ -134,15 +146,17 @@ impl WorkloadArgs {
             record_history: self.history.is_some() || self.check.is_some(),
             seed,
             final_reads_after_ns: None,
+            retry: snowline_harness::RetryPolicy { backoff_ns: self.backoff.as_nanos() as u64, ..self.retry },
         }
     }
 
     /// Reject bad arguments before any work starts.
     pub fn validate(&self) -> Result<()> {
         snowline_protocols::canonical_name(&self.protocol)?;
-        if matches!(self.workload, snowline_harness::Pattern::TomsicMulti { .. }) {
-            snowline_protocols::check_offered(&self.protocol, &snowline_core::Request::RotRounds { rounds: vec![] })
-                .map_err(|e| anyhow::anyhow!("workload tomsic-multi needs multi-shot read-only transactions: {e}"))?;
+        if let Some(request) = self.workload.needs() {
+            let what = snowline_core::Offers::CAUSAL.capability(&request).0;
+            snowline_protocols::check_offered(&self.protocol, &request)
+                .map_err(|e| anyhow::anyhow!("workload {} needs {what}: {e}", self.workload.name()))?;
         }
         if let Some(level) = &self.check {
             check_cmd::resolve_level(level, &self.protocol)?;
@@ -312,7 +326,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
                 events as f64 / wall
             );
         });
-        finish(&report, &args.run)?;
+        finish(&report, &args.run, "sim", args.seed)?;
         records.push(args.run.record("sim", report, clients, wall));
         progress.inc(1);
     }
@@ -386,7 +400,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
                 Storage::Memory => println!("in-memory servers"),
             }
         });
-        finish(&report, &args.run)?;
+        finish(&report, &args.run, "real", seed)?;
         costs.push((storage, clients, report.summary.clone()));
         records.push(args.run.record("real", report, clients, wall));
         progress.inc(1);
@@ -465,9 +479,9 @@ fn print_report(report: &RunReport) {
     println!("{}", report.summary);
 }
 
-fn finish(report: &RunReport, args: &WorkloadArgs) -> Result<()> {
+fn finish(report: &RunReport, args: &WorkloadArgs, runtime: &str, seed: u64) -> Result<()> {
     if let (Some(path), Some(history)) = (&args.history, &report.history) {
-        write_history(path, history)?;
+        write_history(path, history, Some(&history_meta(&args.protocol, runtime, seed)?))?;
         println!("history: {} events written to {}", history.len(), path.display());
     }
     if let Some(path) = &args.json {
@@ -484,8 +498,23 @@ fn finish(report: &RunReport, args: &WorkloadArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn write_history(path: &Path, history: &[snowline_core::HistoryEvent]) -> Result<()> {
+/// The metadata line of a history recorded by a run of `protocol`.
+pub fn history_meta(protocol: &str, runtime: &str, seed: u64) -> Result<snowline_core::HistoryMeta> {
+    let entry = snowline_protocols::lookup(protocol)?;
+    Ok(snowline_core::HistoryMeta {
+        protocol: entry.name.to_string(),
+        runtime: runtime.to_string(),
+        seed: Some(seed),
+        version_order: entry.orders_versions,
+    })
+}
+
+pub fn write_history(
+    path: &Path,
+    history: &[snowline_core::HistoryEvent],
+    meta: Option<&snowline_core::HistoryMeta>,
+) -> Result<()> {
     let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    HistoryWriter::write_jsonl(history, std::io::BufWriter::new(file))
+    HistoryWriter::write_with_meta(meta, history, std::io::BufWriter::new(file))
         .with_context(|| format!("writing {}", path.display()))
 }

@@ -93,6 +93,7 @@ async fn load<P: Protocol>(config: &ClusterConfig) -> (Vec<snowline_core::Histor
         record_history: true,
         seed: 7,
         final_reads_after_ns: None,
+        retry: Default::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let writer = async {

@@ -4,6 +4,7 @@
 //! simulator ([`run::run_sim`]) and a real cluster ([`net_run::run_net`]).
 
 pub mod charts;
+pub mod client_loop;
 pub mod metrics;
 pub mod net_run;
 pub mod report;
@@ -11,8 +12,9 @@ pub mod repro;
 pub mod run;
 pub mod workload;
 
+pub use client_loop::{ClientLoop, RetryPolicy};
 pub use metrics::{Metrics, Summary};
 pub use report::RunRecord;
 pub use repro::{Experiment, Paper, Runtime};
 pub use run::{RunReport, RunSpec, drive_sim, run_sim};
-pub use workload::{Generator, HotSpot, MixedWorkload, Pattern, Zipf};
+pub use workload::{Generator, HotSpot, Job, MixedWorkload, Pattern, TxnPlan, YcsbMix, Zipf};

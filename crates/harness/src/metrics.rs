@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use snowline_core::{OpError, Reply, Request};
+use snowline_core::{AbortCause, OpError, Reply, Request};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -36,6 +36,10 @@ pub struct Metrics {
     blocked_ns: Histogram<u64>,
     blocked_ns_total: u64,
     readers_check: ReadersCheckTotals,
+    /// Aborted transaction attempts, per cause.
+    aborts: BTreeMap<AbortCause, u64>,
+    /// Per committed transaction: the attempts it took.
+    attempts: Histogram<u64>,
 }
 
 /// Sums of [`snowline_core::ReadersCheckCost`] over the writes that reported one.
@@ -62,6 +66,8 @@ impl Default for Metrics {
             blocked_ns: histogram(),
             blocked_ns_total: 0,
             readers_check: ReadersCheckTotals::default(),
+            aborts: BTreeMap::new(),
+            attempts: Histogram::new(3).expect("valid"),
         }
     }
 }
@@ -108,7 +114,32 @@ impl Metrics {
         }
     }
 
+    /// A whole transaction (all its attempts): committed (`Ok`) or given up on; `latency_ns` from the start of
+    /// its first attempt. Counted under `kind` (`ro-txn`, `rw-txn`) in the per-kind table.
+    pub fn record_txn(&mut self, kind: &'static str, outcome: &Result<(), OpError>, latency_ns: u64, attempts: u32) {
+        let stats =
+            self.kinds.entry(kind).or_insert_with(|| KindStats { latency_ns: histogram(), ok: 0, fail: 0, info: 0 });
+        match outcome {
+            Ok(()) => {
+                stats.ok += 1;
+                stats.latency_ns.saturating_record(latency_ns.max(1));
+                self.attempts.saturating_record(u64::from(attempts.max(1)));
+            }
+            Err(e) if e.is_definite() => stats.fail += 1,
+            Err(_) => stats.info += 1,
+        }
+    }
+
+    /// One aborted transaction attempt.
+    pub fn record_abort(&mut self, cause: AbortCause) {
+        *self.aborts.entry(cause).or_insert(0) += 1;
+    }
+
     pub fn merge(&mut self, other: &Metrics) {
+        for (cause, n) in &other.aborts {
+            *self.aborts.entry(*cause).or_insert(0) += n;
+        }
+        self.attempts.add(&other.attempts).expect("same bounds");
         for (k, s) in &other.kinds {
             match self.kinds.get_mut(k) {
                 Some(mine) => {
@@ -190,7 +221,15 @@ impl Metrics {
         let fresh = self.versions_skipped.count_between(0, 0);
         let per = |total: u64, n: u64| if n == 0 { 0.0 } else { total as f64 / n as f64 };
         let rc = self.readers_check;
+        let committed = self.attempts.len();
+        let attempts_total: u64 =
+            self.attempts.iter_recorded().map(|v| v.value_iterated_to() * v.count_at_value()).sum();
+        let aborted: u64 = self.aborts.values().sum();
         Summary {
+            committed_txns_per_s: committed as f64 / seconds,
+            attempts_per_commit: if committed == 0 { 0.0 } else { attempts_total as f64 / committed as f64 },
+            abort_rate: if committed + aborted == 0 { 0.0 } else { aborted as f64 / (committed + aborted) as f64 },
+            aborts: self.aborts.iter().map(|(c, n)| (c.name().to_string(), *n)).collect(),
             seconds,
             ops_per_s: per_kind.iter().map(|k| k.ops_per_s).sum(),
             key_ops_per_s: (self.keys_read + self.keys_written) as f64 / seconds,
@@ -276,6 +315,14 @@ pub struct Summary {
     pub versions_per_key_read: f64,
     /// Present when the protocol reported readers checks (COPS-SNOW / CC-LO).
     pub readers_check: Option<ReadersCheckSummary>,
+    /// Interactive transactions committed per second (all kinds).
+    pub committed_txns_per_s: f64,
+    /// Aborted attempts / (aborted attempts + committed transactions): the share of attempts that aborted.
+    pub abort_rate: f64,
+    /// Aborted attempts per cause (`deadlock`, `conflict`, ...).
+    pub aborts: BTreeMap<String, u64>,
+    /// Mean attempts per committed transaction (1.0: nothing retried).
+    pub attempts_per_commit: f64,
 }
 
 impl Summary {
@@ -322,6 +369,17 @@ impl fmt::Display for Summary {
                 rc.rot_ids_distinct_mean,
                 rc.keys_checked_mean,
                 rc.partitions_contacted_mean
+            )?;
+        }
+        if self.committed_txns_per_s > 0.0 || !self.aborts.is_empty() {
+            let causes: Vec<String> = self.aborts.iter().map(|(c, n)| format!("{c} {n}")).collect();
+            write!(
+                f,
+                "\ntransactions: {:.0} committed/s, abort rate {:.2}% ({}), attempts per commit {:.3}",
+                self.committed_txns_per_s,
+                self.abort_rate * 100.0,
+                if causes.is_empty() { "no aborts".to_string() } else { causes.join(", ") },
+                self.attempts_per_commit
             )?;
         }
         Ok(())

@@ -2,6 +2,7 @@
 // This driver is a runtime edge: it times operations with the real monotonic clock.
 #![allow(clippy::disallowed_methods)]
 
+use crate::client_loop::{Action, ClientLoop, Sink};
 use crate::metrics::Metrics;
 use crate::run::{RunReport, RunSpec};
 use crate::workload::Generator;
@@ -42,29 +43,42 @@ pub async fn run_net_with<P: Protocol>(
             let (generator, recorder, metrics) = (&generator, &recorder, &metrics);
             let dc = *dc;
             loops.push(async move {
-                let mut rng = spec.generator_rng(index);
-                let mut process = recorder.borrow_mut().new_process();
-                let mut seq = 0;
-                let mut pending = std::collections::VecDeque::new();
-                while now_ns() < spec.duration_ns {
-                    if pending.is_empty() {
-                        pending.extend(generator.next_batch(&mut rng, process, seq));
-                    }
-                    let request = pending.pop_front().expect("a batch has at least one request");
-                    seq += 1;
-                    let started = now_ns();
-                    if spec.record_history {
-                        recorder.borrow_mut().invoke(process, dc, &request, started);
-                    }
-                    let result = session.execute(request.clone()).await;
-                    let ended = now_ns();
-                    if spec.measured(started, ended) {
-                        metrics.borrow_mut().record(&request, &result, ended - started);
-                    }
-                    if spec.record_history {
-                        process = recorder.borrow_mut().complete(process, dc, &request, &result, ended);
+                let process = recorder.borrow_mut().new_process();
+                let mut client = ClientLoop::new(dc, process, spec.generator_rng(index), spec.retry);
+                // The borrows of the shared recorder and metrics never span an await.
+                let sink = |f: &mut dyn FnMut(&mut Sink<'_>) -> Option<Action>| {
+                    let (mut m, mut r) = (metrics.borrow_mut(), recorder.borrow_mut());
+                    f(&mut Sink { spec, metrics: &mut m, recorder: &mut r })
+                };
+                let mut action = sink(&mut |s| Some(client.next(generator, now_ns(), s)));
+                // A transaction under way when the run ends finishes its steps; no new job starts.
+                while let Some(a) = action.take() {
+                    match a {
+                        Action::Submit(request) => {
+                            let mut result = Some(session.execute(request).await);
+                            action = sink(&mut |s| {
+                                let now = now_ns();
+                                let result = result.take().expect("handled once");
+                                match client.on_result(generator, now, result, s) {
+                                    Some(next) => Some(next),
+                                    None if now >= spec.duration_ns => None,
+                                    None => Some(client.next(generator, now, s)),
+                                }
+                            });
+                        }
+                        Action::WaitUntil(t) => {
+                            if t >= spec.duration_ns {
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_nanos(t.saturating_sub(now_ns()))).await;
+                            action = sink(&mut |s| Some(client.next(generator, now_ns(), s)));
+                        }
                     }
                 }
+                sink(&mut |s| {
+                    client.finish(now_ns(), s);
+                    None
+                });
             });
         }
     }

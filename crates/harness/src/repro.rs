@@ -322,6 +322,7 @@ impl Experiment {
             record_history: false,
             seed: self.seed,
             final_reads_after_ns: None,
+            retry: Default::default(),
         }
     }
 

@@ -1,15 +1,16 @@
 //! Closed-loop drivers: the same workload, metrics and history recording over the simulator and over a
 //! real cluster.
 
+use crate::client_loop::{Action, ClientLoop, RetryPolicy, Sink};
 use crate::metrics::{Metrics, Summary};
 use crate::workload::{Generator, MixedWorkload};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::Serialize;
 use snowline_core::history::HistoryRecorder;
-use snowline_core::{DcId, HistoryEvent, OpError, OpId, Protocol, Request};
+use snowline_core::{ClientId, DcId, HistoryEvent, OpId, Protocol, Request};
 use snowline_sim::{Sim, SimConfig};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a run does, in either runtime.
 #[derive(Clone, Debug)]
@@ -29,6 +30,8 @@ pub struct RunSpec {
     /// After the run, let the system quiesce this long, then read every key in every datacenter and compare
     /// (simulator only). The reads enter the history.
     pub final_reads_after_ns: Option<u64>,
+    /// How clients retry aborted transactions.
+    pub retry: RetryPolicy,
 }
 
 impl RunSpec {
@@ -65,17 +68,6 @@ pub struct RunReport {
     pub divergent: Vec<(String, Vec<Option<String>>)>,
 }
 
-/// One closed-loop client: issues its next operation as soon as the previous one completes.
-struct LoopClient {
-    dc: DcId,
-    process: u64,
-    seq: u64,
-    rng: SmallRng,
-    current: Option<(OpId, Request, u64)>,
-    /// The rest of the generator's current batch, issued before asking it for more.
-    pending: VecDeque<Request>,
-}
-
 /// Run `spec` in the simulator and return the figures (and the history if asked).
 pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
     let mut sim: Sim<P> = Sim::new(config);
@@ -89,55 +81,56 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
     let generator = Generator::new(spec.workload.clone(), topology).write_transactions(P::OFFERS.write_transactions);
     let mut recorder = HistoryRecorder::new();
     let mut metrics = Metrics::default();
-    let mut clients = BTreeMap::new();
+    let mut clients: BTreeMap<ClientId, ClientLoop> = BTreeMap::new();
     for dc in topology.dc_ids().filter(|dc| spec.loads(*dc)) {
         for _ in 0..spec.clients_per_dc {
             let id = sim.add_client(dc);
-            let index = clients.len();
-            let process = recorder.new_process();
-            clients.insert(
-                id,
-                LoopClient {
-                    dc,
-                    process,
-                    seq: 0,
-                    rng: spec.generator_rng(index),
-                    current: None,
-                    pending: VecDeque::new(),
-                },
-            );
+            let rng = spec.generator_rng(clients.len());
+            clients.insert(id, ClientLoop::new(dc, recorder.new_process(), rng, spec.retry));
         }
     }
-    let mut issue_op = 0u64;
-    let mut issue = |sim: &mut Sim<P>, recorder: &mut HistoryRecorder, id, c: &mut LoopClient| {
-        if c.pending.is_empty() {
-            c.pending.extend(generator.next_batch(&mut c.rng, c.process, c.seq));
-        }
-        let request = c.pending.pop_front().expect("a batch has at least one request");
-        c.seq += 1;
-        let op = OpId(issue_op);
-        issue_op += 1;
-        let now = sim.now_ns();
-        if spec.record_history {
-            recorder.invoke(c.process, c.dc, &request, now);
-        }
-        c.current = Some((op, request.clone(), now));
-        sim.submit(id, op, request);
-    };
+    // Clients waiting out a retry backoff: (wake time, client).
+    let mut sleeping: BTreeSet<(u64, ClientId)> = BTreeSet::new();
+    let mut next_op = 0u64;
+    let mut act =
+        |sim: &mut Sim<P>, sleeping: &mut BTreeSet<(u64, ClientId)>, id: ClientId, action: Action| match action {
+            Action::Submit(request) => {
+                sim.submit(id, OpId(next_op), request);
+                next_op += 1;
+            }
+            Action::WaitUntil(t) => {
+                sleeping.insert((t, id));
+            }
+        };
     for (id, c) in clients.iter_mut() {
-        issue(sim, &mut recorder, *id, c);
+        let mut sink = Sink { spec, metrics: &mut metrics, recorder: &mut recorder };
+        let action = c.next(&generator, sim.now_ns(), &mut sink);
+        act(sim, &mut sleeping, *id, action);
     }
-    while let Some(done) = sim.step_until(spec.duration_ns) {
-        let c = clients.get_mut(&done.client).expect("completions come from our clients");
-        let (op, request, start) = c.current.take().expect("a completion answers the current operation");
-        assert_eq!(op, done.op, "a client completes the operation it was given");
-        if spec.measured(start, done.time_ns) {
-            metrics.record(&request, &done.result, done.time_ns - start);
-        }
-        if spec.record_history {
-            c.process = recorder.complete(c.process, c.dc, &request, &done.result, done.time_ns);
-        }
-        issue(sim, &mut recorder, done.client, c);
+    // A transaction under way when the run ends still finishes its steps (so that it releases what it holds);
+    // no new job starts after the end.
+    loop {
+        let wake = sleeping.first().map_or(spec.duration_ns, |(t, _)| (*t).min(spec.duration_ns));
+        let (id, action) = match sim.step_until(wake) {
+            Some(done) => {
+                let c = clients.get_mut(&done.client).expect("completions come from our clients");
+                let mut sink = Sink { spec, metrics: &mut metrics, recorder: &mut recorder };
+                let now = done.time_ns;
+                let action = match c.on_result(&generator, now, done.result, &mut sink) {
+                    Some(a) => a,
+                    None if now > spec.duration_ns => continue,
+                    None => c.next(&generator, now, &mut sink),
+                };
+                (done.client, action)
+            }
+            None if wake >= spec.duration_ns => break,
+            None => {
+                let (t, id) = sleeping.pop_first().expect("woken by a sleeping client");
+                let mut sink = Sink { spec, metrics: &mut metrics, recorder: &mut recorder };
+                (id, clients.get_mut(&id).expect("our client").next(&generator, t, &mut sink))
+            }
+        };
+        act(sim, &mut sleeping, id, action);
     }
     let (mut converged, mut divergent) = (None, Vec::new());
     if let Some(quiet_ns) = spec.final_reads_after_ns {
@@ -145,9 +138,10 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
         let deadline = sim.now_ns() + quiet_ns;
         while let Some(done) = sim.step_until(deadline) {
             let c = clients.get_mut(&done.client).expect("our client");
-            let (_, request, _) = c.current.take().expect("current operation");
-            if spec.record_history {
-                c.process = recorder.complete(c.process, c.dc, &request, &done.result, done.time_ns);
+            let mut sink = Sink { spec, metrics: &mut metrics, recorder: &mut recorder };
+            // A transaction in the middle of its steps finishes them (its commit may be what quiescing waits for).
+            if let Some(action @ Action::Submit(_)) = c.on_result(&generator, done.time_ns, done.result, &mut sink) {
+                act(sim, &mut sleeping, done.client, action);
             }
         }
         let keys = generator.keys();
@@ -181,14 +175,9 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
         }
         converged = Some(divergent.is_empty());
     }
-    if spec.record_history {
-        let end = sim.now_ns();
-        for c in clients.values_mut() {
-            if let Some((_, request, _)) = c.current.take() {
-                let unknown = Err(OpError::Unknown("the run ended before the operation completed".into()));
-                recorder.complete(c.process, c.dc, &request, &unknown, end);
-            }
-        }
+    let end = sim.now_ns();
+    for c in clients.values_mut() {
+        c.finish(end, &mut Sink { spec, metrics: &mut metrics, recorder: &mut recorder });
     }
     RunReport {
         protocol: P::NAME.to_string(),

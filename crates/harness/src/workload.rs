@@ -115,12 +115,76 @@ pub enum Pattern {
     /// the previous one has answered; updates of 2, 100 or 1,000 of the keys read. Needs a protocol with
     /// multi-shot read-only transactions (Cure, AV, OP, CV).
     TomsicMulti { rounds: usize },
+    /// The NMSI paper's transactional YCSB (§V, Fig. 2b), run as interactive read-write transactions: a
+    /// transaction is an update with probability `write_ratio` (the paper sweeps 10–50%), otherwise read-only.
+    /// Mix A: keys Zipfian (`zipf`), read-only 4 reads, update 2 reads + 2 writes; B: uniform, 4 reads /
+    /// 3 reads + 1 write; C: uniform, 2 reads / 1 read + 1 write. Reads are issued one per round, as YCSB's
+    /// client issues its operations one after another. An update writes the first keys it read
+    /// (read-modify-write, YCSB's update of a record it read), so its writes depend on its reads and lost
+    /// updates are observable. Keys are distinct within a transaction, over `keys` keys.
+    YcsbT { mix: YcsbMix },
+}
+
+/// The three transactional YCSB mixes of the NMSI paper (§V, Fig. 2b).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum YcsbMix {
+    #[default]
+    A,
+    B,
+    C,
+}
+
+impl YcsbMix {
+    /// (reads of a read-only transaction, reads of an update, writes of an update, Zipfian keys?)
+    pub fn shape(self) -> (usize, usize, usize, bool) {
+        match self {
+            YcsbMix::A => (4, 2, 2, true),
+            YcsbMix::B => (4, 3, 1, false),
+            YcsbMix::C => (2, 1, 1, false),
+        }
+    }
+}
+
+impl std::str::FromStr for YcsbMix {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "a" => Ok(YcsbMix::A),
+            "b" => Ok(YcsbMix::B),
+            "c" => Ok(YcsbMix::C),
+            other => Err(format!("unknown YCSB mix {other:?}; valid mixes: a, b, c")),
+        }
+    }
+}
+
+/// What a closed-loop client does next: one request, or an interactive transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Job {
+    Op(Request),
+    Txn(TxnPlan),
+}
+
+/// An interactive transaction: `Begin`, one `Read` per round, then `Commit` writing `writes` (each key gets a
+/// fresh unique value per attempt, so a retried transaction's values stay unique in the history).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnPlan {
+    pub rounds: Vec<Vec<Key>>,
+    pub writes: Vec<Key>,
 }
 
 impl Pattern {
     /// Every pattern's name, as `--workload` takes it.
     pub const NAMES: &'static [&'static str] =
-        &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single", "tomsic-multi"];
+        &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single", "tomsic-multi", "ycsb-t"];
+
+    /// A request of the kind this pattern needs that not every protocol offers (checked up front).
+    pub fn needs(&self) -> Option<Request> {
+        match self {
+            Pattern::TomsicMulti { .. } => Some(Request::RotRounds { rounds: vec![] }),
+            Pattern::YcsbT { .. } => Some(Request::Begin),
+            _ => None,
+        }
+    }
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -130,6 +194,7 @@ impl Pattern {
             Pattern::Eiger => "eiger",
             Pattern::TomsicSingle => "tomsic-single",
             Pattern::TomsicMulti { .. } => "tomsic-multi",
+            Pattern::YcsbT { .. } => "ycsb-t",
         }
     }
 }
@@ -144,6 +209,7 @@ impl std::str::FromStr for Pattern {
             "eiger" => Ok(Pattern::Eiger),
             "tomsic-single" => Ok(Pattern::TomsicSingle),
             "tomsic-multi" => Ok(Pattern::TomsicMulti { rounds: 10 }),
+            "ycsb-t" => Ok(Pattern::YcsbT { mix: YcsbMix::A }),
             other => Err(format!("unknown workload {other:?}; valid workloads: {}", Pattern::NAMES.join(", "))),
         }
     }
@@ -241,6 +307,12 @@ impl MixedWorkload {
         Self { pattern: Pattern::TomsicMulti { rounds: 10 }, ..Self::tomsic_single(update_keys) }
     }
 
+    /// The NMSI paper's transactional YCSB (§V): mix `mix`, 20% update transactions (the paper sweeps
+    /// 10–50%), Zipf 0.99 (YCSB's constant) for mix A, 1 KB values ("each object has a payload size of 1 KB").
+    pub fn ycsb_t(mix: YcsbMix) -> Self {
+        Self { pattern: Pattern::YcsbT { mix }, write_ratio: 0.2, zipf: 0.99, value_bytes: 1024, ..Self::default() }
+    }
+
     /// Reject parameters the pattern cannot use.
     pub fn validate(&self, topology: Topology) -> Result<(), String> {
         if !(self.zipf >= 0.0 && self.zipf.is_finite()) {
@@ -300,6 +372,18 @@ impl MixedWorkload {
                     ));
                 }
             }
+            Pattern::YcsbT { mix } => {
+                if !(0.0..=1.0).contains(&self.write_ratio) {
+                    return Err(format!("the update ratio must be in [0, 1], not {}", self.write_ratio));
+                }
+                let (ro, rw, _, _) = mix.shape();
+                if self.keys < ro.max(rw) {
+                    return Err(format!(
+                        "ycsb-t mix {mix:?} reads {} keys per transaction; --keys must be at least that",
+                        ro.max(rw)
+                    ));
+                }
+            }
             Pattern::Mixed | Pattern::PhotoAcl { .. } => {}
         }
         Ok(())
@@ -352,7 +436,14 @@ impl Generator {
                 KeySpace::PerPartition { zipf: Zipf::new(per, spec.zipf), by_partition: Arc::new(by_partition) }
             }
             _ => KeySpace::Zipf {
-                zipf: Zipf::new(spec.keys, spec.zipf),
+                // YCSB-T mixes B and C pick keys uniformly: a Zipf law of constant 0.
+                zipf: Zipf::new(
+                    spec.keys,
+                    match spec.pattern {
+                        Pattern::YcsbT { mix } if !mix.shape().3 => 0.0,
+                        _ => spec.zipf,
+                    },
+                ),
                 keys: Arc::new((0..spec.keys).map(|i| Key::from(format!("k{i}"))).collect()),
             },
         };
@@ -507,6 +598,22 @@ impl Generator {
                 vec![Request::RotRounds { rounds }, self.update(written, writer, seq + 1)]
             }
             Pattern::Mixed => vec![self.mixed(rng, writer, seq)],
+            Pattern::YcsbT { .. } => unreachable!("ycsb-t runs transactions: Generator::next_jobs"),
+        }
+    }
+
+    /// The next jobs of client `writer` (see [`Generator::next_batch`]): requests, or for ycsb-t one
+    /// interactive transaction.
+    pub fn next_jobs(&self, rng: &mut SmallRng, writer: u64, seq: u64) -> Vec<Job> {
+        match self.spec.pattern {
+            Pattern::YcsbT { mix } => {
+                let (ro, rw, writes, _) = mix.shape();
+                let update = rng.random::<f64>() < self.spec.write_ratio;
+                let keys = self.distinct_keys(rng, if update { rw } else { ro });
+                let writes = if update { keys.iter().take(writes).cloned().collect() } else { Vec::new() };
+                vec![Job::Txn(TxnPlan { rounds: keys.into_iter().map(|k| vec![k]).collect(), writes })]
+            }
+            _ => self.next_batch(rng, writer, seq).into_iter().map(Job::Op).collect(),
         }
     }
 

@@ -19,6 +19,7 @@ fn photo_acl<P: Protocol>(seed: u64) -> Verdict {
         record_history: true,
         seed,
         final_reads_after_ns: None,
+        retry: Default::default(),
     };
     let history = run_sim::<P>(config, &spec).history.expect("recorded");
     snowline_checker::check(&history, Level::CausalSnapshot)
@@ -61,6 +62,7 @@ fn anomalies_injected_into_a_recorded_history_are_caught_by_name() {
         record_history: true,
         seed: 5,
         final_reads_after_ns: None,
+        retry: Default::default(),
         client_dcs: None,
     };
     let history = run_sim::<snowline_protocols::Av>(config, &spec).history.expect("recorded");

@@ -49,6 +49,7 @@ fn spec(seed: u64, workload: MixedWorkload, clients_per_dc: usize, final_reads_a
         record_history: true,
         seed,
         final_reads_after_ns: Some(final_reads_after_ns),
+        retry: Default::default(),
     }
 }
 
