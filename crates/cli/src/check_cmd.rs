@@ -39,15 +39,10 @@ pub fn print_verdict(verdict: &Verdict, all: bool) {
     println!("(the first witness of each kind; --all lists up to {} per kind)", Verdict::MAX_PER_KIND);
 }
 
-/// `snowline check FILE --level LEVEL [--json] [--all]`: exits 0 (holds), 1 (anomaly) or 2 (invalid input).
-pub fn run(path: &Path, level: &str, json: bool, all: bool) -> Result<i32> {
-    let level: Level = match level.parse() {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(EXIT_INVALID);
-        }
-    };
+/// `snowline check FILE --level LEVEL [--protocol P] [--json] [--all]`: exits 0 (holds), 1 (anomaly) or 2
+/// (invalid input). `--level claimed` checks the claim of the protocol named by `--protocol`, or else by the
+/// history's metadata line.
+pub fn run(path: &Path, level: &str, protocol: Option<&str>, json: bool, all: bool) -> Result<i32> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) => {
@@ -55,11 +50,37 @@ pub fn run(path: &Path, level: &str, json: bool, all: bool) -> Result<i32> {
             return Ok(EXIT_INVALID);
         }
     };
-    let events = match HistoryWriter::read_jsonl_with_lines(std::io::BufReader::new(file)) {
+    let (meta, events) = match HistoryWriter::read_with_meta(std::io::BufReader::new(file)) {
         Ok(e) => e,
         Err((line, reason)) => {
             eprintln!("error: {}:{line}: not a history event: {reason}", path.display());
             return Ok(EXIT_INVALID);
+        }
+    };
+    let level: Level = if level == "claimed" {
+        let Some(name) = protocol.or(meta.as_ref().map(|m| m.protocol.as_str())) else {
+            eprintln!(
+                "error: --level claimed needs the protocol: pass --protocol NAME (the history has no metadata line naming it)"
+            );
+            return Ok(EXIT_INVALID);
+        };
+        match resolve_level("claimed", name) {
+            Ok(l) => {
+                println!("level: {l}, claimed by {name}");
+                l
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(EXIT_INVALID);
+            }
+        }
+    } else {
+        match level.parse() {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: {e} (or `claimed`)");
+                return Ok(EXIT_INVALID);
+            }
         }
     };
     let (lines, events): (Vec<usize>, Vec<HistoryEvent>) = events.into_iter().unzip();

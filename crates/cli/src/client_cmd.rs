@@ -160,8 +160,16 @@ fn cpu_seconds(pid: u32) -> f64 {
 pub enum Op {
     Put(Key, Value),
     Rot(Vec<Key>),
-    Update(Vec<(Key, Value)>),
+    /// `txn`: reads, then writes; interactive where the protocol offers it, else a blind update.
+    Txn {
+        reads: Vec<Key>,
+        writes: Vec<(Key, Value)>,
+    },
 }
+
+/// The exit status of a client command whose transaction aborted (it certainly had no effect; retrying may
+/// commit).
+pub const EXIT_ABORTED: i32 = 3;
 
 /// Run one client operation against the cluster in `dir` and print its result as JSON.
 pub fn client(dir: Option<PathBuf>, dc: u16, op: Op) -> Result<()> {
@@ -173,16 +181,65 @@ pub fn client(dir: Option<PathBuf>, dc: u16, op: Op) -> Result<()> {
     let path = if dir.is_dir() { dir.join("cluster.toml") } else { dir.clone() };
     let config = load_config(&path)?;
     anyhow::ensure!(dc < config.dcs, "--dc {dc}: the cluster has datacenters 0..{}", config.dcs);
+    let protocol = config.protocol.clone();
+    let offers = snowline_protocols::lookup(&protocol)?.offers;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let request = match op {
         Op::Put(key, value) => Request::Put { key, value },
         Op::Rot(keys) => Request::Rot { keys },
-        Op::Update(writes) => Request::Update { writes },
+        Op::Txn { reads, writes } if offers.interactive => {
+            let result = rt.block_on(async {
+                with_protocol!(&protocol, P => interactive::<P>(&config, dc, reads, writes).await)?
+            });
+            return match result {
+                Ok(out) => {
+                    println!("{out}");
+                    Ok(())
+                }
+                Err(e) => match e.downcast_ref::<snowline_core::OpError>() {
+                    Some(snowline_core::OpError::Aborted(a)) => {
+                        eprintln!("transaction aborted ({}): {}", a.cause, a.detail);
+                        std::process::exit(EXIT_ABORTED)
+                    }
+                    _ => Err(e),
+                },
+            };
+        }
+        Op::Txn { reads, writes } => {
+            if !reads.is_empty() {
+                snowline_protocols::check_offered(&protocol, &Request::Begin).map_err(|e| {
+                    anyhow::anyhow!("txn --get needs interactive transactions: {e}; read with `rot` instead")
+                })?;
+            }
+            Request::Update { writes }
+        }
     };
-    let protocol = config.protocol.clone();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    snowline_protocols::check_offered(&protocol, &request).map_err(anyhow::Error::msg)?;
     let out = rt.block_on(async { with_protocol!(&protocol, P => execute::<P>(&config, dc, request).await)? })?;
     println!("{out}");
     Ok(())
+}
+
+/// `txn --get ... --put ...` as an interactive transaction: begin, one round of reads, commit the writes.
+async fn interactive<P: Protocol>(
+    config: &ClusterConfig,
+    dc: u16,
+    reads: Vec<Key>,
+    writes: Vec<(Key, Value)>,
+) -> Result<String> {
+    let runtime = snowline_net::ClientRuntime::<P>::connect(config, dc).await?;
+    let session = runtime.session();
+    let mut txn = session.begin().await?;
+    let values = if reads.is_empty() { Vec::new() } else { txn.get(&reads).await? };
+    for (k, v) in writes {
+        txn.put(k, v);
+    }
+    let reply = txn.commit().await?;
+    Ok(serde_json::to_string_pretty(&serde_json::json!({
+        "reads": reads.iter().zip(values).map(|(k, v)| serde_json::json!({"key": k, "value": v})).collect::<Vec<_>>(),
+        "committed": true,
+        "version": reply.commit,
+    }))?)
 }
 
 async fn execute<P: Protocol>(config: &ClusterConfig, dc: u16, request: Request) -> Result<String> {

@@ -66,9 +66,13 @@ enum Command {
     /// witness if not, 2 if the input is not a valid history.
     Check {
         history: PathBuf,
-        /// rc, ra, causal-snapshot, causal or tcc.
+        /// A consistency level (rc, ra, causal-snapshot, causal, tcc, ...; an unknown name lists them all), or
+        /// `claimed`: the level the protocol claims (the protocol from --protocol or the history's metadata).
         #[arg(long)]
         level: String,
+        /// With --level claimed: the protocol whose claim to check (default: the history's metadata line).
+        #[arg(long)]
+        protocol: Option<String>,
         /// Print the verdict as JSON.
         #[arg(long)]
         json: bool,
@@ -92,9 +96,14 @@ enum Command {
         #[arg(required = true)]
         keys: Vec<String>,
     },
-    /// An atomic multi-key update: --put K=V --put K2=V2.
+    /// A transaction: reads (--get K, one round, in order), then writes (--put K=V), committed atomically.
+    /// With a protocol that offers interactive transactions (2pl) it reads and writes under its isolation and
+    /// may abort: then it prints the cause and exits 3. Protocols with only blind write transactions (cure,
+    /// av, op, cv) take --put alone. Prints JSON: the values read and the commit version.
     Txn {
-        #[arg(long = "put", value_name = "KEY=VALUE", required = true)]
+        #[arg(long = "get", value_name = "KEY")]
+        gets: Vec<String>,
+        #[arg(long = "put", value_name = "KEY=VALUE", required_unless_present = "gets")]
         puts: Vec<String>,
     },
 }
@@ -149,8 +158,8 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
-        Command::Check { history, level, json, all } => {
-            std::process::exit(check_cmd::run(&history, &level, json, all)?)
+        Command::Check { history, level, protocol, json, all } => {
+            std::process::exit(check_cmd::run(&history, &level, protocol.as_deref(), json, all)?)
         }
         Command::Server { config, node, data_dir, fsync } => client_cmd::server(&config, node, data_dir, fsync),
         Command::Cluster(ClusterCommand::Up(args)) => client_cmd::cluster_up(args),
@@ -176,13 +185,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Rot { keys } => {
             client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Rot(keys.into_iter().map(Into::into).collect()))
         }
-        Command::Txn { puts } => {
+        Command::Txn { gets, puts } => {
             let mut writes = Vec::new();
             for p in puts {
                 let (k, v) = p.split_once('=').with_context(|| format!("--put {p:?}: expected KEY=VALUE"))?;
                 writes.push((k.into(), v.into()));
             }
-            client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Update(writes))
+            let reads = gets.into_iter().map(Into::into).collect();
+            client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Txn { reads, writes })
         }
     }
 }

@@ -144,13 +144,13 @@ impl ClientLoop {
 
     /// The next action, at time `now`. Call it when no request is outstanding.
     pub fn next(&mut self, generator: &Generator, now: u64, sink: &mut Sink<'_>) -> Action {
-        if let State::Txn(t) = &mut self.state {
-            if let Step::Backoff(until) = t.step {
-                if now < until {
-                    return Action::WaitUntil(until);
-                }
-                return self.start_attempt(now, sink);
+        if let State::Txn(t) = &mut self.state
+            && let Step::Backoff(until) = t.step
+        {
+            if now < until {
+                return Action::WaitUntil(until);
             }
+            return self.start_attempt(now, sink);
         }
         debug_assert!(matches!(self.state, State::Ready), "next() while a request is outstanding");
         if self.pending.is_empty() {

@@ -170,11 +170,21 @@ impl<P: Protocol> Session<P> {
         self.client
     }
 
+    /// Begin an interactive transaction in this session (the protocol must offer them: `Offers::interactive`).
+    /// Reads go to the servers; writes are buffered here until [`Txn::commit`], and a read of a key the
+    /// transaction wrote returns the buffered value. Dropping a `Txn` without committing leaves it to the
+    /// protocol's idle timeout: call [`Txn::abort`] to release what it holds at once.
+    pub async fn begin(&self) -> Result<Txn<'_, P>, OpError> {
+        self.execute(Request::Begin).await?;
+        Ok(Txn { session: self, writes: Vec::new() })
+    }
+
     /// Submit `request` and wait for its outcome (see the module docs for the errors).
     pub async fn execute(&self, request: Request) -> Result<Reply, OpError> {
+        P::OFFERS.missing(&request).map_or(Ok(()), |_| Err(P::OFFERS.refusal(P::NAME, &request)))?;
         self.limits.protocol.check_request(&request).map_err(OpError::Rejected)?;
         let size: usize = match &request {
-            Request::Rot { keys } => keys.iter().map(|k| k.len()).sum(),
+            Request::Rot { keys } | Request::Read { keys } => keys.iter().map(|k| k.len()).sum(),
             _ => request.writes().iter().map(|(k, v)| k.len() + v.len()).sum(),
         };
         if size + FRAME_OVERHEAD > self.limits.max_frame_bytes {
@@ -194,6 +204,47 @@ impl<P: Protocol> Session<P> {
                 let _ = self.cmd.send(Cmd::Abandon { client: self.client, op });
                 Err(OpError::Unknown(format!("timed out after {:?}", self.timeout)))
             }
+        }
+    }
+}
+
+/// An open interactive transaction of a [`Session`] (see [`Session::begin`]).
+pub struct Txn<'s, P: Protocol> {
+    session: &'s Session<P>,
+    writes: Vec<(snowline_core::Key, snowline_core::Value)>,
+}
+
+impl<P: Protocol> Txn<'_, P> {
+    /// Read `keys` in one round: the values in order (`None`: never written). Keys this transaction wrote
+    /// read their buffered value. An `OpError::Aborted` means the transaction is over.
+    pub async fn get(&mut self, keys: &[snowline_core::Key]) -> Result<Vec<Option<snowline_core::Value>>, OpError> {
+        let own = |k: &snowline_core::Key| self.writes.iter().rev().find(|(w, _)| w == k).map(|(_, v)| v.clone());
+        let remote: Vec<snowline_core::Key> = keys.iter().filter(|k| own(k).is_none()).cloned().collect();
+        let mut fetched = if remote.is_empty() {
+            Vec::new()
+        } else {
+            self.session.execute(Request::Read { keys: remote }).await?.reads.into_iter().map(|r| r.value).collect()
+        }
+        .into_iter();
+        Ok(keys.iter().map(|k| own(k).map(Some).unwrap_or_else(|| fetched.next().flatten())).collect())
+    }
+
+    /// Buffer a write; it is sent with the commit.
+    pub fn put(&mut self, key: impl Into<snowline_core::Key>, value: impl Into<snowline_core::Value>) {
+        self.writes.push((key.into(), value.into()));
+    }
+
+    /// Commit: the reply carries the commit version, or the error says why it aborted (`OpError::Aborted`)
+    /// or that the outcome is unknown.
+    pub async fn commit(self) -> Result<Reply, OpError> {
+        self.session.execute(Request::Commit { writes: self.writes }).await
+    }
+
+    /// Abort: nothing the transaction wrote takes effect, and what it holds is released.
+    pub async fn abort(self) -> Result<(), OpError> {
+        match self.session.execute(Request::Abort).await {
+            Ok(_) | Err(OpError::Aborted(_)) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

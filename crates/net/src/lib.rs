@@ -26,7 +26,7 @@ pub mod frame;
 pub mod server;
 mod util;
 
-pub use client::{ClientRuntime, DEFAULT_OP_TIMEOUT, Session};
+pub use client::{ClientRuntime, DEFAULT_OP_TIMEOUT, Session, Txn};
 pub use cluster::{
     LocalCluster, LocalData, free_base_port, spawn_local_cluster, spawn_local_cluster_with, stop_cluster_dir,
 };
