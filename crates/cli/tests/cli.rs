@@ -62,6 +62,10 @@ fn a_put_in_one_datacenter_becomes_readable_in_the_other_and_bad_input_is_refuse
     assert!(o.status.success(), "{}", text(&o));
     let o = snowline(&["--cluster", d, "txn", "--put", "a=1", "--put", "b=2", "--put", "c=3"]);
     assert!(o.status.success(), "{}", text(&o));
+    // Reading in a transaction needs interactive transactions, which cv lacks: refused, naming who offers them.
+    let o = snowline(&["--cluster", d, "txn", "--get", "a", "--put", "b=4"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("cv offers no interactive transactions; use 2pl"), "{}", text(&o));
 
     // Replication is asynchronous: poll datacenter 1 until the value arrives.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -169,6 +173,19 @@ fn check_exits_0_1_or_2() {
     let o = snowline(&["check", path_s, "--level", "snapshot-isolation-please"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("valid levels"), "{}", text(&o));
+
+    // `claimed`: the protocol comes from --protocol, or from the history's metadata line.
+    std::fs::write(&path, fractured).unwrap();
+    let o = snowline(&["check", path_s, "--level", "claimed"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--protocol"), "{}", text(&o));
+    let o = snowline(&["check", path_s, "--level", "claimed", "--protocol", "cv"]);
+    assert_eq!(o.status.code(), Some(0), "cv claims rc: {}", text(&o));
+    let meta = r#"{"meta":{"protocol":"cure","runtime":"sim","seed":1,"version_order":false}}"#;
+    std::fs::write(&path, format!("{meta}\n{fractured}")).unwrap();
+    let o = snowline(&["check", path_s, "--level", "claimed"]);
+    assert_eq!(o.status.code(), Some(1), "cure claims tcc, which forbids the fractured read: {}", text(&o));
+    assert!(text(&o).contains("claimed by cure"), "{}", text(&o));
 }
 
 #[test]
@@ -218,6 +235,9 @@ fn a_sim_sweep_of_the_contrarian_workload_writes_a_results_directory_with_a_char
     let o = snowline(&["sim", "--workload", "tomsic-multi", "--protocol", "cops"]);
     assert!(!o.status.success());
     assert!(text(&o).contains("multi-shot read-only transactions"), "{}", text(&o));
+    let o = snowline(&["sim", "--workload", "ycsb-t", "--protocol", "cure"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("ycsb-t needs interactive transactions: cure offers no"), "{}", text(&o));
     // Crashes in the simulator: durable servers restart from their logs; the history still checks.
     let o = snowline(&[
         "sim",
