@@ -1080,7 +1080,7 @@ impl<F: Flavour> ClientNode<Tomsic<F>> for TomsicClient<F> {
             Request::Put { key, .. } => key.clone(),
             Request::Update { writes } => writes[0].0.clone(),
             other => {
-                cx.complete(op, Err(Tomsic::<F>::OFFERS.refusal(Tomsic::<F>::NAME, &other)));
+                cx.complete(op, Err(Tomsic::<F>::OFFERS.refusal(Tomsic::<F>::NAME, other)));
                 return;
             }
         };
