@@ -44,9 +44,16 @@ fn keys(sim: &Sim<TwoPl>) -> (Key, Key) {
 
 /// The classic deadlock: T1 reads x, T2 reads y, then T1 writes y and T2 writes x, both committing at once.
 /// Wound-wait lets the older T1 wound T2 (which aborts with cause Deadlock); T2, retried in the same session,
-/// keeps its age and commits; the final state is that of the serial order T1, T2.
+/// keeps its age and commits; the final state is that of the serial order T1, T2. Whichever commit reaches
+/// the coordinator first: when T2's does, T2 is already prepared (a read-only participant) at y's partition
+/// when T1 asks for y, and it is T2's coordinator that aborts it.
 #[test]
 fn a_deadlock_is_resolved_by_wounding_the_younger_transaction_which_commits_when_retried() {
+    deadlock(false);
+    deadlock(true);
+}
+
+fn deadlock(younger_commits_first: bool) {
     let mut sim = sim(1, 2);
     let (x, y) = keys(&sim);
     let (setup, t1, t2) = (sim.add_client(0), sim.add_client(0), sim.add_client(0));
@@ -64,9 +71,16 @@ fn a_deadlock_is_resolved_by_wounding_the_younger_transaction_which_commits_when
     // Both hold their shared locks; both commit now, each writing what the other read.
     let t1_write = format!("t1 saw {}", text(&t1_read.reads[0].value));
     let t2_write = format!("t2 saw {}", text(&t2_read.reads[0].value));
-    sim.submit(t1, OpId(100), Request::Commit { writes: vec![(y.clone(), t1_write.as_str().into())] });
-    sim.submit(t2, OpId(100), Request::Commit { writes: vec![(x.clone(), t2_write.as_str().into())] });
+    let commits = [
+        (t1, Request::Commit { writes: vec![(y.clone(), t1_write.as_str().into())] }),
+        (t2, Request::Commit { writes: vec![(x.clone(), t2_write.as_str().into())] }),
+    ];
+    for i in [0, 1] {
+        let (client, commit) = commits[if younger_commits_first { 1 - i } else { i }].clone();
+        sim.submit(client, OpId(100), commit);
+    }
     let done = sim.advance(SECOND);
+    assert_eq!(done.len(), 2, "no deadlock");
     let result = |c: ClientId| done.iter().find(|d| d.client == c).expect("completed").result.clone();
     let t1_commit = result(t1).expect("the older transaction commits").commit.expect("a version");
     let t2_error = result(t2).expect_err("the younger transaction is the victim");
@@ -265,8 +279,40 @@ fn clients_of_every_datacenter_reach_the_single_copy_in_datacenter_0() {
     let reply =
         ok(&mut sim, near, &mut o, Request::RotRounds { rounds: vec![vec![x.clone()], vec![y.clone(), x.clone()]] });
     assert_eq!(values(&reply), vec![Some("from-dc1".into()), None, Some("from-dc1".into())]);
-    assert_eq!((reply.metrics.rounds, reply.metrics.versions_returned), (2, 3));
+    // Two rounds of reads, then the partition that answered first confirms it held its locks to the end.
+    assert_eq!((reply.metrics.rounds, reply.metrics.versions_returned), (3, 3));
     assert!(reply.reads.iter().all(|r| r.versions_skipped == 0));
+    let get = ok(&mut sim, far, &mut o, Request::Rot { keys: vec![x.clone()] });
+    assert_eq!((values(&get), get.metrics.rounds), (vec![Some("from-dc1".into())], 1), "a GET is one round");
     let kinds = sim.messages_by_kind();
     assert!(kinds.contains_key("release") && !kinds.contains_key("prepare"), "{kinds:?}");
+}
+
+/// A read-only transaction wounded at one partition while its read at another is in flight must not return
+/// what it read: the old x (read before an older writer wounded it) with the new y (read after that writer
+/// committed) were never current together. The release round catches it: the wounding partition answers
+/// that it no longer held the locks, and the ROT aborts with cause Deadlock.
+#[test]
+fn a_read_only_transaction_wounded_at_one_partition_aborts_rather_than_return_a_fractured_read() {
+    let mut sim = sim(1, 2);
+    let (x, y) = keys(&sim);
+    let (writer, reader) = (sim.add_client(0), sim.add_client(0));
+    let (mut w, mut r) = (0, 0);
+    ok(&mut sim, writer, &mut w, Request::Update { writes: vec![(x.clone(), "x0".into()), (y.clone(), "y0".into())] });
+    ok(&mut sim, writer, &mut w, Request::Begin); // the writer is the older transaction
+    sim.advance(1_000_000);
+
+    let (reader_addr, y_home) = (Addr::Client(reader), Addr::Server(ServerId::new(0, 1)));
+    let hold = sim.hold(move |e| e.from == reader_addr && e.to == y_home && e.msg.kind() == "read");
+    sim.submit(reader, OpId(1), Request::Rot { keys: vec![x.clone(), y.clone()] });
+    assert!(sim.advance(1_000_000).is_empty(), "the ROT holds x's lock and waits for y's partition");
+    ok(&mut sim, writer, &mut w, Request::Commit { writes: vec![(x.clone(), "x1".into()), (y.clone(), "y1".into())] });
+    sim.stop_holding(hold);
+    sim.release(|_| true);
+    let done = sim.advance(SECOND);
+    let error = done[0].result.clone().expect_err("the ROT must not return x0 with y1");
+    assert_eq!(error.abort_cause(), Some(AbortCause::Deadlock), "{error}");
+    // Retried, it reads the writer's state.
+    let again = ok(&mut sim, reader, &mut r, Request::Rot { keys: vec![x, y] });
+    assert_eq!(values(&again), vec![Some("x1".into()), Some("y1".into())]);
 }

@@ -28,13 +28,18 @@
 //!   home acquires shared locks (waiting if needed) and answers with values and versions
 //!   ([`TwoPlMsg::ReadReply`]); the client completes with the reads in request order. `Commit{writes}` sends
 //!   the transaction ([`TwoPlMsg::Commit`]: writes grouped per partition, plus the partitions where it holds
-//!   locks) to a **coordinator**: the home of the lowest participant partition. A read-only commit instead
-//!   sends [`TwoPlMsg::Release`] to every partition read and completes at once (no two-phase commit: the reads
-//!   were all under locks when the last one answered). `Abort` sends `Release` and completes with
-//!   `Aborted(User)`. The one-shot requests run as transactions inside the client node: a ROT (GET: one key)
-//!   is Begin + Read + read-only commit (a multi-shot ROT: one Read round per round), a `Put` is a one-write
-//!   blind transaction, an `Update` a blind multi-write one (their participants get `Prepare` as first
-//!   contact).
+//!   locks) to a **coordinator**: the home of the lowest participant partition. A read-only commit needs no
+//!   two-phase commit: it sends [`TwoPlMsg::Release`] to every partition read; the partition that answered
+//!   the last read held all the transaction's locks there when it answered, and every other one confirms
+//!   ([`TwoPlMsg::Released`]) that it still held them all when the release arrived (later), so all were held
+//!   together at that answer. A read-only transaction of one partition (a GET) thus completes without
+//!   waiting; one of several partitions waits for the confirmations, and aborts if a partition no longer
+//!   held its locks (it was wounded there while another read was in flight: what it read was then never
+//!   current at once). `Abort` sends `Release` and completes with `Aborted(User)`. The one-shot requests
+//!   run as transactions inside the client node: a ROT (GET: one key) is Begin + Read + read-only commit (a
+//!   multi-shot ROT: one Read round per round), a `Put` is a one-write blind transaction, an `Update` a blind
+//!   multi-write one (their participants get `Prepare` as first contact). They are not retried inside the
+//!   client node: an abort is reported, with its cause.
 //! - The **coordinator** is a server, so its state survives a crash of a durable server and a client that
 //!   disappears after `Commit` blocks no participant. It runs two-phase commit: [`TwoPlMsg::Prepare`] to every
 //!   participant (its writes there; a read-only participant just confirms it still holds the read locks),
@@ -58,23 +63,29 @@
 //! Each key has holders and a FIFO queue of waiters; compatible requests are granted in queue order (an
 //! upgrade S→X of a holder goes to the front of the queue). When T's request conflicts with a transaction B
 //! it would wait for — a holder, or a waiter queued ahead of it — and T is older than B (smaller
-//! `(age, txn)`) and B has not voted yes, B is **wounded**: the participant aborts B locally (releases its
-//! locks there, answers B's waiting request if any, and remembers B as aborted with cause `Deadlock`) and T
-//! proceeds or waits behind the rest. Otherwise (T younger, or B prepared) T waits. Waiters ahead count as
-//! well as holders because a FIFO queue makes T wait for them; without wounding them an older T could wait
-//! behind a younger waiter that waits for T elsewhere. Every wait is then for an older or a prepared
-//! transaction, and prepared transactions wait for nothing but their decision, so no cycle can form.
+//! `(age, txn)`) and B has not voted yes here, B is **wounded**: the participant aborts B locally (releases
+//! its locks there, answers B's waiting request if any, and remembers B as aborted with cause `Deadlock`) and
+//! T proceeds or waits behind the rest. If B has voted yes here, the participant may not abort it, so T waits
+//! and the participant asks B's coordinator once ([`TwoPlMsg::Wound`]) to abort B, which it does (cause
+//! `Deadlock`) unless it has decided already — then the decision is on its way and B waits for nothing. If T
+//! is younger, T waits. Waiters ahead count as well as holders because a FIFO queue makes T wait for them;
+//! without wounding them an older T could wait behind a younger waiter that waits for T elsewhere. The
+//! coordinator's wound is needed because "prepared" is per partition: B may have voted yes at p (say as a
+//! read-only participant) while its Prepare at q waits for T's lock, and T at p waits for B. So an older
+//! transaction waits for a younger one only until that one's decision is known, every other wait is for an
+//! older transaction, and no cycle of waits lasts.
 //!
 //! A wounded transaction learns of it from the answer to its pending or next request to that participant: a
 //! `Read` gets `Err(Aborted(Deadlock, "wounded by an older transaction"))`, a `Prepare` a vote no with cause
 //! `Deadlock`. The client then sends `Release` to its other partitions. A transaction begun right after the
 //! session's previous transaction aborted with a non-user cause reuses that transaction's age: a retried
 //! transaction keeps getting older relative to newcomers, so eventually it is the oldest in the system, and
-//! the oldest transaction is never wounded and waits only for prepared ones: it commits (wound-wait's
-//! starvation freedom).
+//! the oldest transaction is never wounded and waits for others only until their decisions are known: it
+//! commits (wound-wait's starvation freedom).
 //!
 //! Why wound-wait rather than wait-die: both are deadlock-free by timestamps, but under wound-wait an older
-//! transaction never waits for a younger one and never aborts for a deadlock, whereas wait-die aborts the
+//! transaction does not wait for a younger one (beyond a decision in flight) and never aborts for a deadlock,
+//! whereas wait-die aborts the
 //! younger requester every time it meets an older holder, repeatedly while the holder lives. Long transactions
 //! (the old ones, by the time they conflict) thus restart less, and a wounded transaction is often one that
 //! has not done much yet.
@@ -101,8 +112,9 @@
 //!
 //! # Metrics
 //!
-//! `rounds`: client↔server rounds (a Read or a ROT round 1 each, a commit 1, a read-only commit 0, a `Call`
-//! 2); `blocked_ns`: time its reads and prepares waited for locks; `versions_returned`: read results.
+//! `rounds`: client↔server rounds (a Read or a ROT round 1 each, a commit 1, a read-only commit 0 on one
+//! partition and 1 on several, a `Call` 2); `blocked_ns`: time its reads and prepares waited for locks;
+//! `versions_returned`: read results.
 
 use serde::{Deserialize, Serialize};
 use snowline_core::procedure::{self, Piece, Procedure};
@@ -210,8 +222,15 @@ pub enum TwoPlMsg {
     Decide { txn: TxnId, commit: Option<Version> },
     /// Participant → coordinator: the decision is applied.
     Ack { txn: TxnId },
-    /// Client → home server: drop the transaction and its locks (abort, or the end of a read-only one).
-    Release { txn: TxnId },
+    /// Client → home server: drop the transaction and its locks (an abort, or the end of a read-only
+    /// transaction). With `confirm`, answer whether the transaction still held its locks here
+    /// ([`TwoPlMsg::Released`]).
+    Release { txn: TxnId, confirm: bool },
+    /// Home server → client: the transaction held its locks here until the release, or why not.
+    Released { txn: TxnId, result: Result<(), Abort> },
+    /// Participant → coordinator: an older transaction waits for this one, which is prepared here; abort it
+    /// if it is not decided yet.
+    Wound { txn: TxnId },
     /// Coordinator → client: the commit's outcome.
     Outcome { txn: TxnId, result: Result<Reply, OpError> },
 }
@@ -227,6 +246,8 @@ impl Message for TwoPlMsg {
             TwoPlMsg::Decide { .. } => "decide",
             TwoPlMsg::Ack { .. } => "ack",
             TwoPlMsg::Release { .. } => "release",
+            TwoPlMsg::Released { .. } => "released",
+            TwoPlMsg::Wound { .. } => "wound",
             TwoPlMsg::Outcome { .. } => "outcome",
         }
     }
@@ -275,7 +296,10 @@ struct Pending {
 /// A transaction that voted yes here.
 #[derive(Debug, Serialize, Deserialize)]
 struct Prepared {
+    coordinator: ServerId,
     writes: Vec<(Key, Value)>,
+    /// Its coordinator was asked to abort it (once is enough).
+    wound_sent: bool,
 }
 
 /// A transaction at a participant.
@@ -415,7 +439,7 @@ impl TwoPlServer {
             (Addr::Client(c), TwoPlMsg::Commit { txn, age, participants }) => {
                 self.on_commit(cx, c, txn, age, participants)
             }
-            (Addr::Client(c), TwoPlMsg::Release { txn }) => self.on_release(cx, c, txn),
+            (Addr::Client(c), TwoPlMsg::Release { txn, confirm }) => self.on_release(cx, c, txn, confirm),
             (Addr::Server(s), TwoPlMsg::Prepare { txn, age, writes, held }) if s.dc == HOME_DC => {
                 self.on_prepare(cx, s, txn, age, writes, held)
             }
@@ -426,6 +450,7 @@ impl TwoPlServer {
                 self.on_decide(cx, s, txn, commit)
             }
             (Addr::Server(s), TwoPlMsg::Ack { txn }) if s.dc == HOME_DC => self.on_ack(s, txn),
+            (Addr::Server(s), TwoPlMsg::Wound { txn }) if s.dc == HOME_DC => self.on_wound(cx, txn),
             // A message that does not fit its sender's role is a peer bug or a forged frame: ignore it.
             _ => {}
         }
@@ -560,9 +585,19 @@ impl TwoPlServer {
                 .map(|(b, _)| b)
                 .collect();
             for b in blockers {
-                let woundable = self.txns.get(&b).is_some_and(|bt| me < (bt.age, b) && bt.prepared.is_none());
-                if woundable {
-                    self.abort_here(cx, b, wounded(), true, &mut dirty);
+                let Some(bt) = self.txns.get_mut(&b) else { continue };
+                if me > (bt.age, b) {
+                    continue;
+                }
+                match &mut bt.prepared {
+                    None => self.abort_here(cx, b, wounded(), true, &mut dirty),
+                    // Prepared: only its coordinator may still abort it.
+                    Some(p) if !p.wound_sent => {
+                        p.wound_sent = true;
+                        let coordinator = p.coordinator;
+                        self.send_server(cx, coordinator, TwoPlMsg::Wound { txn: b });
+                    }
+                    Some(_) => {}
                 }
             }
             let lock = self.locks.entry(key.clone()).or_default();
@@ -630,7 +665,7 @@ impl TwoPlServer {
                 let time = now.max(self.clock + 1);
                 self.clock = time;
                 if let Some(t) = self.txns.get_mut(&txn) {
-                    t.prepared = Some(Prepared { writes });
+                    t.prepared = Some(Prepared { coordinator, writes, wound_sent: false });
                 }
                 self.send_server(cx, coordinator, TwoPlMsg::Vote { txn, vote: Ok(time), blocked_ns });
             }
@@ -688,15 +723,29 @@ impl TwoPlServer {
         }
     }
 
-    fn on_release(&mut self, cx: &mut Cx<'_>, client: ClientId, txn: TxnId) {
-        if txn.client != client || self.txns.get(&txn).is_none_or(|t| t.prepared.is_some()) {
-            // Another client's transaction, an unknown one, or one only its coordinator may end.
-            return;
+    fn on_release(&mut self, cx: &mut Cx<'_>, client: ClientId, txn: TxnId, confirm: bool) {
+        if txn.client != client {
+            return; // another client's transaction
         }
-        let mut dirty = BTreeSet::new();
-        let user = Abort { cause: AbortCause::User, detail: "released by its client".into() };
-        self.abort_here(cx, txn, user, false, &mut dirty);
-        self.pump(cx, dirty);
+        let result = match self.txns.get(&txn) {
+            Some(t) if t.prepared.is_some() => {
+                Err(Abort { cause: AbortCause::Vote, detail: "the transaction is committing".into() })
+            }
+            Some(_) => {
+                let mut dirty = BTreeSet::new();
+                let user = Abort { cause: AbortCause::User, detail: "released by its client".into() };
+                self.abort_here(cx, txn, user, false, &mut dirty);
+                self.pump(cx, dirty);
+                Ok(())
+            }
+            None => Err(self.aborted.get(&txn).map(|(a, _)| a.clone()).unwrap_or_else(|| Abort {
+                cause: AbortCause::Timeout,
+                detail: format!("{} no longer holds its locks", self.id),
+            })),
+        };
+        if confirm {
+            cx.send(client, TwoPlMsg::Released { txn, result });
+        }
     }
 
     fn on_decide(&mut self, cx: &mut Cx<'_>, coordinator: ServerId, txn: TxnId, commit: Option<Version>) {
@@ -833,6 +882,13 @@ impl TwoPlServer {
         }
     }
 
+    /// A participant asks to abort a transaction it holds prepared, for an older one waiting for it.
+    fn on_wound(&mut self, cx: &mut Cx<'_>, txn: TxnId) {
+        if self.coordinated.get(&txn).is_some_and(|c| !c.decided) {
+            self.decide(cx, txn, Err(wounded()));
+        }
+    }
+
     fn on_ack(&mut self, from: ServerId, txn: TxnId) {
         let Some(c) = self.coordinated.get_mut(&txn) else { return };
         if c.decided {
@@ -910,6 +966,12 @@ enum Step {
     Committing {
         op: OpId,
     },
+    /// A read-only commit waiting for partitions to confirm they held its locks until the release.
+    Finishing {
+        op: OpId,
+        waiting: BTreeSet<PartitionId>,
+        error: Option<OpError>,
+    },
 }
 
 /// The session's open transaction.
@@ -919,6 +981,8 @@ struct Open {
     purpose: Purpose,
     /// Partitions sent a Read (they may hold locks).
     contacted: BTreeSet<PartitionId>,
+    /// The partition whose answer completed the last read round.
+    last_answer: Option<PartitionId>,
     step: Step,
     /// The current operation's costs.
     metrics: OpMetrics,
@@ -959,6 +1023,7 @@ impl TwoPlClient {
             age,
             purpose,
             contacted: BTreeSet::new(),
+            last_answer: None,
             step: Step::Idle,
             metrics: OpMetrics::default(),
         });
@@ -975,7 +1040,7 @@ impl TwoPlClient {
     fn release(&self, cx: &mut Cx<'_>, t: &Open, except: Option<PartitionId>) {
         for p in &t.contacted {
             if Some(*p) != except {
-                cx.send(home(*p), TwoPlMsg::Release { txn: t.id });
+                cx.send(home(*p), TwoPlMsg::Release { txn: t.id, confirm: false });
             }
         }
     }
@@ -996,7 +1061,7 @@ impl TwoPlClient {
                 self.release(cx, &t, None);
                 cx.complete(op, Err(gone()));
             }
-            Step::Committing { op } => cx.complete(op, Err(gone())),
+            Step::Committing { op } | Step::Finishing { op, .. } => cx.complete(op, Err(gone())),
             Step::Idle => {}
         }
         self.retry_age = None;
@@ -1017,6 +1082,7 @@ impl TwoPlClient {
             per.entry(self.topology.partition_of(&k)).or_default().1.push(k);
         }
         let waiting = per.keys().copied().collect();
+        t.last_answer = None;
         for (p, (keys, exclusive)) in per {
             let held = !t.contacted.insert(p);
             cx.send(home(p), TwoPlMsg::Read { txn: t.id, age: t.age, keys, exclusive, held });
@@ -1053,6 +1119,7 @@ impl TwoPlClient {
                     }
                     round.waiting.remove(&from.partition);
                     if round.waiting.is_empty() {
+                        t.last_answer = Some(from.partition);
                         self.round_done(cx, op);
                     }
                     return;
@@ -1140,9 +1207,23 @@ impl TwoPlClient {
             parts.entry(p).or_insert(Participant { partition: p, writes: Vec::new(), held: false }).writes.push((k, v));
         }
         if parts.values().all(|p| p.writes.is_empty()) {
-            self.release(cx, &t, None);
-            self.ended(&t, Ok(()));
-            cx.complete(op, Ok(Self::reply(&t, None)));
+            // Read-only. The partition that answered last held every lock of the transaction when it answered;
+            // each other one confirms that it still held them all when the release arrived, which was later.
+            // (Without the confirmation a transaction wounded at one partition while its read at another was
+            // in flight would return reads that no single moment saw.)
+            let waiting: BTreeSet<PartitionId> =
+                t.contacted.iter().copied().filter(|p| Some(*p) != t.last_answer).collect();
+            for p in &t.contacted {
+                cx.send(home(*p), TwoPlMsg::Release { txn: t.id, confirm: waiting.contains(p) });
+            }
+            if waiting.is_empty() {
+                self.ended(&t, Ok(()));
+                cx.complete(op, Ok(Self::reply(&t, None)));
+            } else {
+                t.metrics.rounds += 1;
+                t.step = Step::Finishing { op, waiting, error: None };
+                self.txn = Some(t);
+            }
             return;
         }
         let coordinator = home(*parts.keys().next().expect("a participant"));
@@ -1150,6 +1231,34 @@ impl TwoPlClient {
         t.metrics.rounds += 1;
         t.step = Step::Committing { op };
         self.txn = Some(t);
+    }
+
+    fn on_released(&mut self, cx: &mut Cx<'_>, from: ServerId, txn: TxnId, result: Result<(), Abort>) {
+        let Some(t) = self.txn.as_mut() else { return };
+        let Step::Finishing { waiting, error, .. } = &mut t.step else { return };
+        if t.id != txn || from.dc != HOME_DC || !waiting.remove(&from.partition) {
+            return;
+        }
+        if let Err(abort) = result {
+            error.get_or_insert(OpError::Aborted(abort));
+        }
+        if !waiting.is_empty() {
+            return;
+        }
+        let t = self.txn.take().expect("open");
+        let Step::Finishing { op, error, .. } = &t.step else { return };
+        let op = *op;
+        match error.clone() {
+            // Every partition has released already.
+            Some(e) => {
+                self.ended(&t, Err(&e));
+                cx.complete(op, Err(e));
+            }
+            None => {
+                self.ended(&t, Ok(()));
+                cx.complete(op, Ok(Self::reply(&t, None)));
+            }
+        }
     }
 
     fn on_outcome(&mut self, cx: &mut Cx<'_>, txn: TxnId, result: Result<Reply, OpError>) {
@@ -1255,6 +1364,7 @@ impl ClientNode<TwoPl> for TwoPlClient {
                 self.on_read_reply(cx, s, txn, result, blocked_ns)
             }
             (Addr::Server(_), TwoPlMsg::Outcome { txn, result }) => self.on_outcome(cx, txn, result),
+            (Addr::Server(s), TwoPlMsg::Released { txn, result }) => self.on_released(cx, s, txn, result),
             _ => {}
         }
     }
@@ -1375,7 +1485,7 @@ mod tests {
         let out = deliver(&mut p, COORD, prepare(2, 20, &[(&x, "v")], false));
         assert!(out.sends.is_empty(), "the younger writer waits: {:?}", out.sends);
         assert_eq!(p.waiters(&x), vec![(txn(2), Mode::Exclusive)]);
-        let out = deliver_at(&mut p, NOW + 7, c(1), TwoPlMsg::Release { txn: txn(1) });
+        let out = deliver_at(&mut p, NOW + 7, c(1), TwoPlMsg::Release { txn: txn(1), confirm: false });
         assert_eq!(
             out.sends,
             vec![(Addr::Server(COORD), TwoPlMsg::Vote { txn: txn(2), vote: Ok(NOW + 7), blocked_ns: 7 })]
@@ -1426,14 +1536,43 @@ mod tests {
     }
 
     #[test]
-    fn a_prepared_holder_is_not_wounded() {
+    fn a_prepared_holder_is_not_wounded_here_but_its_coordinator_is_asked_to_abort_it() {
+        // It voted yes, so only its coordinator may abort it (if it has not decided yet): without asking, an
+        // older transaction waiting here could wait for one that waits for it at another partition.
         let mut p = server(0);
         let x = key(0, "x");
         assert!(vote(&deliver(&mut p, COORD, prepare(2, 20, &[(&x, "v")], false))).is_ok());
         let out = deliver(&mut p, c(1), read(1, 10, &[&x], false));
-        assert!(out.sends.is_empty(), "the older reader waits for the decision");
+        assert_eq!(out.sends, vec![(Addr::Server(COORD), TwoPlMsg::Wound { txn: txn(2) })], "the reader waits");
         assert!(p.is_prepared(txn(2)));
         assert_eq!(p.abort_cause(txn(2)), None);
+        let out = deliver(&mut p, c(3), read(3, 5, &[&x], false));
+        assert!(out.sends.is_empty(), "its coordinator is asked once");
+        // A younger reader just waits.
+        let mut p = server(0);
+        deliver(&mut p, COORD, prepare(2, 20, &[(&x, "v")], false));
+        assert!(deliver(&mut p, c(4), read(4, 40, &[&x], false)).sends.is_empty());
+    }
+
+    #[test]
+    fn a_coordinator_aborts_a_wounded_transaction_until_it_has_decided() {
+        let mut tc = server(0);
+        let (x, y) = (key(0, "x"), key(1, "y"));
+        let participants = vec![
+            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false },
+            Participant { partition: 1, writes: vec![(y, "y1".into())], held: false },
+        ];
+        deliver(&mut tc, c(1), TwoPlMsg::Commit { txn: txn(1), age: age(1, 10), participants });
+        let out = deliver(&mut tc, COORD, TwoPlMsg::Wound { txn: txn(1) });
+        assert_eq!(
+            out.sends,
+            vec![
+                (c(1), TwoPlMsg::Outcome { txn: txn(1), result: Err(OpError::Aborted(wounded())) }),
+                (Addr::Server(COORD), TwoPlMsg::Decide { txn: txn(1), commit: None }),
+            ]
+        );
+        assert!(tc.holders(&x).is_empty(), "released in place");
+        assert!(deliver(&mut tc, COORD, TwoPlMsg::Wound { txn: txn(1) }).sends.is_empty(), "decided: ignored");
     }
 
     #[test]
@@ -1479,7 +1618,7 @@ mod tests {
         // wound-wait must not let an older transaction wait for a younger one, so the waiter is wounded.
         let mut p = server(0);
         let x = key(0, "x");
-        deliver(&mut p, COORD, prepare(3, 30, &[(&x, "v")], false));
+        deliver(&mut p, COORD, prepare(3, 3, &[(&x, "v")], false));
         assert!(deliver(&mut p, c(2), lock_x(2, 20, &x)).sends.is_empty());
         let out = deliver_at(&mut p, NOW + 3, c(1), read(1, 10, &[&x], false));
         assert_eq!(cause(read_reply(&out, 2)), Some(AbortCause::Deadlock), "the waiting request is answered");
@@ -1546,7 +1685,7 @@ mod tests {
         }
         // Another client cannot release someone's locks.
         deliver(&mut p, c(1), read(1, 10, &[&x], false));
-        deliver(&mut p, c(2), TwoPlMsg::Release { txn: txn(1) });
+        deliver(&mut p, c(2), TwoPlMsg::Release { txn: txn(1), confirm: false });
         assert_eq!(p.holders(&x), vec![(txn(1), Mode::Shared)]);
         // Datacenter 1 serves nothing.
         let mut dc1 = TwoPl::server(ServerId::new(1, 0), topo(), &ProtocolConfig::default());
@@ -1735,7 +1874,7 @@ mod tests {
             TwoPlMsg::ReadReply { txn: me, result: Ok(vec![value(&y, "b", 4)]), blocked_ns: 0 },
         );
         let out = request(&mut cl, NOW, 5, Request::Commit { writes: vec![] });
-        assert_eq!(out.sends, vec![(Addr::Server(ServerId::new(0, 1)), TwoPlMsg::Release { txn: me })]);
+        assert_eq!(out.sends, vec![(Addr::Server(ServerId::new(0, 1)), TwoPlMsg::Release { txn: me, confirm: false })]);
         assert_eq!(completion(&out).as_ref().unwrap().commit, None);
     }
 
@@ -1753,7 +1892,7 @@ mod tests {
         let out = request(&mut cl, NOW, 4, Request::Rot { keys: vec![x.clone()] });
         assert!(matches!(out.completions.as_slice(), [(OpId(3), Err(OpError::Unknown(_)))]));
         let me = TxnId { client: ClientId(1), seq: 0 };
-        assert_eq!(out.sends[0], (Addr::Server(ServerId::new(0, 0)), TwoPlMsg::Release { txn: me }));
+        assert_eq!(out.sends[0], (Addr::Server(ServerId::new(0, 0)), TwoPlMsg::Release { txn: me, confirm: false }));
         assert!(matches!(out.sends[1].1, TwoPlMsg::Read { .. }), "the ROT starts");
     }
 }
