@@ -8,6 +8,7 @@ pub mod causal;
 pub mod strong;
 
 pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
+pub use strong::{TwoPl, twopl};
 
 #[doc(hidden)]
 pub use snowline_core as __core;
@@ -31,6 +32,7 @@ macro_rules! __registry {
             [$crate::Av, aliases [], claims "tcc", orders_versions false]
             [$crate::Op, aliases [], claims "causal", orders_versions false]
             [$crate::Cv, aliases [], claims "rc", orders_versions false]
+            [$crate::TwoPl, aliases ["2pl-2pc"], claims "strict-ser", orders_versions true]
         }
     };
 }

@@ -1,0 +1,1898 @@
+//! Two-phase locking with two-phase commit (`--protocol 2pl`, alias `2pl-2pc`): the strictly serializable
+//! baseline that the SNOW paper's Rococo-SNOW evaluation (§6.2, Fig. 7) measures against, as in Rococo's
+//! evaluation. Strict two-phase locking (Eswaran, Gray, Lorie, Traiger, CACM 1976: a transaction acquires
+//! every lock before it releases any; strict: it releases them only at commit or abort) over single-copy
+//! partitions, two-phase commit (Gray 1978) for atomicity across partitions, and wound-wait (Rosenkrantz,
+//! Stearns, Lewis, ACM TODS 1978) against deadlocks.
+//!
+//! # Guarantees
+//!
+//! Strict serializability: every committed transaction held shared locks on what it read and exclusive locks
+//! on what it wrote from its lock point (all locks held) until its decision was applied, so the order of lock
+//! points is a serial order consistent with real time. Commit versions totally order each key's writes (the
+//! registry says `orders_versions`): a version is a Lamport-style number above every version its partitions
+//! had applied when they voted.
+//!
+//! # Placement
+//!
+//! One copy per key: key `k` lives at partition `topology.partition_of(k)` of datacenter 0
+//! (`ServerId::new(0, p)`, its *home*). Clients of every datacenter talk to datacenter 0's servers and pay
+//! the WAN latency; the servers of the other datacenters serve nothing (they answer requests with a refusal):
+//! replica groups come with a later issue.
+//!
+//! # Roles and messages
+//!
+//! - The **client node** runs one transaction at a time per session. `Begin` is local: it assigns the
+//!   transaction id `(client, seq)` ([`TxnId`]) and the wound-wait priority [`Age`] `(clock reading, client)`,
+//!   and completes at once. `Read{keys}` sends one [`TwoPlMsg::Read`] per partition touched to its home; the
+//!   home acquires shared locks (waiting if needed) and answers with values and versions
+//!   ([`TwoPlMsg::ReadReply`]); the client completes with the reads in request order. `Commit{writes}` sends
+//!   the transaction ([`TwoPlMsg::Commit`]: writes grouped per partition, plus the partitions where it holds
+//!   locks) to a **coordinator**: the home of the lowest participant partition. A read-only commit needs no
+//!   two-phase commit: it sends [`TwoPlMsg::Release`] to every partition read; the partition that answered
+//!   the last read held all the transaction's locks there when it answered, and every other one confirms
+//!   ([`TwoPlMsg::Released`]) that it still held them all when the release arrived (later), so all were held
+//!   together at that answer. A read-only transaction of one partition (a GET) thus completes without
+//!   waiting; one of several partitions waits for the confirmations, and aborts if a partition no longer
+//!   held its locks (it was wounded there while another read was in flight: what it read was then never
+//!   current at once). `Abort` sends `Release` and completes with `Aborted(User)`. The one-shot requests
+//!   run as transactions inside the client node: a ROT (GET: one key) is Begin + Read + read-only commit (a
+//!   multi-shot ROT: one Read round per round), a `Put` is a one-write blind transaction, an `Update` a blind
+//!   multi-write one (their participants get `Prepare` as first contact). They are not retried inside the
+//!   client node: an abort is reported, with its cause.
+//! - The **coordinator** is a server, so its state survives a crash of a durable server and a client that
+//!   disappears after `Commit` blocks no participant. It runs two-phase commit: [`TwoPlMsg::Prepare`] to every
+//!   participant (its writes there; a read-only participant just confirms it still holds the read locks),
+//!   each answers [`TwoPlMsg::Vote`] yes with a proposed commit time or no with a cause; the decision (commit
+//!   at `Version { time: max proposed, dc: 0 }`, or abort) goes to every participant ([`TwoPlMsg::Decide`]) and
+//!   to the client ([`TwoPlMsg::Outcome`]); participants apply the writes, release every lock of the
+//!   transaction, and acknowledge ([`TwoPlMsg::Ack`]) so the coordinator can forget it. The coordinator's own
+//!   partition is reached through a local loopback queue drained before the handler returns, never by
+//!   re-entering a handler.
+//! - A **participant** (every partition server of datacenter 0) keeps the store (one version per key), the
+//!   lock table and its transactions. A vote yes proposes `max(clock reading, Lamport clock + 1)`: above the
+//!   version of every key the transaction writes or reads there, since the Lamport clock covers every version
+//!   applied and every decision seen. Reads return `versions_skipped: 0` (single version).
+//! - A **stored procedure** (`Call`) is planned with `procedure::plan_call`; the client locks every declared
+//!   key in one round (shared for keys only read, exclusive for keys written: declared upfront, so no upgrade
+//!   later) and reads the read keys, runs the pieces with `procedure::run_all`, and commits the writes through
+//!   the same coordinator. A procedure's own error aborts it with cause `User`.
+//!
+//! # Locks and deadlocks: wound-wait
+//!
+//! Each key has holders and a FIFO queue of waiters; compatible requests are granted in queue order (an
+//! upgrade S→X of a holder goes to the front of the queue). When T's request conflicts with a transaction B
+//! it would wait for — a holder, or a waiter queued ahead of it — and T is older than B (smaller
+//! `(age, txn)`) and B has not voted yes here, B is **wounded**: the participant aborts B locally (releases
+//! its locks there, answers B's waiting request if any, and remembers B as aborted with cause `Deadlock`) and
+//! T proceeds or waits behind the rest. If B has voted yes here, the participant may not abort it, so T waits
+//! and the participant asks B's coordinator once ([`TwoPlMsg::Wound`]) to abort B, which it does (cause
+//! `Deadlock`) unless it has decided already — then the decision is on its way and B waits for nothing. If T
+//! is younger, T waits. Waiters ahead count as well as holders because a FIFO queue makes T wait for them;
+//! without wounding them an older T could wait behind a younger waiter that waits for T elsewhere. The
+//! coordinator's wound is needed because "prepared" is per partition: B may have voted yes at p (say as a
+//! read-only participant) while its Prepare at q waits for T's lock, and T at p waits for B. So an older
+//! transaction waits for a younger one only until that one's decision is known, every other wait is for an
+//! older transaction, and no cycle of waits lasts.
+//!
+//! A wounded transaction learns of it from the answer to its pending or next request to that participant: a
+//! `Read` gets `Err(Aborted(Deadlock, "wounded by an older transaction"))`, a `Prepare` a vote no with cause
+//! `Deadlock`. The client then sends `Release` to its other partitions. A transaction begun right after the
+//! session's previous transaction aborted with a non-user cause reuses that transaction's age: a retried
+//! transaction keeps getting older relative to newcomers, so eventually it is the oldest in the system, and
+//! the oldest transaction is never wounded and waits for others only until their decisions are known: it
+//! commits (wound-wait's starvation freedom).
+//!
+//! Why wound-wait rather than wait-die: both are deadlock-free by timestamps, but under wound-wait an older
+//! transaction does not wait for a younger one (beyond a decision in flight) and never aborts for a deadlock,
+//! whereas wait-die aborts the
+//! younger requester every time it meets an older holder, repeatedly while the holder lives. Long transactions
+//! (the old ones, by the time they conflict) thus restart less, and a wounded transaction is often one that
+//! has not done much yet.
+//!
+//! # Timeouts and failures
+//!
+//! - A participant aborts a transaction that is not prepared and has had no request from its client or
+//!   coordinator for [`IDLE_ABORT_NS`] (the client may have died; a request waiting that long counts too),
+//!   with cause `Timeout`; a periodic [`TwoPlTimer::Sweep`] every [`SWEEP_EVERY_NS`] finds them (one timer,
+//!   not one per lock).
+//! - Prepared transactions are never aborted unilaterally: they wait for the coordinator's decision.
+//!   Coordinators are servers; a durable server recovers its coordinator and participant state by log
+//!   replay, and server-to-server links are exactly-once across crashes. A coordinator whose participant does
+//!   not answer keeps waiting (two-phase commit blocks); the client's operation then times out as `Unknown`
+//!   in the runtime.
+//! - Stale or duplicate messages (a decision for an unknown transaction, a read for an aborted one) are
+//!   answered or ignored without panicking; a request that did not arrive at the home server of its keys, or
+//!   that names another client's transaction, is answered with `Rejected`. Requests carry `held`: whether the
+//!   client believes the partition already holds locks for the transaction, so a partition that no longer
+//!   knows the transaction (aborted and forgotten) refuses rather than granting fresh locks to it.
+//! - A session that sends a new request while its previous operation is unanswered (the runtime gave up on
+//!   it) abandons that operation: it completes it as `Unknown`, releases the locks of an uncommitted
+//!   transaction, and forgets a committing one (its coordinator decides it).
+//!
+//! # Metrics
+//!
+//! `rounds`: client↔server rounds (a Read or a ROT round 1 each, a commit 1, a read-only commit 0 on one
+//! partition and 1 on several, a `Call` 2); `blocked_ns`: time its reads and prepares waited for locks;
+//! `versions_returned`: read results.
+
+use serde::{Deserialize, Serialize};
+use snowline_core::procedure::{self, Piece, Procedure};
+use snowline_core::{
+    Abort, AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, Key, LinkAssumptions, Message, Offers, OpError, OpId,
+    OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
+    Value, Version,
+};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// The datacenter whose servers hold the single copy of every key.
+pub const HOME_DC: DcId = 0;
+/// A transaction that is not prepared and has had no request at a partition for this long is aborted there
+/// (cause `Timeout`).
+pub const IDLE_ABORT_NS: u64 = 5_000_000_000;
+/// How often a partition looks for idle transactions.
+pub const SWEEP_EVERY_NS: u64 = 1_000_000_000;
+/// How long a partition remembers why it aborted a transaction (to tell its late requests the cause).
+pub const ABORTED_MEMORY_NS: u64 = 60_000_000_000;
+
+/// Two-phase locking with two-phase commit. See the module docs.
+pub struct TwoPl;
+
+impl Protocol for TwoPl {
+    const NAME: &'static str = "2pl";
+    type Msg = TwoPlMsg;
+    type Timer = TwoPlTimer;
+    type Server = TwoPlServer;
+    type Client = TwoPlClient;
+    const OFFERS: Offers = Offers {
+        read_only: true,
+        multi_shot_rots: true,
+        blind_writes: true,
+        write_transactions: true,
+        interactive: true,
+        stored_procedures: true,
+    };
+
+    fn links() -> LinkAssumptions {
+        // A client's Release follows its Read, and a coordinator's Decide its Prepare, on the same link.
+        LinkAssumptions { fifo: true }
+    }
+
+    fn server(id: ServerId, topology: Topology, _config: &ProtocolConfig) -> TwoPlServer {
+        TwoPlServer::new(id, topology)
+    }
+
+    fn client(id: ClientId, _dc: DcId, topology: Topology, config: &ProtocolConfig) -> TwoPlClient {
+        TwoPlClient::new(id, topology, config.clone())
+    }
+}
+
+/// A transaction: its client and the client's sequence number. Unique in a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TxnId {
+    pub client: ClientId,
+    pub seq: u64,
+}
+
+/// A transaction's wound-wait priority: the client's clock when the transaction (or the first of its
+/// retries) began, then the client id. Smaller is older. Ties between a session's retries are broken by
+/// [`TxnId`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Age {
+    pub time: u64,
+    pub client: ClientId,
+}
+
+/// A lock mode. `Shared < Exclusive`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Mode {
+    Shared,
+    Exclusive,
+}
+
+fn conflicts(a: Mode, b: Mode) -> bool {
+    a == Mode::Exclusive || b == Mode::Exclusive
+}
+
+/// One participant of a commit, as the client sends it to the coordinator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Participant {
+    pub partition: PartitionId,
+    /// The transaction's writes on this partition (empty: a read-only participant).
+    pub writes: Vec<(Key, Value)>,
+    /// The client holds locks there (it read there).
+    pub held: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TwoPlMsg {
+    /// Client → home server: lock `keys` shared and `exclusive` exclusively, and read `keys`. `held`: an
+    /// earlier request of the transaction was answered here.
+    Read { txn: TxnId, age: Age, keys: Vec<Key>, exclusive: Vec<Key>, held: bool },
+    /// Home server → client: the values of the keys read, in request order, or why not; how long the
+    /// request waited for locks.
+    ReadReply { txn: TxnId, result: Result<Vec<ReadResult>, OpError>, blocked_ns: u64 },
+    /// Client → coordinator: commit this transaction.
+    Commit { txn: TxnId, age: Age, participants: Vec<Participant> },
+    /// Coordinator → participant: lock the writes exclusively and vote.
+    Prepare { txn: TxnId, age: Age, writes: Vec<(Key, Value)>, held: bool },
+    /// Participant → coordinator: yes with a proposed commit time, or no with a cause.
+    Vote { txn: TxnId, vote: Result<u64, Abort>, blocked_ns: u64 },
+    /// Coordinator → participant: commit with this version, or abort (`None`).
+    Decide { txn: TxnId, commit: Option<Version> },
+    /// Participant → coordinator: the decision is applied.
+    Ack { txn: TxnId },
+    /// Client → home server: drop the transaction and its locks (an abort, or the end of a read-only
+    /// transaction). With `confirm`, answer whether the transaction still held its locks here
+    /// ([`TwoPlMsg::Released`]).
+    Release { txn: TxnId, confirm: bool },
+    /// Home server → client: the transaction held its locks here until the release, or why not.
+    Released { txn: TxnId, result: Result<(), Abort> },
+    /// Participant → coordinator: an older transaction waits for this one, which is prepared here; abort it
+    /// if it is not decided yet.
+    Wound { txn: TxnId },
+    /// Coordinator → client: the commit's outcome.
+    Outcome { txn: TxnId, result: Result<Reply, OpError> },
+}
+
+impl Message for TwoPlMsg {
+    fn kind(&self) -> &'static str {
+        match self {
+            TwoPlMsg::Read { .. } => "read",
+            TwoPlMsg::ReadReply { .. } => "read-reply",
+            TwoPlMsg::Commit { .. } => "commit",
+            TwoPlMsg::Prepare { .. } => "prepare",
+            TwoPlMsg::Vote { .. } => "vote",
+            TwoPlMsg::Decide { .. } => "decide",
+            TwoPlMsg::Ack { .. } => "ack",
+            TwoPlMsg::Release { .. } => "release",
+            TwoPlMsg::Released { .. } => "released",
+            TwoPlMsg::Wound { .. } => "wound",
+            TwoPlMsg::Outcome { .. } => "outcome",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TwoPlTimer {
+    /// Abort idle transactions and forget old abort causes.
+    Sweep,
+}
+
+fn home(partition: PartitionId) -> ServerId {
+    ServerId::new(HOME_DC, partition)
+}
+
+fn wounded() -> Abort {
+    Abort { cause: AbortCause::Deadlock, detail: "wounded by an older transaction".into() }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------------------------
+
+/// One key's lock: granted holders and FIFO waiters (an upgrading holder appears in both).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Lock {
+    holders: BTreeMap<TxnId, Mode>,
+    queue: VecDeque<(TxnId, Mode)>,
+}
+
+/// A request waiting for locks at a participant.
+#[derive(Debug, Serialize, Deserialize)]
+enum Waiting {
+    Read { client: ClientId, keys: Vec<Key> },
+    Prepare { coordinator: ServerId, writes: Vec<(Key, Value)> },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Pending {
+    what: Waiting,
+    /// Keys not granted yet.
+    keys: BTreeSet<Key>,
+    arrived_ns: u64,
+}
+
+/// A transaction that voted yes here.
+#[derive(Debug, Serialize, Deserialize)]
+struct Prepared {
+    coordinator: ServerId,
+    writes: Vec<(Key, Value)>,
+    /// Its coordinator was asked to abort it (once is enough).
+    wound_sent: bool,
+}
+
+/// A transaction at a participant.
+#[derive(Debug, Serialize, Deserialize)]
+struct Local {
+    age: Age,
+    locks: BTreeMap<Key, Mode>,
+    prepared: Option<Prepared>,
+    pending: Option<Pending>,
+    /// When its last request arrived here (idle abort).
+    last_seen_ns: u64,
+}
+
+/// A transaction this server coordinates.
+#[derive(Debug, Serialize, Deserialize)]
+struct Coordinated {
+    client: ClientId,
+    votes: BTreeMap<PartitionId, Option<u64>>,
+    blocked_ns: u64,
+    decided: bool,
+    unacked: BTreeSet<PartitionId>,
+}
+
+/// A partition server: participant (store, locks) and coordinator.
+#[derive(Serialize, Deserialize)]
+pub struct TwoPlServer {
+    id: ServerId,
+    topology: Topology,
+    store: BTreeMap<Key, (Value, Version)>,
+    /// Lamport clock: at least every version applied here and every decision seen.
+    clock: u64,
+    locks: BTreeMap<Key, Lock>,
+    txns: BTreeMap<TxnId, Local>,
+    /// Transactions aborted here by wound or timeout: why, and when.
+    aborted: BTreeMap<TxnId, (Abort, u64)>,
+    coordinated: BTreeMap<TxnId, Coordinated>,
+    /// Messages to this server itself, drained before the handler returns (empty between handler calls).
+    #[serde(skip)]
+    loopback: VecDeque<(ServerId, TwoPlMsg)>,
+}
+
+type Cx<'a> = Ctx<'a, TwoPl>;
+
+impl TwoPlServer {
+    pub fn new(id: ServerId, topology: Topology) -> Self {
+        Self {
+            id,
+            topology,
+            store: BTreeMap::new(),
+            clock: 0,
+            locks: BTreeMap::new(),
+            txns: BTreeMap::new(),
+            aborted: BTreeMap::new(),
+            coordinated: BTreeMap::new(),
+            loopback: VecDeque::new(),
+        }
+    }
+
+    /// The committed value and version of `key` (for tests and inspection).
+    pub fn value(&self, key: &str) -> Option<(Value, Version)> {
+        self.store.get(key).cloned()
+    }
+
+    /// The holders of `key`'s lock.
+    pub fn holders(&self, key: &str) -> Vec<(TxnId, Mode)> {
+        self.locks.get(key).map(|l| l.holders.iter().map(|(t, m)| (*t, *m)).collect()).unwrap_or_default()
+    }
+
+    /// The waiters of `key`'s lock, in queue order.
+    pub fn waiters(&self, key: &str) -> Vec<(TxnId, Mode)> {
+        self.locks.get(key).map(|l| l.queue.iter().copied().collect()).unwrap_or_default()
+    }
+
+    /// Transactions known here as a participant.
+    pub fn transactions(&self) -> usize {
+        self.txns.len()
+    }
+
+    /// Whether `txn` voted yes here and awaits its decision.
+    pub fn is_prepared(&self, txn: TxnId) -> bool {
+        self.txns.get(&txn).is_some_and(|t| t.prepared.is_some())
+    }
+
+    /// Transactions this server coordinates and has not forgotten.
+    pub fn coordinating(&self) -> usize {
+        self.coordinated.len()
+    }
+
+    /// Why this participant aborted `txn`, if it remembers.
+    pub fn abort_cause(&self, txn: TxnId) -> Option<AbortCause> {
+        self.aborted.get(&txn).map(|(a, _)| a.cause)
+    }
+
+    fn send_server(&mut self, cx: &mut Cx<'_>, to: ServerId, msg: TwoPlMsg) {
+        if to == self.id {
+            self.loopback.push_back((self.id, msg));
+        } else {
+            cx.send(to, msg);
+        }
+    }
+
+    fn drain_loopback(&mut self, cx: &mut Cx<'_>) {
+        while let Some((from, msg)) = self.loopback.pop_front() {
+            self.handle(cx, Addr::Server(from), msg);
+        }
+    }
+
+    /// Why a key set does not belong here, if it does not.
+    fn misplaced<'k>(&self, mut keys: impl Iterator<Item = &'k Key>) -> Option<String> {
+        keys.find(|k| self.topology.partition_of(k) != self.id.partition).map(|k| {
+            format!("misdirected: key {k:?} lives on partition {}, not on {}", self.topology.partition_of(k), self.id)
+        })
+    }
+
+    fn handle(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TwoPlMsg) {
+        if self.id.dc != HOME_DC {
+            let reason = format!(
+                "{} serves nothing: 2pl keeps the single copy of every key in datacenter {HOME_DC} (replica groups \
+                 come later)",
+                self.id
+            );
+            match (from, msg) {
+                (Addr::Client(c), TwoPlMsg::Read { txn, .. }) => {
+                    cx.send(c, TwoPlMsg::ReadReply { txn, result: Err(OpError::Rejected(reason)), blocked_ns: 0 })
+                }
+                (Addr::Client(c), TwoPlMsg::Commit { txn, .. }) => {
+                    cx.send(c, TwoPlMsg::Outcome { txn, result: Err(OpError::Rejected(reason)) })
+                }
+                _ => {}
+            }
+            return;
+        }
+        match (from, msg) {
+            (Addr::Client(c), TwoPlMsg::Read { txn, age, keys, exclusive, held }) => {
+                self.on_read(cx, c, txn, age, keys, exclusive, held)
+            }
+            (Addr::Client(c), TwoPlMsg::Commit { txn, age, participants }) => {
+                self.on_commit(cx, c, txn, age, participants)
+            }
+            (Addr::Client(c), TwoPlMsg::Release { txn, confirm }) => self.on_release(cx, c, txn, confirm),
+            (Addr::Server(s), TwoPlMsg::Prepare { txn, age, writes, held }) if s.dc == HOME_DC => {
+                self.on_prepare(cx, s, txn, age, writes, held)
+            }
+            (Addr::Server(s), TwoPlMsg::Vote { txn, vote, blocked_ns }) if s.dc == HOME_DC => {
+                self.on_vote(cx, s, txn, vote, blocked_ns)
+            }
+            (Addr::Server(s), TwoPlMsg::Decide { txn, commit }) if s.dc == HOME_DC => {
+                self.on_decide(cx, s, txn, commit)
+            }
+            (Addr::Server(s), TwoPlMsg::Ack { txn }) if s.dc == HOME_DC => self.on_ack(s, txn),
+            (Addr::Server(s), TwoPlMsg::Wound { txn }) if s.dc == HOME_DC => self.on_wound(cx, txn),
+            // A message that does not fit its sender's role is a peer bug or a forged frame: ignore it.
+            _ => {}
+        }
+    }
+
+    // ---- participant ----
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_read(
+        &mut self,
+        cx: &mut Cx<'_>,
+        client: ClientId,
+        txn: TxnId,
+        age: Age,
+        keys: Vec<Key>,
+        exclusive: Vec<Key>,
+        held: bool,
+    ) {
+        cx.charge((keys.len() + exclusive.len()) as u64);
+        let refuse = |cx: &mut Cx<'_>, error: OpError| {
+            cx.send(client, TwoPlMsg::ReadReply { txn, result: Err(error), blocked_ns: 0 });
+        };
+        if txn.client != client {
+            return refuse(cx, OpError::Rejected(format!("transaction {txn:?} is not client {client}'s")));
+        }
+        if keys.is_empty() && exclusive.is_empty() {
+            return refuse(cx, OpError::Rejected("a read must name at least one key".into()));
+        }
+        if let Some(reason) = self.misplaced(keys.iter().chain(&exclusive)) {
+            return refuse(cx, OpError::Rejected(reason));
+        }
+        match self.txns.get(&txn) {
+            Some(t) if t.pending.is_some() => {
+                return refuse(cx, OpError::Rejected("a request of this transaction is already waiting here".into()));
+            }
+            Some(t) if t.prepared.is_some() => {
+                return refuse(cx, OpError::Rejected("the transaction is already committing".into()));
+            }
+            Some(_) => {}
+            None => {
+                if let Some((abort, _)) = self.aborted.get(&txn) {
+                    return refuse(cx, OpError::Aborted(abort.clone()));
+                }
+                if held {
+                    return refuse(
+                        cx,
+                        OpError::aborted(AbortCause::Timeout, format!("{} no longer holds its locks", self.id)),
+                    );
+                }
+                self.txns
+                    .insert(txn, Local { age, locks: BTreeMap::new(), prepared: None, pending: None, last_seen_ns: 0 });
+            }
+        }
+        let mut wanted: BTreeMap<Key, Mode> = keys.iter().map(|k| (k.clone(), Mode::Shared)).collect();
+        wanted.extend(exclusive.into_iter().map(|k| (k, Mode::Exclusive)));
+        let t = self.txns.get_mut(&txn).expect("present");
+        t.last_seen_ns = cx.now_ns();
+        t.pending =
+            Some(Pending { what: Waiting::Read { client, keys }, keys: BTreeSet::new(), arrived_ns: cx.now_ns() });
+        self.request_locks(cx, txn, wanted);
+    }
+
+    fn on_prepare(
+        &mut self,
+        cx: &mut Cx<'_>,
+        coordinator: ServerId,
+        txn: TxnId,
+        age: Age,
+        writes: Vec<(Key, Value)>,
+        held: bool,
+    ) {
+        cx.charge(1 + writes.len() as u64);
+        let mut no = |s: &mut Self, cause: AbortCause, detail: String| {
+            s.send_server(cx, coordinator, TwoPlMsg::Vote { txn, vote: Err(Abort { cause, detail }), blocked_ns: 0 });
+        };
+        if let Some(reason) = self.misplaced(writes.iter().map(|(k, _)| k)) {
+            return no(self, AbortCause::Vote, reason);
+        }
+        match self.txns.get(&txn) {
+            Some(t) if t.prepared.is_some() => return, // a duplicate: the vote was sent
+            Some(t) if t.pending.is_some() => {
+                return no(
+                    self,
+                    AbortCause::Vote,
+                    format!("a read of the transaction is still waiting at {}", self.id),
+                );
+            }
+            Some(_) => {}
+            None => {
+                if let Some((abort, _)) = self.aborted.get(&txn) {
+                    let abort = abort.clone();
+                    return no(self, abort.cause, abort.detail);
+                }
+                if held {
+                    return no(self, AbortCause::Timeout, format!("{} no longer holds its locks", self.id));
+                }
+                self.txns
+                    .insert(txn, Local { age, locks: BTreeMap::new(), prepared: None, pending: None, last_seen_ns: 0 });
+            }
+        }
+        let wanted: BTreeMap<Key, Mode> = writes.iter().map(|(k, _)| (k.clone(), Mode::Exclusive)).collect();
+        let t = self.txns.get_mut(&txn).expect("present");
+        t.last_seen_ns = cx.now_ns();
+        t.pending = Some(Pending {
+            what: Waiting::Prepare { coordinator, writes },
+            keys: BTreeSet::new(),
+            arrived_ns: cx.now_ns(),
+        });
+        self.request_locks(cx, txn, wanted);
+    }
+
+    /// Request `wanted` for `txn` (which has a pending request), wounding younger unprepared transactions it
+    /// would wait for; the pending request completes when every lock is granted.
+    fn request_locks(&mut self, cx: &mut Cx<'_>, txn: TxnId, wanted: BTreeMap<Key, Mode>) {
+        let mut dirty = BTreeSet::new();
+        for (key, mode) in wanted {
+            let Some(t) = self.txns.get(&txn) else { return };
+            let held = t.locks.get(&key).copied();
+            if held >= Some(mode) {
+                continue;
+            }
+            let me = (t.age, txn);
+            let upgrade = held.is_some();
+            let lock = self.locks.entry(key.clone()).or_default();
+            let ahead = if upgrade { 0 } else { lock.queue.len() };
+            let blockers: BTreeSet<TxnId> = lock
+                .holders
+                .iter()
+                .map(|(h, m)| (*h, *m))
+                .chain(lock.queue.iter().take(ahead).copied())
+                .filter(|(b, m)| *b != txn && conflicts(mode, *m))
+                .map(|(b, _)| b)
+                .collect();
+            for b in blockers {
+                let Some(bt) = self.txns.get_mut(&b) else { continue };
+                if me > (bt.age, b) {
+                    continue;
+                }
+                match &mut bt.prepared {
+                    None => self.abort_here(cx, b, wounded(), true, &mut dirty),
+                    // Prepared: only its coordinator may still abort it.
+                    Some(p) if !p.wound_sent => {
+                        p.wound_sent = true;
+                        let coordinator = p.coordinator;
+                        self.send_server(cx, coordinator, TwoPlMsg::Wound { txn: b });
+                    }
+                    Some(_) => {}
+                }
+            }
+            let lock = self.locks.entry(key.clone()).or_default();
+            if upgrade {
+                lock.queue.push_front((txn, mode));
+            } else {
+                lock.queue.push_back((txn, mode));
+            }
+            if let Some(p) = self.txns.get_mut(&txn).and_then(|t| t.pending.as_mut()) {
+                p.keys.insert(key.clone());
+            }
+            dirty.insert(key);
+        }
+        self.pump(cx, dirty);
+        let ready = self.txns.get(&txn).and_then(|t| t.pending.as_ref()).is_some_and(|p| p.keys.is_empty());
+        if ready {
+            self.complete_pending(cx, txn);
+        }
+    }
+
+    /// Grant, in queue order, the waiters of `keys` compatible with the holders; complete the requests
+    /// that have all their locks.
+    fn pump(&mut self, cx: &mut Cx<'_>, keys: BTreeSet<Key>) {
+        let mut granted = Vec::new();
+        for key in keys {
+            let Some(lock) = self.locks.get_mut(&key) else { continue };
+            while let Some(&(w, mode)) = lock.queue.front() {
+                if lock.holders.iter().any(|(h, m)| *h != w && conflicts(mode, *m)) {
+                    break;
+                }
+                lock.queue.pop_front();
+                let m = lock.holders.entry(w).or_insert(mode);
+                *m = (*m).max(mode);
+                granted.push((w, key.clone(), mode));
+            }
+            if lock.holders.is_empty() && lock.queue.is_empty() {
+                self.locks.remove(&key);
+            }
+        }
+        for (w, key, mode) in granted {
+            let Some(t) = self.txns.get_mut(&w) else { continue };
+            let m = t.locks.entry(key.clone()).or_insert(mode);
+            *m = (*m).max(mode);
+            let done = t.pending.as_mut().is_some_and(|p| {
+                p.keys.remove(&key);
+                p.keys.is_empty()
+            });
+            if done {
+                self.complete_pending(cx, w);
+            }
+        }
+    }
+
+    /// `txn`'s pending request has all its locks: answer the read, or vote yes.
+    fn complete_pending(&mut self, cx: &mut Cx<'_>, txn: TxnId) {
+        let now = cx.now_ns();
+        let Some(pending) = self.txns.get_mut(&txn).and_then(|t| t.pending.take()) else { return };
+        let blocked_ns = now.saturating_sub(pending.arrived_ns);
+        match pending.what {
+            Waiting::Read { client, keys } => {
+                let results = keys.into_iter().map(|k| self.read(k)).collect();
+                cx.send(client, TwoPlMsg::ReadReply { txn, result: Ok(results), blocked_ns });
+            }
+            Waiting::Prepare { coordinator, writes } => {
+                let time = now.max(self.clock + 1);
+                self.clock = time;
+                if let Some(t) = self.txns.get_mut(&txn) {
+                    t.prepared = Some(Prepared { coordinator, writes, wound_sent: false });
+                }
+                self.send_server(cx, coordinator, TwoPlMsg::Vote { txn, vote: Ok(time), blocked_ns });
+            }
+        }
+    }
+
+    fn read(&self, key: Key) -> ReadResult {
+        match self.store.get(&key) {
+            Some((value, version)) => {
+                ReadResult { key, value: Some(value.clone()), version: *version, versions_skipped: 0 }
+            }
+            None => ReadResult { key, value: None, version: Version::INITIAL, versions_skipped: 0 },
+        }
+    }
+
+    /// Drop `txn` here: its locks and queue entries (their keys join `dirty`).
+    fn remove(&mut self, txn: TxnId, dirty: &mut BTreeSet<Key>) -> Option<Local> {
+        let t = self.txns.remove(&txn)?;
+        for key in t.locks.keys() {
+            if let Some(lock) = self.locks.get_mut(key) {
+                lock.holders.remove(&txn);
+            }
+            dirty.insert(key.clone());
+        }
+        if let Some(p) = &t.pending {
+            for key in &p.keys {
+                if let Some(lock) = self.locks.get_mut(key) {
+                    lock.queue.retain(|(w, _)| *w != txn);
+                }
+                dirty.insert(key.clone());
+            }
+        }
+        Some(t)
+    }
+
+    /// Abort `txn` here. With `answer` (a wound or a timeout), its waiting request gets the abort (a read) or
+    /// a vote no (a prepare), and its later requests learn the cause.
+    fn abort_here(&mut self, cx: &mut Cx<'_>, txn: TxnId, abort: Abort, answer: bool, dirty: &mut BTreeSet<Key>) {
+        let Some(t) = self.remove(txn, dirty) else { return };
+        let now = cx.now_ns();
+        if let (true, Some(p)) = (answer, t.pending) {
+            let blocked_ns = now.saturating_sub(p.arrived_ns);
+            match p.what {
+                Waiting::Read { client, .. } => cx.send(
+                    client,
+                    TwoPlMsg::ReadReply { txn, result: Err(OpError::Aborted(abort.clone())), blocked_ns },
+                ),
+                Waiting::Prepare { coordinator, .. } => {
+                    self.send_server(cx, coordinator, TwoPlMsg::Vote { txn, vote: Err(abort.clone()), blocked_ns })
+                }
+            }
+        }
+        if answer {
+            self.aborted.insert(txn, (abort, now));
+        }
+    }
+
+    fn on_release(&mut self, cx: &mut Cx<'_>, client: ClientId, txn: TxnId, confirm: bool) {
+        if txn.client != client {
+            return; // another client's transaction
+        }
+        let result = match self.txns.get(&txn) {
+            Some(t) if t.prepared.is_some() => {
+                Err(Abort { cause: AbortCause::Vote, detail: "the transaction is committing".into() })
+            }
+            Some(_) => {
+                let mut dirty = BTreeSet::new();
+                let user = Abort { cause: AbortCause::User, detail: "released by its client".into() };
+                self.abort_here(cx, txn, user, false, &mut dirty);
+                self.pump(cx, dirty);
+                Ok(())
+            }
+            None => Err(self.aborted.get(&txn).map(|(a, _)| a.clone()).unwrap_or_else(|| Abort {
+                cause: AbortCause::Timeout,
+                detail: format!("{} no longer holds its locks", self.id),
+            })),
+        };
+        if confirm {
+            cx.send(client, TwoPlMsg::Released { txn, result });
+        }
+    }
+
+    fn on_decide(&mut self, cx: &mut Cx<'_>, coordinator: ServerId, txn: TxnId, commit: Option<Version>) {
+        if let Some(v) = commit {
+            self.clock = self.clock.max(v.time);
+        }
+        let mut dirty = BTreeSet::new();
+        match (self.txns.get(&txn).map(|t| t.prepared.is_some()), commit) {
+            (Some(true), _) => {
+                let t = self.remove(txn, &mut dirty).expect("present");
+                if let (Some(version), Some(p)) = (commit, t.prepared) {
+                    cx.charge(p.writes.len() as u64);
+                    for (key, value) in p.writes {
+                        self.store.insert(key, (value, version));
+                    }
+                }
+            }
+            // An abort reaching a transaction still preparing here: drop it without voting.
+            (Some(false), None) => {
+                let abort = Abort { cause: AbortCause::Vote, detail: "aborted by its coordinator".into() };
+                self.abort_here(cx, txn, abort, false, &mut dirty);
+            }
+            // A commit for a transaction that did not vote yes here cannot come from a coordinator; a
+            // decision for an unknown transaction is a duplicate or came after a local abort.
+            (Some(false), Some(_)) | (None, _) => {}
+        }
+        self.pump(cx, dirty);
+        self.send_server(cx, coordinator, TwoPlMsg::Ack { txn });
+    }
+
+    fn sweep(&mut self, cx: &mut Cx<'_>) {
+        cx.set_timer(SWEEP_EVERY_NS, TwoPlTimer::Sweep);
+        let now = cx.now_ns();
+        let idle: Vec<TxnId> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| t.prepared.is_none() && now.saturating_sub(t.last_seen_ns) > IDLE_ABORT_NS)
+            .map(|(id, _)| *id)
+            .collect();
+        cx.charge(1 + idle.len() as u64);
+        let mut dirty = BTreeSet::new();
+        for txn in idle {
+            let abort = Abort {
+                cause: AbortCause::Timeout,
+                detail: format!(
+                    "idle for more than {} s at {} without committing",
+                    IDLE_ABORT_NS / 1_000_000_000,
+                    self.id
+                ),
+            };
+            self.abort_here(cx, txn, abort, true, &mut dirty);
+        }
+        self.pump(cx, dirty);
+        self.aborted.retain(|_, (_, at)| now.saturating_sub(*at) <= ABORTED_MEMORY_NS);
+    }
+
+    // ---- coordinator ----
+
+    fn check_commit(&self, client: ClientId, txn: TxnId, participants: &[Participant]) -> Result<(), String> {
+        if txn.client != client {
+            return Err(format!("transaction {txn:?} is not client {client}'s"));
+        }
+        if participants.is_empty() {
+            return Err("a commit needs at least one participant".into());
+        }
+        let mut seen = BTreeSet::new();
+        for p in participants {
+            if p.partition >= self.topology.partitions {
+                return Err(format!("there is no partition {}", p.partition));
+            }
+            if !seen.insert(p.partition) {
+                return Err(format!("partition {} is named twice", p.partition));
+            }
+            if let Some((k, _)) = p.writes.iter().find(|(k, _)| self.topology.partition_of(k) != p.partition) {
+                return Err(format!("key {k:?} does not live on partition {}", p.partition));
+            }
+        }
+        Ok(())
+    }
+
+    fn on_commit(&mut self, cx: &mut Cx<'_>, client: ClientId, txn: TxnId, age: Age, participants: Vec<Participant>) {
+        cx.charge(participants.len() as u64);
+        if let Err(reason) = self.check_commit(client, txn, &participants) {
+            cx.send(client, TwoPlMsg::Outcome { txn, result: Err(OpError::Rejected(reason)) });
+            return;
+        }
+        if self.coordinated.contains_key(&txn) {
+            return;
+        }
+        let votes = participants.iter().map(|p| (p.partition, None)).collect();
+        self.coordinated
+            .insert(txn, Coordinated { client, votes, blocked_ns: 0, decided: false, unacked: BTreeSet::new() });
+        for p in participants {
+            let prepare = TwoPlMsg::Prepare { txn, age, writes: p.writes, held: p.held };
+            self.send_server(cx, home(p.partition), prepare);
+        }
+    }
+
+    fn on_vote(&mut self, cx: &mut Cx<'_>, from: ServerId, txn: TxnId, vote: Result<u64, Abort>, blocked_ns: u64) {
+        let Some(c) = self.coordinated.get_mut(&txn) else { return };
+        if c.decided {
+            return;
+        }
+        let Some(slot) = c.votes.get_mut(&from.partition) else { return };
+        if slot.is_some() {
+            return;
+        }
+        c.blocked_ns += blocked_ns;
+        match vote {
+            Err(abort) => self.decide(cx, txn, Err(abort)),
+            Ok(time) => {
+                *slot = Some(time);
+                if c.votes.values().all(Option::is_some) {
+                    let time = c.votes.values().flatten().copied().max().unwrap_or(time);
+                    self.decide(cx, txn, Ok(Version { time, dc: HOME_DC }));
+                }
+            }
+        }
+    }
+
+    fn decide(&mut self, cx: &mut Cx<'_>, txn: TxnId, decision: Result<Version, Abort>) {
+        let Some(c) = self.coordinated.get_mut(&txn) else { return };
+        c.decided = true;
+        c.unacked = c.votes.keys().copied().collect();
+        let metrics = OpMetrics { blocked_ns: c.blocked_ns, ..Default::default() };
+        let commit = decision.as_ref().ok().copied();
+        let result = match decision {
+            Ok(version) => Ok(Reply { commit: Some(version), metrics, ..Default::default() }),
+            Err(abort) => Err(OpError::Aborted(abort)),
+        };
+        cx.send(c.client, TwoPlMsg::Outcome { txn, result });
+        for p in c.unacked.clone() {
+            self.send_server(cx, home(p), TwoPlMsg::Decide { txn, commit });
+        }
+    }
+
+    /// A participant asks to abort a transaction it holds prepared, for an older one waiting for it.
+    fn on_wound(&mut self, cx: &mut Cx<'_>, txn: TxnId) {
+        if self.coordinated.get(&txn).is_some_and(|c| !c.decided) {
+            self.decide(cx, txn, Err(wounded()));
+        }
+    }
+
+    fn on_ack(&mut self, from: ServerId, txn: TxnId) {
+        let Some(c) = self.coordinated.get_mut(&txn) else { return };
+        if c.decided {
+            c.unacked.remove(&from.partition);
+            if c.unacked.is_empty() {
+                self.coordinated.remove(&txn);
+            }
+        }
+    }
+}
+
+impl ServerNode<TwoPl> for TwoPlServer {
+    fn on_start(&mut self, cx: &mut Cx<'_>) {
+        if self.id.dc == HOME_DC {
+            cx.set_timer(SWEEP_EVERY_NS, TwoPlTimer::Sweep);
+        }
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TwoPlMsg) {
+        cx.charge(1);
+        self.handle(cx, from, msg);
+        self.drain_loopback(cx);
+    }
+
+    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: TwoPlTimer) {
+        match timer {
+            TwoPlTimer::Sweep => self.sweep(cx),
+        }
+        self.drain_loopback(cx);
+    }
+
+    fn stored_versions(&self) -> usize {
+        self.store.len()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Client
+// ---------------------------------------------------------------------------------------------------------
+
+/// What a client-side transaction is for.
+enum Purpose {
+    /// Begin / Read / Commit / Abort from the application.
+    Interactive,
+    /// A ROT: its remaining rounds and the reads so far.
+    ReadOnly { rounds: VecDeque<Vec<Key>>, reads: Vec<ReadResult> },
+    /// A Put or an Update.
+    Blind,
+    /// A stored procedure; `reads` and `writes` are filled once it has run.
+    Call {
+        procedure: &'static dyn Procedure,
+        args: Vec<Value>,
+        pieces: Vec<Piece>,
+        reads: Vec<ReadResult>,
+        writes: Vec<(Key, Value)>,
+    },
+}
+
+/// One round of reads in flight.
+struct Round {
+    keys: Vec<Key>,
+    results: Vec<Option<ReadResult>>,
+    /// Per partition asked, the positions of its keys in `keys`.
+    slots: BTreeMap<PartitionId, Vec<usize>>,
+    waiting: BTreeSet<PartitionId>,
+}
+
+enum Step {
+    /// An interactive transaction between operations.
+    Idle,
+    Reading {
+        op: OpId,
+        round: Round,
+    },
+    Committing {
+        op: OpId,
+    },
+    /// A read-only commit waiting for partitions to confirm they held its locks until the release.
+    Finishing {
+        op: OpId,
+        waiting: BTreeSet<PartitionId>,
+        error: Option<OpError>,
+    },
+}
+
+/// The session's open transaction.
+struct Open {
+    id: TxnId,
+    age: Age,
+    purpose: Purpose,
+    /// Partitions sent a Read (they may hold locks).
+    contacted: BTreeSet<PartitionId>,
+    /// The partition whose answer completed the last read round.
+    last_answer: Option<PartitionId>,
+    step: Step,
+    /// The current operation's costs.
+    metrics: OpMetrics,
+}
+
+/// A client session: runs one transaction at a time.
+pub struct TwoPlClient {
+    id: ClientId,
+    topology: Topology,
+    config: ProtocolConfig,
+    next_seq: u64,
+    txn: Option<Open>,
+    /// The age of the session's last transaction, when it aborted with a non-user cause (the next one reuses
+    /// it).
+    retry_age: Option<u64>,
+}
+
+impl TwoPlClient {
+    pub fn new(id: ClientId, topology: Topology, config: ProtocolConfig) -> Self {
+        Self { id, topology, config, next_seq: 0, txn: None, retry_age: None }
+    }
+
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+
+    /// The open transaction's id and age.
+    pub fn open_transaction(&self) -> Option<(TxnId, Age)> {
+        self.txn.as_ref().map(|t| (t.id, t.age))
+    }
+
+    fn open(&mut self, cx: &mut Cx<'_>, purpose: Purpose) {
+        let id = TxnId { client: self.id, seq: self.next_seq };
+        self.next_seq += 1;
+        let age = Age { time: self.retry_age.take().unwrap_or(cx.now_ns()), client: self.id };
+        self.txn = Some(Open {
+            id,
+            age,
+            purpose,
+            contacted: BTreeSet::new(),
+            last_answer: None,
+            step: Step::Idle,
+            metrics: OpMetrics::default(),
+        });
+    }
+
+    /// Remember how a transaction ended, for the next one's age.
+    fn ended(&mut self, t: &Open, result: Result<(), &OpError>) {
+        self.retry_age = match result.err().and_then(OpError::abort_cause) {
+            Some(cause) if cause != AbortCause::User => Some(t.age.time),
+            _ => None,
+        };
+    }
+
+    fn release(&self, cx: &mut Cx<'_>, t: &Open, except: Option<PartitionId>) {
+        for p in &t.contacted {
+            if Some(*p) != except {
+                cx.send(home(*p), TwoPlMsg::Release { txn: t.id, confirm: false });
+            }
+        }
+    }
+
+    /// End `t` with an error: release its locks and complete `op`.
+    fn fail(&mut self, cx: &mut Cx<'_>, t: Open, op: OpId, error: OpError, except: Option<PartitionId>) {
+        self.release(cx, &t, except);
+        self.ended(&t, Err(&error));
+        cx.complete(op, Err(error));
+    }
+
+    /// Give up on an operation the runtime no longer waits for (see the module docs).
+    fn abandon(&mut self, cx: &mut Cx<'_>) {
+        let Some(t) = self.txn.take_if(|t| !matches!(t.step, Step::Idle)) else { return };
+        let gone = || OpError::Unknown("abandoned: the session sent another request before it completed".into());
+        match t.step {
+            Step::Reading { op, .. } => {
+                self.release(cx, &t, None);
+                cx.complete(op, Err(gone()));
+            }
+            Step::Committing { op } | Step::Finishing { op, .. } => cx.complete(op, Err(gone())),
+            Step::Idle => {}
+        }
+        self.retry_age = None;
+    }
+
+    /// Send one round of lock-and-read requests: `keys` read under shared locks, `exclusive` locked
+    /// exclusively (read too if also in `keys`).
+    fn send_round(&mut self, cx: &mut Cx<'_>, op: OpId, keys: Vec<Key>, exclusive: Vec<Key>) {
+        let Some(t) = self.txn.as_mut() else { return };
+        let mut per: BTreeMap<PartitionId, (Vec<Key>, Vec<Key>)> = BTreeMap::new();
+        let mut slots: BTreeMap<PartitionId, Vec<usize>> = BTreeMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            let p = self.topology.partition_of(k);
+            per.entry(p).or_default().0.push(k.clone());
+            slots.entry(p).or_default().push(i);
+        }
+        for k in exclusive {
+            per.entry(self.topology.partition_of(&k)).or_default().1.push(k);
+        }
+        let waiting = per.keys().copied().collect();
+        t.last_answer = None;
+        for (p, (keys, exclusive)) in per {
+            let held = !t.contacted.insert(p);
+            cx.send(home(p), TwoPlMsg::Read { txn: t.id, age: t.age, keys, exclusive, held });
+        }
+        t.metrics.rounds += 1;
+        let results = vec![None; keys.len()];
+        t.step = Step::Reading { op, round: Round { keys, results, slots, waiting } };
+    }
+
+    fn on_read_reply(
+        &mut self,
+        cx: &mut Cx<'_>,
+        from: ServerId,
+        txn: TxnId,
+        result: Result<Vec<ReadResult>, OpError>,
+        blocked_ns: u64,
+    ) {
+        let Some(t) = self.txn.as_mut() else { return };
+        let Step::Reading { op, round } = &mut t.step else { return };
+        if t.id != txn || from.dc != HOME_DC || !round.waiting.contains(&from.partition) {
+            return;
+        }
+        let op = *op;
+        let error = match result {
+            Ok(results) => {
+                let slots = round.slots.get(&from.partition).map(Vec::as_slice).unwrap_or_default();
+                let matches =
+                    results.len() == slots.len() && slots.iter().zip(&results).all(|(i, r)| round.keys[*i] == r.key);
+                if matches {
+                    t.metrics.blocked_ns += blocked_ns;
+                    t.metrics.versions_returned += results.len() as u32;
+                    for (i, r) in slots.iter().copied().zip(results) {
+                        round.results[i] = Some(r);
+                    }
+                    round.waiting.remove(&from.partition);
+                    if round.waiting.is_empty() {
+                        t.last_answer = Some(from.partition);
+                        self.round_done(cx, op);
+                    }
+                    return;
+                }
+                OpError::Rejected(format!("{from} answered keys other than those asked"))
+            }
+            Err(e) => e,
+        };
+        let t = self.txn.take().expect("open");
+        self.fail(cx, t, op, error, Some(from.partition));
+    }
+
+    /// Every partition of the round answered.
+    fn round_done(&mut self, cx: &mut Cx<'_>, op: OpId) {
+        let Some(mut t) = self.txn.take() else { return };
+        let Step::Reading { round, .. } = std::mem::replace(&mut t.step, Step::Idle) else { return };
+        let results: Vec<ReadResult> = round.results.into_iter().flatten().collect();
+        match &mut t.purpose {
+            Purpose::Interactive => {
+                let metrics = std::mem::take(&mut t.metrics);
+                self.txn = Some(t);
+                cx.complete(op, Ok(Reply { reads: results, metrics, ..Default::default() }));
+            }
+            Purpose::ReadOnly { rounds, reads } => {
+                reads.extend(results);
+                match rounds.pop_front() {
+                    Some(next) => {
+                        self.txn = Some(t);
+                        self.send_round(cx, op, next, Vec::new());
+                    }
+                    None => self.commit(cx, op, t, Vec::new()),
+                }
+            }
+            Purpose::Call { procedure, args, pieces, reads, writes } => {
+                let by_key: BTreeMap<Key, ReadResult> = results.into_iter().map(|r| (r.key.clone(), r)).collect();
+                let ran = procedure::run_all(*procedure, args, pieces, |k| by_key.get(k).and_then(|r| r.value.clone()));
+                match ran {
+                    Ok((read, written)) => {
+                        *reads = read
+                            .into_iter()
+                            .map(|(key, value)| {
+                                // A read of the procedure's own earlier write has no committed version yet.
+                                let version = by_key
+                                    .get(&key)
+                                    .filter(|r| r.value == value)
+                                    .map_or(Version::INITIAL, |r| r.version);
+                                ReadResult { key, value, version, versions_skipped: 0 }
+                            })
+                            .collect();
+                        *writes = written.clone();
+                        self.commit(cx, op, t, written);
+                    }
+                    Err(e) => {
+                        let name = procedure.name();
+                        self.fail(cx, t, op, OpError::aborted(AbortCause::User, format!("{name}: {e}")), None);
+                    }
+                }
+            }
+            Purpose::Blind => self.txn = Some(t),
+        }
+    }
+
+    /// The reply of a finished transaction: the current operation's metrics, plus what a ROT or a stored
+    /// procedure read and wrote.
+    fn reply(t: &Open, commit: Option<Version>) -> Reply {
+        let mut reply = Reply { commit, metrics: t.metrics.clone(), ..Default::default() };
+        match &t.purpose {
+            Purpose::ReadOnly { reads, .. } => reply.reads = reads.clone(),
+            Purpose::Call { reads, writes, .. } => {
+                reply.reads = reads.clone();
+                reply.writes = writes.clone();
+            }
+            Purpose::Interactive | Purpose::Blind => {}
+        }
+        reply
+    }
+
+    /// Commit `t` with `writes`: a read-only transaction releases its locks and completes; any other goes
+    /// to its coordinator.
+    fn commit(&mut self, cx: &mut Cx<'_>, op: OpId, mut t: Open, writes: Vec<(Key, Value)>) {
+        let mut parts: BTreeMap<PartitionId, Participant> =
+            t.contacted.iter().map(|p| (*p, Participant { partition: *p, writes: Vec::new(), held: true })).collect();
+        for (k, v) in writes {
+            let p = self.topology.partition_of(&k);
+            parts.entry(p).or_insert(Participant { partition: p, writes: Vec::new(), held: false }).writes.push((k, v));
+        }
+        if parts.values().all(|p| p.writes.is_empty()) {
+            // Read-only. The partition that answered last held every lock of the transaction when it answered;
+            // each other one confirms that it still held them all when the release arrived, which was later.
+            // (Without the confirmation a transaction wounded at one partition while its read at another was
+            // in flight would return reads that no single moment saw.)
+            let waiting: BTreeSet<PartitionId> =
+                t.contacted.iter().copied().filter(|p| Some(*p) != t.last_answer).collect();
+            for p in &t.contacted {
+                cx.send(home(*p), TwoPlMsg::Release { txn: t.id, confirm: waiting.contains(p) });
+            }
+            if waiting.is_empty() {
+                self.ended(&t, Ok(()));
+                cx.complete(op, Ok(Self::reply(&t, None)));
+            } else {
+                t.metrics.rounds += 1;
+                t.step = Step::Finishing { op, waiting, error: None };
+                self.txn = Some(t);
+            }
+            return;
+        }
+        let coordinator = home(*parts.keys().next().expect("a participant"));
+        cx.send(coordinator, TwoPlMsg::Commit { txn: t.id, age: t.age, participants: parts.into_values().collect() });
+        t.metrics.rounds += 1;
+        t.step = Step::Committing { op };
+        self.txn = Some(t);
+    }
+
+    fn on_released(&mut self, cx: &mut Cx<'_>, from: ServerId, txn: TxnId, result: Result<(), Abort>) {
+        let Some(t) = self.txn.as_mut() else { return };
+        let Step::Finishing { waiting, error, .. } = &mut t.step else { return };
+        if t.id != txn || from.dc != HOME_DC || !waiting.remove(&from.partition) {
+            return;
+        }
+        if let Err(abort) = result {
+            error.get_or_insert(OpError::Aborted(abort));
+        }
+        if !waiting.is_empty() {
+            return;
+        }
+        let t = self.txn.take().expect("open");
+        let Step::Finishing { op, error, .. } = &t.step else { return };
+        let op = *op;
+        match error.clone() {
+            // Every partition has released already.
+            Some(e) => {
+                self.ended(&t, Err(&e));
+                cx.complete(op, Err(e));
+            }
+            None => {
+                self.ended(&t, Ok(()));
+                cx.complete(op, Ok(Self::reply(&t, None)));
+            }
+        }
+    }
+
+    fn on_outcome(&mut self, cx: &mut Cx<'_>, txn: TxnId, result: Result<Reply, OpError>) {
+        let Some(t) = self.txn.take_if(|t| t.id == txn && matches!(t.step, Step::Committing { .. })) else { return };
+        let Step::Committing { op } = t.step else { return };
+        match result {
+            Ok(outcome) => {
+                let mut reply = Self::reply(&t, outcome.commit);
+                reply.metrics.blocked_ns += outcome.metrics.blocked_ns;
+                self.ended(&t, Ok(()));
+                cx.complete(op, Ok(reply));
+            }
+            // Refused before any prepare: the locks are still held.
+            Err(e @ OpError::Rejected(_)) => self.fail(cx, t, op, e, None),
+            // Decided: the coordinator's decision releases every participant.
+            Err(e) => {
+                self.ended(&t, Err(&e));
+                cx.complete(op, Err(e));
+            }
+        }
+    }
+}
+
+impl ClientNode<TwoPl> for TwoPlClient {
+    fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
+        if let Err(reason) = self.config.check_request(&request) {
+            cx.complete(op, Err(OpError::Rejected(reason)));
+            return;
+        }
+        self.abandon(cx);
+        let reject = |cx: &mut Cx<'_>, why: &str| cx.complete(op, Err(OpError::Rejected(why.into())));
+        const NONE_OPEN: &str = "no open transaction in this session: send Begin first";
+        let interactive = matches!(&self.txn, Some(t) if matches!(t.purpose, Purpose::Interactive));
+        match request {
+            Request::Begin if self.txn.is_some() => {
+                reject(cx, "a transaction is already open in this session: commit or abort it first")
+            }
+            Request::Begin => {
+                self.open(cx, Purpose::Interactive);
+                cx.complete(op, Ok(Reply::default()));
+            }
+            Request::Read { .. } | Request::Commit { .. } | Request::Abort if !interactive => reject(cx, NONE_OPEN),
+            Request::Read { keys } => {
+                if let Some(t) = self.txn.as_mut() {
+                    t.metrics = OpMetrics::default();
+                }
+                self.send_round(cx, op, keys, Vec::new());
+            }
+            Request::Commit { writes } => {
+                let mut t = self.txn.take().expect("an interactive transaction is open");
+                t.metrics = OpMetrics::default();
+                self.commit(cx, op, t, writes);
+            }
+            Request::Abort => {
+                let t = self.txn.take().expect("an interactive transaction is open");
+                let error = OpError::aborted(AbortCause::User, "aborted by the application");
+                self.fail(cx, t, op, error, None);
+            }
+            _ if self.txn.is_some() => {
+                reject(cx, "a transaction is open in this session: commit or abort it before other operations")
+            }
+            Request::Rot { keys } => {
+                self.open(cx, Purpose::ReadOnly { rounds: VecDeque::new(), reads: Vec::new() });
+                self.send_round(cx, op, keys, Vec::new());
+            }
+            Request::RotRounds { rounds } => {
+                let mut rounds = VecDeque::from(rounds);
+                let Some(first) = rounds.pop_front() else { return reject(cx, "no rounds") };
+                self.open(cx, Purpose::ReadOnly { rounds, reads: Vec::new() });
+                self.send_round(cx, op, first, Vec::new());
+            }
+            Request::Put { key, value } => {
+                self.open(cx, Purpose::Blind);
+                let t = self.txn.take().expect("just opened");
+                self.commit(cx, op, t, vec![(key, value)]);
+            }
+            Request::Update { writes } => {
+                self.open(cx, Purpose::Blind);
+                let t = self.txn.take().expect("just opened");
+                self.commit(cx, op, t, writes);
+            }
+            Request::Call { procedure: name, args } => {
+                let (procedure, pieces) = match procedure::plan_call(&name, &args) {
+                    Ok(plan) => plan,
+                    Err(e) => return reject(cx, &e),
+                };
+                let (mut reads, mut exclusive) = (Vec::new(), Vec::new());
+                let (mut seen_r, mut seen_w) = (BTreeSet::new(), BTreeSet::new());
+                for piece in &pieces {
+                    reads.extend(piece.reads.iter().filter(|k| seen_r.insert((*k).clone())).cloned());
+                    exclusive.extend(piece.writes.iter().filter(|k| seen_w.insert((*k).clone())).cloned());
+                }
+                let purpose = Purpose::Call { procedure, args, pieces, reads: Vec::new(), writes: Vec::new() };
+                self.open(cx, purpose);
+                self.send_round(cx, op, reads, exclusive);
+            }
+        }
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TwoPlMsg) {
+        match (from, msg) {
+            (Addr::Server(s), TwoPlMsg::ReadReply { txn, result, blocked_ns }) => {
+                self.on_read_reply(cx, s, txn, result, blocked_ns)
+            }
+            (Addr::Server(_), TwoPlMsg::Outcome { txn, result }) => self.on_outcome(cx, txn, result),
+            (Addr::Server(s), TwoPlMsg::Released { txn, result }) => self.on_released(cx, s, txn, result),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each test drives one state machine directly and asserts the effects of one input.
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+    use snowline_core::Effects;
+
+    const NOW: u64 = 1_000_000_000_000;
+    /// The coordinator in participant tests: another server, so votes and acks show up as messages.
+    const COORD: ServerId = ServerId { dc: 0, partition: 1 };
+
+    fn topo() -> Topology {
+        Topology::new(2, 2)
+    }
+
+    fn server(p: PartitionId) -> TwoPlServer {
+        TwoPl::server(ServerId::new(0, p), topo(), &ProtocolConfig::default())
+    }
+
+    fn deliver_at(node: &mut TwoPlServer, now: u64, from: impl Into<Addr>, msg: TwoPlMsg) -> Effects<TwoPl> {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut out = Effects::default();
+        node.on_message(&mut Ctx::new(now, &mut rng, &mut out), from.into(), msg);
+        out
+    }
+
+    fn deliver(node: &mut TwoPlServer, from: impl Into<Addr>, msg: TwoPlMsg) -> Effects<TwoPl> {
+        deliver_at(node, NOW, from, msg)
+    }
+
+    fn sweep(node: &mut TwoPlServer, now: u64) -> Effects<TwoPl> {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut out = Effects::default();
+        node.on_timer(&mut Ctx::new(now, &mut rng, &mut out), TwoPlTimer::Sweep);
+        out
+    }
+
+    fn key(p: PartitionId, name: &str) -> Key {
+        topo().key_on(p, name).into()
+    }
+
+    fn txn(client: u64) -> TxnId {
+        TxnId { client: ClientId(client), seq: 0 }
+    }
+
+    /// Transaction `client` with age `time`: smaller is older.
+    fn age(client: u64, time: u64) -> Age {
+        Age { time, client: ClientId(client) }
+    }
+
+    fn read(client: u64, time: u64, keys: &[&Key], held: bool) -> TwoPlMsg {
+        let keys = keys.iter().map(|k| (*k).clone()).collect();
+        TwoPlMsg::Read { txn: txn(client), age: age(client, time), keys, exclusive: vec![], held }
+    }
+
+    fn lock_x(client: u64, time: u64, k: &Key) -> TwoPlMsg {
+        TwoPlMsg::Read {
+            txn: txn(client),
+            age: age(client, time),
+            keys: vec![],
+            exclusive: vec![k.clone()],
+            held: false,
+        }
+    }
+
+    fn prepare(client: u64, time: u64, writes: &[(&Key, &str)], held: bool) -> TwoPlMsg {
+        let writes = writes.iter().map(|(k, v)| ((*k).clone(), Value::from(*v))).collect();
+        TwoPlMsg::Prepare { txn: txn(client), age: age(client, time), writes, held }
+    }
+
+    fn c(client: u64) -> Addr {
+        Addr::Client(ClientId(client))
+    }
+
+    /// The single read reply in `out`, to `client`.
+    fn read_reply(out: &Effects<TwoPl>, client: u64) -> &Result<Vec<ReadResult>, OpError> {
+        match out.sends.as_slice() {
+            [(to, TwoPlMsg::ReadReply { result, .. })] if *to == c(client) => result,
+            other => panic!("expected one read reply to c{client}, got {other:?}"),
+        }
+    }
+
+    /// The single vote in `out`, to the coordinator.
+    fn vote(out: &Effects<TwoPl>) -> &Result<u64, Abort> {
+        match out.sends.as_slice() {
+            [(to, TwoPlMsg::Vote { vote, .. })] if *to == Addr::Server(COORD) => vote,
+            other => panic!("expected one vote to the coordinator, got {other:?}"),
+        }
+    }
+
+    fn cause(r: &Result<Vec<ReadResult>, OpError>) -> Option<AbortCause> {
+        r.as_ref().err().and_then(OpError::abort_cause)
+    }
+
+    #[test]
+    fn shared_locks_are_compatible() {
+        let mut p = server(0);
+        let x = key(0, "x");
+        let a = deliver(&mut p, c(1), read(1, 10, &[&x], false));
+        let b = deliver(&mut p, c(2), read(2, 20, &[&x], false));
+        let initial = ReadResult { key: x.clone(), value: None, version: Version::INITIAL, versions_skipped: 0 };
+        assert_eq!(read_reply(&a, 1), &Ok(vec![initial.clone()]));
+        assert_eq!(read_reply(&b, 2), &Ok(vec![initial]));
+        assert_eq!(p.holders(&x), vec![(txn(1), Mode::Shared), (txn(2), Mode::Shared)]);
+    }
+
+    #[test]
+    fn an_exclusive_request_waits_behind_a_shared_holder() {
+        let mut p = server(0);
+        let x = key(0, "x");
+        deliver(&mut p, c(1), read(1, 10, &[&x], false));
+        let out = deliver(&mut p, COORD, prepare(2, 20, &[(&x, "v")], false));
+        assert!(out.sends.is_empty(), "the younger writer waits: {:?}", out.sends);
+        assert_eq!(p.waiters(&x), vec![(txn(2), Mode::Exclusive)]);
+        let out = deliver_at(&mut p, NOW + 7, c(1), TwoPlMsg::Release { txn: txn(1), confirm: false });
+        assert_eq!(
+            out.sends,
+            vec![(Addr::Server(COORD), TwoPlMsg::Vote { txn: txn(2), vote: Ok(NOW + 7), blocked_ns: 7 })]
+        );
+        assert_eq!(p.holders(&x), vec![(txn(2), Mode::Exclusive)]);
+        assert!(p.is_prepared(txn(2)));
+    }
+
+    #[test]
+    fn wound_wait_wounds_a_younger_holder_and_its_next_read_learns_it() {
+        let mut p = server(0);
+        let (x, y) = (key(0, "x"), key(0, "y"));
+        deliver(&mut p, c(2), read(2, 20, &[&x], false));
+        let out = deliver(&mut p, COORD, prepare(1, 10, &[(&x, "v")], false));
+        assert!(vote(&out).is_ok(), "the older writer does not wait for the younger reader");
+        assert_eq!(p.holders(&x), vec![(txn(1), Mode::Exclusive)]);
+        assert_eq!(p.abort_cause(txn(2)), Some(AbortCause::Deadlock));
+        let out = deliver(&mut p, c(2), read(2, 20, &[&y], true));
+        assert_eq!(
+            read_reply(&out, 2),
+            &Err(OpError::aborted(AbortCause::Deadlock, "wounded by an older transaction"))
+        );
+        assert_eq!(p.transactions(), 1, "the wounded transaction holds nothing here");
+    }
+
+    #[test]
+    fn an_older_shared_holder_upgrades_by_wounding_a_younger_one() {
+        let mut p = server(0);
+        let x = key(0, "x");
+        deliver(&mut p, c(1), read(1, 10, &[&x], false));
+        deliver(&mut p, c(2), read(2, 20, &[&x], false));
+        let out = deliver(&mut p, COORD, prepare(1, 10, &[(&x, "v")], true));
+        assert!(vote(&out).is_ok());
+        assert_eq!(p.holders(&x), vec![(txn(1), Mode::Exclusive)]);
+        assert_eq!(p.abort_cause(txn(2)), Some(AbortCause::Deadlock));
+    }
+
+    #[test]
+    fn a_younger_requester_waits() {
+        let mut p = server(0);
+        let x = key(0, "x");
+        let out = deliver(&mut p, c(1), lock_x(1, 10, &x));
+        assert_eq!(read_reply(&out, 1).as_ref().map(Vec::len), Ok(0), "locked, nothing read");
+        let out = deliver(&mut p, c(2), read(2, 20, &[&x], false));
+        assert!(out.sends.is_empty());
+        assert_eq!(p.waiters(&x), vec![(txn(2), Mode::Shared)]);
+        assert_eq!(p.holders(&x), vec![(txn(1), Mode::Exclusive)], "the older holder is not wounded");
+    }
+
+    #[test]
+    fn a_prepared_holder_is_not_wounded_here_but_its_coordinator_is_asked_to_abort_it() {
+        // It voted yes, so only its coordinator may abort it (if it has not decided yet): without asking, an
+        // older transaction waiting here could wait for one that waits for it at another partition.
+        let mut p = server(0);
+        let x = key(0, "x");
+        assert!(vote(&deliver(&mut p, COORD, prepare(2, 20, &[(&x, "v")], false))).is_ok());
+        let out = deliver(&mut p, c(1), read(1, 10, &[&x], false));
+        assert_eq!(out.sends, vec![(Addr::Server(COORD), TwoPlMsg::Wound { txn: txn(2) })], "the reader waits");
+        assert!(p.is_prepared(txn(2)));
+        assert_eq!(p.abort_cause(txn(2)), None);
+        let out = deliver(&mut p, c(3), read(3, 5, &[&x], false));
+        assert!(out.sends.is_empty(), "its coordinator is asked once");
+        // A younger reader just waits.
+        let mut p = server(0);
+        deliver(&mut p, COORD, prepare(2, 20, &[(&x, "v")], false));
+        assert!(deliver(&mut p, c(4), read(4, 40, &[&x], false)).sends.is_empty());
+    }
+
+    #[test]
+    fn a_coordinator_aborts_a_wounded_transaction_until_it_has_decided() {
+        let mut tc = server(0);
+        let (x, y) = (key(0, "x"), key(1, "y"));
+        let participants = vec![
+            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false },
+            Participant { partition: 1, writes: vec![(y, "y1".into())], held: false },
+        ];
+        deliver(&mut tc, c(1), TwoPlMsg::Commit { txn: txn(1), age: age(1, 10), participants });
+        let out = deliver(&mut tc, COORD, TwoPlMsg::Wound { txn: txn(1) });
+        assert_eq!(
+            out.sends,
+            vec![
+                (c(1), TwoPlMsg::Outcome { txn: txn(1), result: Err(OpError::Aborted(wounded())) }),
+                (Addr::Server(COORD), TwoPlMsg::Decide { txn: txn(1), commit: None }),
+            ]
+        );
+        assert!(tc.holders(&x).is_empty(), "released in place");
+        assert!(deliver(&mut tc, COORD, TwoPlMsg::Wound { txn: txn(1) }).sends.is_empty(), "decided: ignored");
+    }
+
+    #[test]
+    fn a_commit_decision_applies_the_writes_at_the_chosen_version_and_grants_the_waiter() {
+        let mut p = server(0);
+        let (x, y) = (key(0, "x"), key(0, "y"));
+        deliver(&mut p, COORD, prepare(2, 20, &[(&x, "x2"), (&y, "y2")], false));
+        deliver(&mut p, c(1), read(1, 10, &[&x], false));
+        let version = Version { time: NOW + 500, dc: 0 };
+        let out = deliver_at(&mut p, NOW + 40, COORD, TwoPlMsg::Decide { txn: txn(2), commit: Some(version) });
+        let granted = ReadResult { key: x.clone(), value: Some("x2".into()), version, versions_skipped: 0 };
+        assert_eq!(
+            out.sends,
+            vec![
+                (c(1), TwoPlMsg::ReadReply { txn: txn(1), result: Ok(vec![granted]), blocked_ns: 40 }),
+                (Addr::Server(COORD), TwoPlMsg::Ack { txn: txn(2) }),
+            ]
+        );
+        assert_eq!(p.value(&y), Some(("y2".into(), version)));
+        assert_eq!(p.holders(&x), vec![(txn(1), Mode::Shared)]);
+        assert!(p.holders(&y).is_empty());
+        // The Lamport clock passed the decision: the next proposal is above it.
+        let out = deliver_at(&mut p, NOW + 50, COORD, prepare(3, 30, &[(&y, "y3")], false));
+        assert_eq!(vote(&out), &Ok(NOW + 501));
+    }
+
+    #[test]
+    fn an_abort_decision_releases_and_a_stale_decision_is_only_acknowledged() {
+        let mut p = server(0);
+        let x = key(0, "x");
+        deliver(&mut p, COORD, prepare(2, 20, &[(&x, "v")], false));
+        let out = deliver(&mut p, COORD, TwoPlMsg::Decide { txn: txn(2), commit: None });
+        assert_eq!(out.sends, vec![(Addr::Server(COORD), TwoPlMsg::Ack { txn: txn(2) })]);
+        assert_eq!((p.value(&x), p.transactions()), (None, 0));
+        let out = deliver(&mut p, COORD, TwoPlMsg::Decide { txn: txn(2), commit: Some(Version { time: 9, dc: 0 }) });
+        assert_eq!(out.sends, vec![(Addr::Server(COORD), TwoPlMsg::Ack { txn: txn(2) })]);
+        assert_eq!(p.value(&x), None, "nothing prepared: nothing applied");
+    }
+
+    #[test]
+    fn an_older_request_wounds_a_younger_waiter_queued_ahead_of_it() {
+        // FIFO queues: the old reader would wait behind the young writer, which waits for the prepared holder;
+        // wound-wait must not let an older transaction wait for a younger one, so the waiter is wounded.
+        let mut p = server(0);
+        let x = key(0, "x");
+        deliver(&mut p, COORD, prepare(3, 3, &[(&x, "v")], false));
+        assert!(deliver(&mut p, c(2), lock_x(2, 20, &x)).sends.is_empty());
+        let out = deliver_at(&mut p, NOW + 3, c(1), read(1, 10, &[&x], false));
+        assert_eq!(cause(read_reply(&out, 2)), Some(AbortCause::Deadlock), "the waiting request is answered");
+        assert_eq!(p.waiters(&x), vec![(txn(1), Mode::Shared)]);
+        assert!(p.is_prepared(txn(3)));
+    }
+
+    #[test]
+    fn a_transaction_idle_for_too_long_is_aborted_and_its_waiter_granted() {
+        let mut p = server(0);
+        let x = key(0, "x");
+        deliver(&mut p, c(1), lock_x(1, 10, &x));
+        assert!(deliver_at(&mut p, NOW + IDLE_ABORT_NS / 2, c(2), read(2, 20, &[&x], false)).sends.is_empty());
+        let out = sweep(&mut p, NOW + IDLE_ABORT_NS);
+        assert!(out.sends.is_empty(), "not idle for longer than the limit yet");
+        assert_eq!(out.timers, vec![(SWEEP_EVERY_NS, TwoPlTimer::Sweep)]);
+        let out = sweep(&mut p, NOW + IDLE_ABORT_NS + 1);
+        assert!(read_reply(&out, 2).is_ok(), "the waiter is granted");
+        assert_eq!(p.abort_cause(txn(1)), Some(AbortCause::Timeout));
+        let out = deliver_at(&mut p, NOW + IDLE_ABORT_NS + 2, c(1), read(1, 10, &[&x], true));
+        assert_eq!(cause(read_reply(&out, 1)), Some(AbortCause::Timeout));
+        // A prepared transaction is never aborted by the sweep.
+        let y = key(0, "y");
+        deliver_at(&mut p, NOW, COORD, prepare(3, 30, &[(&y, "v")], false));
+        sweep(&mut p, NOW + 10 * IDLE_ABORT_NS);
+        assert!(p.is_prepared(txn(3)));
+    }
+
+    #[test]
+    fn forged_and_misdirected_messages_get_errors_and_never_panic() {
+        let mut p = server(0);
+        let (x, elsewhere) = (key(0, "x"), key(1, "z"));
+        let rejected = |r: &Result<Vec<ReadResult>, OpError>, what: &str| {
+            assert!(matches!(r, Err(OpError::Rejected(m)) if m.contains(what)), "{r:?} should mention {what}")
+        };
+        rejected(read_reply(&deliver(&mut p, c(1), read(1, 10, &[&elsewhere], false)), 1), "misdirected");
+        rejected(read_reply(&deliver(&mut p, c(1), read(1, 10, &[], false)), 1), "at least one key");
+        // Client 1 names client 2's transaction.
+        let forged =
+            TwoPlMsg::Read { txn: txn(2), age: age(2, 1), keys: vec![x.clone()], exclusive: vec![], held: false };
+        rejected(read_reply(&deliver(&mut p, c(1), forged), 1), "not client c1's");
+        assert!(matches!(
+            vote(&deliver(&mut p, COORD, prepare(4, 40, &[(&elsewhere, "v")], false))),
+            Err(Abort { cause: AbortCause::Vote, .. })
+        ));
+        // Replies and decisions nobody asked for.
+        assert!(deliver(&mut p, COORD, TwoPlMsg::Vote { txn: txn(5), vote: Ok(1), blocked_ns: 0 }).sends.is_empty());
+        assert!(deliver(&mut p, COORD, TwoPlMsg::Ack { txn: txn(5) }).sends.is_empty());
+        assert!(
+            deliver(&mut p, c(1), TwoPlMsg::Outcome { txn: txn(1), result: Ok(Reply::default()) }).sends.is_empty()
+        );
+        assert!(deliver(&mut p, c(1), TwoPlMsg::Decide { txn: txn(1), commit: None }).sends.is_empty());
+        // A server of another datacenter is no coordinator or participant.
+        assert!(deliver(&mut p, ServerId::new(1, 0), prepare(6, 60, &[(&x, "v")], false)).sends.is_empty());
+        // Commits naming partitions that do not exist or keys on the wrong partition.
+        let mut coordinator = server(0);
+        for participants in [
+            vec![Participant { partition: 7, writes: vec![], held: true }],
+            vec![Participant { partition: 0, writes: vec![(elsewhere.clone(), "v".into())], held: false }],
+            vec![],
+        ] {
+            let out = deliver(&mut coordinator, c(1), TwoPlMsg::Commit { txn: txn(1), age: age(1, 1), participants });
+            assert!(matches!(out.sends.as_slice(), [(_, TwoPlMsg::Outcome { result: Err(OpError::Rejected(_)), .. })]));
+        }
+        // Another client cannot release someone's locks.
+        deliver(&mut p, c(1), read(1, 10, &[&x], false));
+        deliver(&mut p, c(2), TwoPlMsg::Release { txn: txn(1), confirm: false });
+        assert_eq!(p.holders(&x), vec![(txn(1), Mode::Shared)]);
+        // Datacenter 1 serves nothing.
+        let mut dc1 = TwoPl::server(ServerId::new(1, 0), topo(), &ProtocolConfig::default());
+        rejected(read_reply(&deliver(&mut dc1, c(1), read(1, 10, &[&x], false)), 1), "serves nothing");
+    }
+
+    #[test]
+    fn the_coordinator_prepares_every_participant_and_commits_at_the_largest_proposed_time() {
+        let mut tc = server(0);
+        let (x, y) = (key(0, "x"), key(1, "y"));
+        let participants = vec![
+            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false },
+            Participant { partition: 1, writes: vec![(y.clone(), "y1".into())], held: true },
+        ];
+        let out = deliver(&mut tc, c(1), TwoPlMsg::Commit { txn: txn(1), age: age(1, 10), participants });
+        let prepare_y =
+            TwoPlMsg::Prepare { txn: txn(1), age: age(1, 10), writes: vec![(y.clone(), "y1".into())], held: true };
+        assert_eq!(out.sends, vec![(Addr::Server(COORD), prepare_y)], "its own partition prepared in place");
+        assert!(tc.is_prepared(txn(1)));
+        let late = NOW + 1_000;
+        let out = deliver(&mut tc, COORD, TwoPlMsg::Vote { txn: txn(1), vote: Ok(late), blocked_ns: 5 });
+        let version = Version { time: late, dc: 0 };
+        let metrics = OpMetrics { blocked_ns: 5, ..Default::default() };
+        assert_eq!(
+            out.sends,
+            vec![
+                (
+                    c(1),
+                    TwoPlMsg::Outcome {
+                        txn: txn(1),
+                        result: Ok(Reply { commit: Some(version), metrics, ..Default::default() })
+                    }
+                ),
+                (Addr::Server(COORD), TwoPlMsg::Decide { txn: txn(1), commit: Some(version) }),
+            ]
+        );
+        assert_eq!(tc.value(&x), Some(("x1".into(), version)), "applied in place");
+        assert_eq!(tc.coordinating(), 1, "until every participant acknowledged");
+        deliver(&mut tc, COORD, TwoPlMsg::Ack { txn: txn(1) });
+        assert_eq!(tc.coordinating(), 0);
+    }
+
+    #[test]
+    fn a_no_vote_aborts_every_participant_with_the_voters_cause() {
+        let mut tc = server(0);
+        let (x, y) = (key(0, "x"), key(1, "y"));
+        let participants = vec![
+            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false },
+            Participant { partition: 1, writes: vec![(y, "y1".into())], held: true },
+        ];
+        deliver(&mut tc, c(1), TwoPlMsg::Commit { txn: txn(1), age: age(1, 10), participants });
+        let out = deliver(&mut tc, COORD, TwoPlMsg::Vote { txn: txn(1), vote: Err(wounded()), blocked_ns: 0 });
+        assert_eq!(
+            out.sends,
+            vec![
+                (c(1), TwoPlMsg::Outcome { txn: txn(1), result: Err(OpError::Aborted(wounded())) }),
+                (Addr::Server(COORD), TwoPlMsg::Decide { txn: txn(1), commit: None }),
+            ]
+        );
+        assert!(tc.holders(&x).is_empty(), "its own partition released in place");
+        assert!(deliver(&mut tc, COORD, TwoPlMsg::Vote { txn: txn(1), vote: Ok(5), blocked_ns: 0 }).sends.is_empty());
+    }
+
+    // ---- client ----
+
+    fn client() -> TwoPlClient {
+        TwoPl::client(ClientId(1), 1, topo(), &ProtocolConfig::default())
+    }
+
+    fn request(cl: &mut TwoPlClient, now: u64, op: u64, req: Request) -> Effects<TwoPl> {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut out = Effects::default();
+        cl.on_request(&mut Ctx::new(now, &mut rng, &mut out), OpId(op), req);
+        out
+    }
+
+    fn answer(cl: &mut TwoPlClient, from: ServerId, msg: TwoPlMsg) -> Effects<TwoPl> {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut out = Effects::default();
+        cl.on_message(&mut Ctx::new(NOW, &mut rng, &mut out), Addr::Server(from), msg);
+        out
+    }
+
+    fn value(key: &Key, v: &str, time: u64) -> ReadResult {
+        ReadResult { key: key.clone(), value: Some(v.into()), version: Version { time, dc: 0 }, versions_skipped: 0 }
+    }
+
+    fn completion(out: &Effects<TwoPl>) -> &Result<Reply, OpError> {
+        match out.completions.as_slice() {
+            [(_, r)] => r,
+            other => panic!("expected one completion, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn begin_is_local_and_reads_go_to_the_home_servers_in_datacenter_0() {
+        let mut cl = client();
+        let out = request(&mut cl, NOW, 0, Request::Begin);
+        assert_eq!((out.sends.len(), completion(&out)), (0, &Ok(Reply::default())));
+        let me = TxnId { client: ClientId(1), seq: 0 };
+        assert_eq!(cl.open_transaction(), Some((me, age(1, NOW))));
+        let (x, y) = (key(0, "x"), key(1, "y"));
+        let out = request(&mut cl, NOW + 1, 1, Request::Read { keys: vec![y.clone(), x.clone()] });
+        let lock = |k: &Key| TwoPlMsg::Read {
+            txn: me,
+            age: age(1, NOW),
+            keys: vec![k.clone()],
+            exclusive: vec![],
+            held: false,
+        };
+        assert_eq!(
+            out.sends,
+            vec![(Addr::Server(ServerId::new(0, 0)), lock(&x)), (Addr::Server(ServerId::new(0, 1)), lock(&y))]
+        );
+        let reply = |r: ReadResult, blocked_ns| TwoPlMsg::ReadReply { txn: me, result: Ok(vec![r]), blocked_ns };
+        assert!(answer(&mut cl, ServerId::new(0, 0), reply(value(&x, "a", 3), 7)).completions.is_empty());
+        // A reply from a server not asked is ignored.
+        assert!(answer(&mut cl, ServerId::new(1, 1), reply(value(&y, "forged", 3), 0)).completions.is_empty());
+        let out = answer(&mut cl, ServerId::new(0, 1), reply(value(&y, "b", 4), 2));
+        let got = completion(&out).as_ref().unwrap();
+        assert_eq!(got.reads, vec![value(&y, "b", 4), value(&x, "a", 3)], "request order");
+        assert_eq!((got.metrics.rounds, got.metrics.versions_returned, got.metrics.blocked_ns), (1, 2, 9));
+        // The next read of the same partition says it already holds locks there.
+        let out = request(&mut cl, NOW + 2, 2, Request::Read { keys: vec![x.clone()] });
+        assert!(matches!(out.sends.as_slice(), [(_, TwoPlMsg::Read { held: true, .. })]));
+    }
+
+    #[test]
+    fn a_transaction_retried_after_a_deadlock_abort_keeps_its_age() {
+        let mut cl = client();
+        let x = key(0, "x");
+        request(&mut cl, NOW, 0, Request::Begin);
+        request(&mut cl, NOW, 1, Request::Read { keys: vec![x.clone()] });
+        let me = TxnId { client: ClientId(1), seq: 0 };
+        let out = answer(
+            &mut cl,
+            ServerId::new(0, 0),
+            TwoPlMsg::ReadReply { txn: me, result: Err(OpError::Aborted(wounded())), blocked_ns: 0 },
+        );
+        assert_eq!(completion(&out), &Err(OpError::Aborted(wounded())));
+        assert!(out.sends.is_empty(), "the wounding partition already released; no other holds locks");
+        assert_eq!(cl.open_transaction(), None);
+        request(&mut cl, NOW + 1_000, 2, Request::Begin);
+        let retry = TxnId { client: ClientId(1), seq: 1 };
+        assert_eq!(cl.open_transaction(), Some((retry, age(1, NOW))), "same age, new id");
+        // A user abort does not carry the age over.
+        let out = request(&mut cl, NOW + 2_000, 3, Request::Abort);
+        assert_eq!(completion(&out).as_ref().err().and_then(OpError::abort_cause), Some(AbortCause::User));
+        request(&mut cl, NOW + 3_000, 4, Request::Begin);
+        assert_eq!(cl.open_transaction().map(|(_, a)| a), Some(age(1, NOW + 3_000)));
+    }
+
+    #[test]
+    fn commit_goes_to_the_lowest_participant_and_a_read_only_commit_releases() {
+        let mut cl = client();
+        let (x, y) = (key(0, "x"), key(1, "y"));
+        let me = TxnId { client: ClientId(1), seq: 0 };
+        request(&mut cl, NOW, 0, Request::Begin);
+        request(&mut cl, NOW, 1, Request::Read { keys: vec![y.clone()] });
+        answer(
+            &mut cl,
+            ServerId::new(0, 1),
+            TwoPlMsg::ReadReply { txn: me, result: Ok(vec![value(&y, "b", 4)]), blocked_ns: 0 },
+        );
+        let out = request(&mut cl, NOW, 2, Request::Commit { writes: vec![(x.clone(), "x1".into())] });
+        let participants = vec![
+            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false },
+            Participant { partition: 1, writes: vec![], held: true },
+        ];
+        assert_eq!(
+            out.sends,
+            vec![(Addr::Server(ServerId::new(0, 0)), TwoPlMsg::Commit { txn: me, age: age(1, NOW), participants })]
+        );
+        let version = Version { time: 77, dc: 0 };
+        let outcome = Ok(Reply { commit: Some(version), ..Default::default() });
+        let out = answer(&mut cl, ServerId::new(0, 0), TwoPlMsg::Outcome { txn: me, result: outcome });
+        let reply = completion(&out).as_ref().unwrap();
+        assert_eq!((reply.commit, reply.metrics.rounds), (Some(version), 1));
+
+        let me = TxnId { client: ClientId(1), seq: 1 };
+        request(&mut cl, NOW, 3, Request::Begin);
+        request(&mut cl, NOW, 4, Request::Read { keys: vec![y.clone()] });
+        answer(
+            &mut cl,
+            ServerId::new(0, 1),
+            TwoPlMsg::ReadReply { txn: me, result: Ok(vec![value(&y, "b", 4)]), blocked_ns: 0 },
+        );
+        let out = request(&mut cl, NOW, 5, Request::Commit { writes: vec![] });
+        assert_eq!(out.sends, vec![(Addr::Server(ServerId::new(0, 1)), TwoPlMsg::Release { txn: me, confirm: false })]);
+        assert_eq!(completion(&out).as_ref().unwrap().commit, None);
+    }
+
+    #[test]
+    fn requests_outside_a_transaction_are_refused_and_a_new_request_abandons_an_unanswered_one() {
+        let mut cl = client();
+        let x = key(0, "x");
+        for req in [Request::Read { keys: vec![x.clone()] }, Request::Commit { writes: vec![] }, Request::Abort] {
+            assert!(matches!(completion(&request(&mut cl, NOW, 0, req)), Err(OpError::Rejected(_))));
+        }
+        request(&mut cl, NOW, 1, Request::Begin);
+        assert!(matches!(completion(&request(&mut cl, NOW, 2, Request::Begin)), Err(OpError::Rejected(_))));
+        request(&mut cl, NOW, 3, Request::Read { keys: vec![x.clone()] });
+        // The runtime gave up on the read; the application moves on.
+        let out = request(&mut cl, NOW, 4, Request::Rot { keys: vec![x.clone()] });
+        assert!(matches!(out.completions.as_slice(), [(OpId(3), Err(OpError::Unknown(_)))]));
+        let me = TxnId { client: ClientId(1), seq: 0 };
+        assert_eq!(out.sends[0], (Addr::Server(ServerId::new(0, 0)), TwoPlMsg::Release { txn: me, confirm: false }));
+        assert!(matches!(out.sends[1].1, TwoPlMsg::Read { .. }), "the ROT starts");
+    }
+}
