@@ -1627,6 +1627,21 @@ mod tests {
     }
 
     #[test]
+    fn a_confirmed_release_says_whether_the_locks_were_still_held() {
+        let mut p = server(0);
+        let x = key(0, "x");
+        deliver(&mut p, c(2), read(2, 20, &[&x], false));
+        let out = deliver(&mut p, c(2), TwoPlMsg::Release { txn: txn(2), confirm: true });
+        assert_eq!(out.sends, vec![(c(2), TwoPlMsg::Released { txn: txn(2), result: Ok(()) })]);
+        assert!(p.holders(&x).is_empty());
+        // Wounded meanwhile: the release says so.
+        deliver(&mut p, c(3), read(3, 30, &[&x], false));
+        deliver(&mut p, COORD, prepare(1, 10, &[(&x, "v")], false));
+        let out = deliver(&mut p, c(3), TwoPlMsg::Release { txn: txn(3), confirm: true });
+        assert_eq!(out.sends, vec![(c(3), TwoPlMsg::Released { txn: txn(3), result: Err(wounded()) })]);
+    }
+
+    #[test]
     fn a_transaction_idle_for_too_long_is_aborted_and_its_waiter_granted() {
         let mut p = server(0);
         let x = key(0, "x");
@@ -1876,6 +1891,41 @@ mod tests {
         let out = request(&mut cl, NOW, 5, Request::Commit { writes: vec![] });
         assert_eq!(out.sends, vec![(Addr::Server(ServerId::new(0, 1)), TwoPlMsg::Release { txn: me, confirm: false })]);
         assert_eq!(completion(&out).as_ref().unwrap().commit, None);
+    }
+
+    #[test]
+    fn a_read_only_commit_over_several_partitions_waits_for_the_others_to_confirm() {
+        let mut cl = client();
+        let (x, y) = (key(0, "x"), key(1, "y"));
+        let me = TxnId { client: ClientId(1), seq: 0 };
+        request(&mut cl, NOW, 0, Request::Rot { keys: vec![x.clone(), y.clone()] });
+        let reply = |r: ReadResult| TwoPlMsg::ReadReply { txn: me, result: Ok(vec![r]), blocked_ns: 0 };
+        answer(&mut cl, ServerId::new(0, 1), reply(value(&y, "b", 4)));
+        let out = answer(&mut cl, ServerId::new(0, 0), reply(value(&x, "a", 3)));
+        assert!(out.completions.is_empty());
+        assert_eq!(
+            out.sends,
+            vec![
+                (Addr::Server(ServerId::new(0, 0)), TwoPlMsg::Release { txn: me, confirm: false }),
+                (Addr::Server(ServerId::new(0, 1)), TwoPlMsg::Release { txn: me, confirm: true }),
+            ],
+            "x's partition answered last: only y's must confirm"
+        );
+        let out = answer(&mut cl, ServerId::new(0, 1), TwoPlMsg::Released { txn: me, result: Ok(()) });
+        let got = completion(&out).as_ref().unwrap();
+        assert_eq!((values_of(got), got.metrics.rounds), (vec![Some("a".into()), Some("b".into())], 2));
+        // The same, but y's partition had wounded it: the ROT aborts.
+        let me = TxnId { client: ClientId(1), seq: 1 };
+        request(&mut cl, NOW, 1, Request::Rot { keys: vec![x.clone(), y.clone()] });
+        let reply = |r: ReadResult| TwoPlMsg::ReadReply { txn: me, result: Ok(vec![r]), blocked_ns: 0 };
+        answer(&mut cl, ServerId::new(0, 1), reply(value(&y, "b", 4)));
+        answer(&mut cl, ServerId::new(0, 0), reply(value(&x, "a", 3)));
+        let out = answer(&mut cl, ServerId::new(0, 1), TwoPlMsg::Released { txn: me, result: Err(wounded()) });
+        assert_eq!(completion(&out), &Err(OpError::Aborted(wounded())));
+    }
+
+    fn values_of(reply: &Reply) -> Vec<Option<Value>> {
+        reply.reads.iter().map(|r| r.value.clone()).collect()
     }
 
     #[test]
