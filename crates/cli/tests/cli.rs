@@ -317,3 +317,56 @@ fn reproduce_runs_its_sweep_and_writes_charts_and_a_summary() {
     assert!(!o.status.success());
     assert!(text(&o).contains("paxos"), "{}", text(&o));
 }
+
+/// `snowline txn` against a 2PL cluster: reads then writes commit atomically; a transaction that loses a
+/// deadlock to an older one is aborted, prints its cause and exits 3.
+#[test]
+fn txn_commits_on_a_2pl_cluster_and_an_aborted_one_prints_its_cause_and_exits_3() {
+    let dir = tempdir("txn-2pl");
+    let d = dir.to_str().unwrap();
+    let o = snowline(&[
+        "cluster",
+        "up",
+        "--protocol",
+        "2pl",
+        "--dcs",
+        "1",
+        "--partitions",
+        "2",
+        "--dir",
+        d,
+        "--background",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let _guard = Cluster(&dir);
+    let o = snowline(&["--cluster", d, "txn", "--get", "k", "--put", "k=1", "--put", "k2=1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("txn prints JSON");
+    assert_eq!(json["committed"], true);
+    assert_eq!(json["reads"][0]["value"], serde_json::Value::Null);
+
+    // An older transaction (begun first, through the client library) holds a shared lock on k. The CLI's
+    // transaction reads k2, then waits to write k; the older one then writes k2, which the younger holds:
+    // wound-wait aborts the younger (the CLI's) with cause deadlock, and the older commits.
+    let config = snowline_net::ClusterConfig::load(dir.join("cluster.toml")).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let runtime = snowline_net::ClientRuntime::<snowline_protocols::TwoPl>::connect(&config, 0).await.unwrap();
+        let session = runtime.session();
+        let mut older = session.begin().await.unwrap();
+        assert_eq!(older.get(&["k".into()]).await.unwrap(), vec![Some("1".into())]);
+        let cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_snowline"))
+            .args(["--cluster", d, "txn", "--get", "k2", "--put", "k=2"])
+            .output();
+        let cli = tokio::spawn(cli);
+        tokio::time::sleep(Duration::from_millis(700)).await; // the CLI's commit now waits for k
+        older.put("k2", "older");
+        let committed = older.commit().await;
+        let o = cli.await.unwrap().unwrap();
+        assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+        assert!(text(&o).contains("transaction aborted (deadlock)"), "{}", text(&o));
+        assert!(committed.is_ok(), "the older transaction commits: {committed:?}");
+    });
+    let o = snowline(&["--cluster", d, "rot", "k", "k2"]);
+    assert!(text(&o).contains("\"older\"") && text(&o).contains("\"1\""), "{}", text(&o));
+}

@@ -229,6 +229,14 @@ impl ClientLoop {
         sink: &mut Sink<'_>,
     ) -> Option<Action> {
         let step = std::mem::replace(&mut t.step, Step::Begin);
+        if let Ok(reply) = &result
+            && sink.spec.measured(t.attempt_start, now)
+        {
+            sink.metrics.record_step(reply);
+            if matches!(step, Step::Commit) {
+                sink.metrics.record_txn_writes(t.plan.writes.len());
+            }
+        }
         match (step, result) {
             (Step::Begin, Ok(_)) => Some(self.after_read(generator, t, 0)),
             (Step::Read(round), Ok(reply)) => {

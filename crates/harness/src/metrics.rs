@@ -130,6 +130,24 @@ impl Metrics {
         }
     }
 
+    /// What one step of an interactive transaction cost: time waited at servers; keys read.
+    pub fn record_step(&mut self, reply: &Reply) {
+        if reply.metrics.blocked_ns > 0 {
+            self.blocked_ops += 1;
+            self.blocked_ns.saturating_record(reply.metrics.blocked_ns);
+            self.blocked_ns_total += reply.metrics.blocked_ns;
+        }
+        self.keys_read += reply.reads.len() as u64;
+        for r in &reply.reads {
+            self.versions_skipped.saturating_record(u64::from(r.versions_skipped));
+        }
+    }
+
+    /// Keys a committed transaction wrote.
+    pub fn record_txn_writes(&mut self, keys: usize) {
+        self.keys_written += keys as u64;
+    }
+
     /// One aborted transaction attempt.
     pub fn record_abort(&mut self, cause: AbortCause) {
         *self.aborts.entry(cause).or_insert(0) += 1;
