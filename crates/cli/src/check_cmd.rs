@@ -43,6 +43,12 @@ pub fn print_verdict(verdict: &Verdict, all: bool) {
 /// (invalid input). `--level claimed` checks the claim of the protocol named by `--protocol`, or else by the
 /// history's metadata line.
 pub fn run(path: &Path, level: &str, protocol: Option<&str>, json: bool, all: bool) -> Result<i32> {
+    if level != "claimed"
+        && let Err(e) = level.parse::<Level>()
+    {
+        eprintln!("error: {e} (or `claimed`)");
+        return Ok(EXIT_INVALID);
+    }
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) => {
