@@ -253,13 +253,15 @@ impl History {
     /// `version_order` (a single-copy protocol whose commit versions totally order each key's writes). For
     /// each key, the final writes of its `ok` writers sorted by their transaction's `version`. A key is left
     /// out (its order is then inferred) when an `ok` writer of it carries no version, when two of its `ok`
-    /// writers carry the same version, or when a transaction read a version of it written by an `info`
-    /// transaction (which carries no version). Unread `info` writes are not listed: they may never have
+    /// writers carry the same version, or when an `info` transaction that wrote it was observed by some
+    /// read (it took effect, but carries no version). Unread `info` writes are not listed: they may never have
     /// taken effect. The order is verified when used ([`crate::check_with_order`]), not trusted.
     pub fn commit_order_from_versions(&self) -> CommitOrder {
         // Per key: (version, value) of ok writers; None once the key must be left out.
         let mut per_key: BTreeMap<Key, Option<Vec<(Version, Value)>>> = BTreeMap::new();
-        let mut info_values: HashMap<&Value, &Key> = HashMap::new();
+        // The final writes of info transactions: value -> (key, transaction).
+        let mut info_values: HashMap<&Value, (&Key, TxnId)> = HashMap::new();
+        let mut info_keys: HashMap<TxnId, Vec<&Key>> = HashMap::new();
         for t in self.txns.iter().filter(|t| t.status != TxnStatus::Fail) {
             let mut last: BTreeMap<&Key, &Value> = BTreeMap::new();
             for op in t.ops.iter().filter(|o| o.0 == OpKind::Write) {
@@ -275,17 +277,22 @@ impl History {
                     }
                     (TxnStatus::Ok, None) => *slot = None,
                     _ => {
-                        info_values.insert(v, k);
+                        info_values.insert(v, (k, t.id));
+                        info_keys.entry(t.id).or_default().push(k);
                     }
                 }
             }
         }
+        // An info transaction some read observed took effect: it must be listed, but has no version.
         for t in self.txns.iter().filter(|t| t.status == TxnStatus::Ok) {
             for op in t.ops.iter().filter(|o| o.0 == OpKind::Read) {
-                if let Some(&k) = op.2.as_ref().and_then(|v| info_values.get(v))
+                if let Some(&(k, u)) = op.2.as_ref().and_then(|v| info_values.get(v))
                     && *k == op.1
+                    && u != t.id
                 {
-                    per_key.insert(k.clone(), None);
+                    for &k in &info_keys[&u] {
+                        per_key.insert(k.clone(), None);
+                    }
                 }
             }
         }
