@@ -25,12 +25,39 @@ pub enum AnomalyKind {
     WritesFollowReads,
     CyclicCausality,
     InconsistentCommitOrder,
+    /// Adya's G0 (write cycle): a dependency cycle of write-write edges only.
+    G0,
+    /// Adya's G1c (circular information flow): a cycle of write-write and write-read edges, at least one
+    /// write-read.
+    G1c,
+    /// Two transactions read the same version of a key and both wrote that key: a cycle `T -RW-> U -WW-> T`.
+    LostUpdate,
+    /// Adya's G-single: a cycle with exactly one read-write (anti-dependency) edge; read skew.
+    GSingle,
+    /// Berenson et al.'s write skew: a cycle of exactly two read-write edges.
+    WriteSkew,
+    /// Fekete et al.'s read-only transaction anomaly: a cycle with two adjacent read-write edges through a
+    /// read-only transaction; the update transactions alone are serializable.
+    ReadOnlyAnomaly,
+    /// Sovran et al.'s long fork: a cycle with two or more read-write edges, no two adjacent (observers
+    /// disagree on the order of independent updates).
+    LongFork,
+    /// Adya's G2-item: any other cycle with two or more read-write edges.
+    G2Item,
+    /// A transaction's snapshot misses a version that an earlier transaction of its own session wrote or
+    /// observed: a cycle with one read-write edge `T -RW-> W` entered through session order into `T`.
+    NonMonotonicSnapshot,
+    /// A cycle that needs session order (SO) edges, other than a non-monotonic snapshot.
+    ProcessOrderViolation,
+    /// A cycle that needs real-time (RT) edges: a transaction ordered after one that completed before it
+    /// was invoked.
+    RealTimeViolation,
     /// The input is not a well-formed history (only from [`crate::check`], which validates first).
     InvalidHistory,
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 14] = [
+    pub const ALL: [AnomalyKind; 25] = [
         AnomalyKind::ThinAirRead,
         AnomalyKind::AbortedRead,
         AnomalyKind::IntermediateRead,
@@ -44,6 +71,17 @@ impl AnomalyKind {
         AnomalyKind::WritesFollowReads,
         AnomalyKind::CyclicCausality,
         AnomalyKind::InconsistentCommitOrder,
+        AnomalyKind::G0,
+        AnomalyKind::G1c,
+        AnomalyKind::LostUpdate,
+        AnomalyKind::GSingle,
+        AnomalyKind::WriteSkew,
+        AnomalyKind::ReadOnlyAnomaly,
+        AnomalyKind::LongFork,
+        AnomalyKind::G2Item,
+        AnomalyKind::NonMonotonicSnapshot,
+        AnomalyKind::ProcessOrderViolation,
+        AnomalyKind::RealTimeViolation,
         AnomalyKind::InvalidHistory,
     ];
 
@@ -63,7 +101,28 @@ impl AnomalyKind {
             AnomalyKind::WritesFollowReads => "writes-follow-reads",
             AnomalyKind::CyclicCausality => "cyclic-causality",
             AnomalyKind::InconsistentCommitOrder => "inconsistent-commit-order",
+            AnomalyKind::G0 => "g0",
+            AnomalyKind::G1c => "g1c",
+            AnomalyKind::LostUpdate => "lost-update",
+            AnomalyKind::GSingle => "g-single",
+            AnomalyKind::WriteSkew => "write-skew",
+            AnomalyKind::ReadOnlyAnomaly => "read-only-anomaly",
+            AnomalyKind::LongFork => "long-fork",
+            AnomalyKind::G2Item => "g2-item",
+            AnomalyKind::NonMonotonicSnapshot => "non-monotonic-snapshot",
+            AnomalyKind::ProcessOrderViolation => "process-order-violation",
+            AnomalyKind::RealTimeViolation => "real-time-violation",
             AnomalyKind::InvalidHistory => "invalid-history",
+        }
+    }
+
+    /// The kind with this name, or with this alias: Adya's `g1a` is `aborted-read` and `g1b` is
+    /// `intermediate-read`.
+    pub fn from_name(name: &str) -> Option<AnomalyKind> {
+        match name {
+            "g1a" => Some(AnomalyKind::AbortedRead),
+            "g1b" => Some(AnomalyKind::IntermediateRead),
+            _ => AnomalyKind::ALL.into_iter().find(|k| k.name() == name),
         }
     }
 }
@@ -100,6 +159,8 @@ pub enum EdgeKind {
     WW,
     /// Read-write (anti-dependency): the target overwrote (a successor of) the version the source read.
     RW,
+    /// Real time: the source completed before the target was invoked (strict serializability).
+    RT,
 }
 
 /// One justified edge of a witness.
@@ -159,6 +220,14 @@ pub struct Verdict {
     pub anomalies: Vec<Anomaly>,
     /// How many anomalies of each kind were found in all (including those not listed).
     pub counts: BTreeMap<AnomalyKind, usize>,
+    /// For the dependency-graph levels: what the verdict rests on (the version order: reported, or which
+    /// inference; and whether a search decided the writers the inference left unordered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
+    /// No anomaly was found, but the level is not proven: the version order could not be inferred and the
+    /// search for one under which the level holds ran out of budget. `ok` is then `true`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inconclusive: bool,
 }
 
 impl Verdict {
@@ -174,10 +243,18 @@ impl Verdict {
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.ok {
-            return writeln!(f, "{}: ok", self.level);
+            let what = if self.inconclusive { "ok (inconclusive: not proven)" } else { "ok" };
+            writeln!(f, "{}: {what}", self.level)?;
+            if let Some(b) = &self.basis {
+                writeln!(f, "    {b}")?;
+            }
+            return Ok(());
         }
         let counts: Vec<String> = self.counts.iter().map(|(k, n)| format!("{k} x{n}")).collect();
         writeln!(f, "{}: FAILED ({})", self.level, counts.join(", "))?;
+        if let Some(b) = &self.basis {
+            writeln!(f, "    {b}")?;
+        }
         for a in &self.anomalies {
             write!(f, "{a}")?;
         }

@@ -19,11 +19,13 @@ pub(crate) struct Reporter {
     level: Level,
     listed: Vec<(Option<TxnId>, Anomaly)>,
     counts: BTreeMap<AnomalyKind, usize>,
+    pub(crate) basis: Option<String>,
+    pub(crate) inconclusive: bool,
 }
 
 impl Reporter {
     pub(crate) fn new(level: Level) -> Self {
-        Reporter { level, listed: Vec::new(), counts: BTreeMap::new() }
+        Reporter { level, listed: Vec::new(), counts: BTreeMap::new(), basis: None, inconclusive: false }
     }
 
     pub(crate) fn add(&mut self, at: Option<TxnId>, kind: AnomalyKind, build: impl FnOnce() -> Anomaly) {
@@ -36,11 +38,14 @@ impl Reporter {
 
     pub(crate) fn finish(mut self) -> Verdict {
         self.listed.sort_by_key(|(at, _)| *at);
+        let ok = self.counts.is_empty();
         Verdict {
             level: self.level,
-            ok: self.counts.is_empty(),
+            ok,
             anomalies: self.listed.into_iter().map(|(_, a)| a).collect(),
             counts: self.counts,
+            basis: self.basis,
+            inconclusive: self.inconclusive && ok,
         }
     }
 }
@@ -201,7 +206,7 @@ fn read_tail(g: &Graph, t: TxnId, r: &ExtRead, w: TxnId, why: Prec, wit: &mut Wi
     edges.push(g.rw_edge(t, r, w));
 }
 
-fn non_repeatable(g: &Graph, t: TxnId, r0: &ExtRead, r: &ExtRead) -> Anomaly {
+pub(crate) fn non_repeatable(g: &Graph, t: TxnId, r0: &ExtRead, r: &ExtRead) -> Anomaly {
     let mut wit = Witness::default();
     wit.op(t, r0.op);
     wit.op(t, r.op);

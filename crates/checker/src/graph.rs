@@ -246,8 +246,44 @@ impl<'h> Graph<'h> {
         g
     }
 
-    fn committed(&self, t: TxnId) -> bool {
+    pub(crate) fn committed(&self, t: TxnId) -> bool {
         self.proc[t] != u32::MAX
+    }
+
+    /// The writers of key `k` in an accepted commit order, oldest first (`None`: no order for `k`).
+    pub(crate) fn reported_order(&self, k: u32) -> Option<Vec<TxnId>> {
+        let rank = self.commit_rank[k as usize].as_ref()?;
+        let mut seq: Vec<(u32, TxnId)> = rank.iter().map(|(&t, &r)| (r, t)).collect();
+        seq.sort_unstable();
+        Some(seq.into_iter().map(|(_, t)| t).collect())
+    }
+
+    /// A generating set of the happens-before part of key `k`'s version order: pairs `(v, w)` with `v`
+    /// happens-before `w` (consecutive writers of a process, and for each writer `w` and process `p` the
+    /// latest writer in `p` that happens-before `w`).
+    pub(crate) fn hb_generating(&self, k: u32) -> Vec<(TxnId, TxnId)> {
+        let per_proc = &self.writers[k as usize];
+        let mut out = Vec::new();
+        let mut add = |v: TxnId, w: TxnId| {
+            if self.hb(v, w) && self.comp[v] != self.comp[w] {
+                out.push((v, w));
+            }
+        };
+        for (_, list) in per_proc {
+            for pair in list.windows(2) {
+                add(pair[0].1, pair[1].1);
+            }
+            for &(_, w) in list {
+                for (p, other) in per_proc {
+                    let bound = self.clock_row(w)[*p as usize];
+                    let i = other.partition_point(|&(pos, _)| pos < bound);
+                    if *p != self.proc[w] && i > 0 {
+                        add(other[i - 1].1, w);
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The `i`-th successor of `t`: its session successor first, then its readers.

@@ -16,7 +16,7 @@
 use serde::Serialize;
 use snowline_core::DcId;
 use snowline_core::history::{EventType, HistoryEvent, HistoryOp, OpKind};
-use snowline_core::request::{Key, Value};
+use snowline_core::request::{Key, Value, Version};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
@@ -59,6 +59,9 @@ pub struct Txn {
     pub complete_time: Option<u64>,
     /// For `ok`: the completed micro-operations (reads carry the values returned). Otherwise: as invoked.
     pub ops: Vec<HistoryOp>,
+    /// For `ok`: the commit version the protocol reported for all the transaction's writes (the event's
+    /// `version` field), if any.
+    pub version: Option<Version>,
 }
 
 impl Txn {
@@ -166,6 +169,7 @@ pub fn validate(events: &[HistoryEvent]) -> Result<History, InputError> {
                     invoke_time: e.time,
                     complete_time: None,
                     ops: e.value.clone(),
+                    version: None,
                 });
             }
             kind => {
@@ -197,6 +201,7 @@ pub fn validate(events: &[HistoryEvent]) -> Result<History, InputError> {
                 t.status = match kind {
                     EventType::Ok => {
                         t.ops = e.value.clone();
+                        t.version = e.version;
                         TxnStatus::Ok
                     }
                     EventType::Fail => TxnStatus::Fail,
@@ -241,4 +246,65 @@ pub(crate) fn fmt_value(v: Option<&Value>) -> String {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CommitOrder {
     pub keys: BTreeMap<Key, Vec<Value>>,
+}
+
+impl History {
+    /// The per-key commit order the protocol's versions imply, for histories whose metadata line says
+    /// `version_order` (a single-copy protocol whose commit versions totally order each key's writes). For
+    /// each key, the final writes of its `ok` writers sorted by their transaction's `version`. A key is left
+    /// out (its order is then inferred) when an `ok` writer of it carries no version, when two of its `ok`
+    /// writers carry the same version, or when an `info` transaction that wrote it was observed by some
+    /// read (it took effect, but carries no version). Unread `info` writes are not listed: they may never have
+    /// taken effect. The order is verified when used ([`crate::check_with_order`]), not trusted.
+    pub fn commit_order_from_versions(&self) -> CommitOrder {
+        // Per key: (version, value) of ok writers; None once the key must be left out.
+        let mut per_key: BTreeMap<Key, Option<Vec<(Version, Value)>>> = BTreeMap::new();
+        // The final writes of info transactions: value -> (key, transaction).
+        let mut info_values: HashMap<&Value, (&Key, TxnId)> = HashMap::new();
+        let mut info_keys: HashMap<TxnId, Vec<&Key>> = HashMap::new();
+        for t in self.txns.iter().filter(|t| t.status != TxnStatus::Fail) {
+            let mut last: BTreeMap<&Key, &Value> = BTreeMap::new();
+            for op in t.ops.iter().filter(|o| o.0 == OpKind::Write) {
+                last.insert(&op.1, op.2.as_ref().expect("validated: writes carry values"));
+            }
+            for (k, v) in last {
+                let slot = per_key.entry(k.clone()).or_insert_with(|| Some(Vec::new()));
+                match (t.status, t.version) {
+                    (TxnStatus::Ok, Some(ver)) => {
+                        if let Some(list) = slot {
+                            list.push((ver, v.clone()));
+                        }
+                    }
+                    (TxnStatus::Ok, None) => *slot = None,
+                    _ => {
+                        info_values.insert(v, (k, t.id));
+                        info_keys.entry(t.id).or_default().push(k);
+                    }
+                }
+            }
+        }
+        // An info transaction some read observed took effect: it must be listed, but has no version.
+        for t in self.txns.iter().filter(|t| t.status == TxnStatus::Ok) {
+            for op in t.ops.iter().filter(|o| o.0 == OpKind::Read) {
+                if let Some(&(k, u)) = op.2.as_ref().and_then(|v| info_values.get(v))
+                    && *k == op.1
+                    && u != t.id
+                {
+                    for &k in &info_keys[&u] {
+                        per_key.insert(k.clone(), None);
+                    }
+                }
+            }
+        }
+        let mut keys = BTreeMap::new();
+        for (k, list) in per_key {
+            let Some(mut list) = list else { continue };
+            list.sort();
+            if list.windows(2).any(|w| w[0].0 == w[1].0) {
+                continue;
+            }
+            keys.insert(k, list.into_iter().map(|(_, v)| v).collect());
+        }
+        CommitOrder { keys }
+    }
 }

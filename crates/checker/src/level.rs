@@ -1,11 +1,13 @@
-//! Consistency levels, weakest first, and which checks each one runs.
+//! Consistency levels and which checks each one runs. The levels are not a chain: `si` and `us` are
+//! incomparable, and so are `pos` and `strict-ser`, or `tcc` and `psi` (definitions and sources: crate
+//! documentation and `docs/CHECKER.md`). The declaration order is only the order levels are listed in.
 
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
 /// A consistency level the checker can prove. Definitions: crate documentation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Level {
     #[serde(rename = "rc")]
     Rc,
@@ -17,10 +19,51 @@ pub enum Level {
     Causal,
     #[serde(rename = "tcc")]
     Tcc,
+    /// Serializability.
+    #[serde(rename = "ser")]
+    Ser,
+    /// Strict serializability: serializability respecting real time.
+    #[serde(rename = "strict-ser")]
+    StrictSer,
+    /// Process-ordered serializability: serializability respecting each process's order.
+    #[serde(rename = "pos")]
+    Pos,
+    /// Snapshot isolation.
+    #[serde(rename = "si")]
+    Si,
+    /// Parallel snapshot isolation.
+    #[serde(rename = "psi")]
+    Psi,
+    /// Non-monotonic snapshot isolation.
+    #[serde(rename = "nmsi")]
+    Nmsi,
+    /// Update serializability.
+    #[serde(rename = "us")]
+    Us,
 }
 
 impl Level {
-    pub const ALL: [Level; 5] = [Level::Rc, Level::Ra, Level::CausalSnapshot, Level::Causal, Level::Tcc];
+    pub const ALL: [Level; 12] = [
+        Level::Rc,
+        Level::Ra,
+        Level::CausalSnapshot,
+        Level::Causal,
+        Level::Tcc,
+        Level::Ser,
+        Level::StrictSer,
+        Level::Pos,
+        Level::Si,
+        Level::Psi,
+        Level::Nmsi,
+        Level::Us,
+    ];
+
+    /// The levels defined by what each read observes (visibility and session guarantees).
+    pub const VISIBILITY: [Level; 5] = [Level::Rc, Level::Ra, Level::CausalSnapshot, Level::Causal, Level::Tcc];
+
+    /// The levels defined by cycles in the dependency graph under some version order.
+    pub const GRAPH: [Level; 7] =
+        [Level::Ser, Level::StrictSer, Level::Pos, Level::Si, Level::Psi, Level::Nmsi, Level::Us];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -29,7 +72,19 @@ impl Level {
             Level::CausalSnapshot => "causal-snapshot",
             Level::Causal => "causal",
             Level::Tcc => "tcc",
+            Level::Ser => "ser",
+            Level::StrictSer => "strict-ser",
+            Level::Pos => "pos",
+            Level::Si => "si",
+            Level::Psi => "psi",
+            Level::Nmsi => "nmsi",
+            Level::Us => "us",
         }
+    }
+
+    /// A dependency-graph level (one of [`Level::GRAPH`]).
+    pub fn is_graph(self) -> bool {
+        Level::GRAPH.contains(&self)
     }
 
     /// Atomic visibility (`fractured-read`).
@@ -50,6 +105,11 @@ impl Level {
     /// Uses the per-key version order (inferred or reported); commit orders are checked only then.
     pub(crate) fn uses_version_order(self) -> bool {
         self != Level::Rc
+    }
+
+    /// A graph level whose dependency graph includes session order (SO edges).
+    pub(crate) fn session_order(self) -> bool {
+        matches!(self, Level::Pos | Level::Si | Level::Psi)
     }
 }
 

@@ -79,6 +79,7 @@
 
 pub mod anomaly;
 mod checks;
+mod cycles;
 pub mod graph;
 pub mod input;
 pub mod level;
@@ -103,8 +104,31 @@ pub fn check(events: &[HistoryEvent], level: Level) -> Verdict {
 pub fn check_history(history: &History, level: Level) -> Verdict {
     let graph = Graph::new(history);
     let mut rep = checks::Reporter::new(level);
-    checks::run(&graph, level, &mut rep);
+    run(&graph, level, &mut rep);
     rep.finish()
+}
+
+fn run(graph: &Graph, level: Level, rep: &mut checks::Reporter) {
+    if level.is_graph() {
+        cycles::run(graph, level, rep);
+    } else {
+        checks::run(graph, level, rep);
+    }
+}
+
+/// The per-key commit order implied by the history's `version` fields (see
+/// [`History::commit_order_from_versions`]). Use it for histories whose metadata line says
+/// `version_order: true`, with [`check_with_order`] or [`check_with_versions`].
+pub fn commit_order_from_versions(history: &History) -> CommitOrder {
+    history.commit_order_from_versions()
+}
+
+/// Check a validated history whose metadata line says `version_order: true`: the version order of each key
+/// is taken from the protocol's commit versions ([`commit_order_from_versions`]), verified against
+/// happens-before (`inconsistent-commit-order`), and used instead of an inferred one.
+pub fn check_with_versions(history: &History, level: Level) -> Verdict {
+    let order = history.commit_order_from_versions();
+    check_with_order(history, level, &order).expect("an order built from the history's own versions is well formed")
 }
 
 /// Check a validated history against a level, with a per-key commit order reported by the protocol. The
@@ -118,7 +142,7 @@ pub fn check_with_order(history: &History, level: Level, order: &CommitOrder) ->
             rep.add(None, a.name, || a);
         }
     }
-    checks::run(&graph, level, &mut rep);
+    run(&graph, level, &mut rep);
     Ok(rep.finish())
 }
 

@@ -81,6 +81,14 @@ impl Builder {
         self
     }
 
+    /// Set the commit version (`time`, dc 0) of the last event, an `ok` completion.
+    pub fn version(&mut self, time: u64) -> &mut Self {
+        let e = self.events.last_mut().expect("an event");
+        assert_eq!(e.kind, EventType::Ok, "versions are on ok completions");
+        e.version = Some(snowline_core::request::Version { time, dc: 0 });
+        self
+    }
+
     /// A whole transaction: invoke then completion.
     pub fn txn(&mut self, process: u64, status: &str, spec: &str) -> &mut Self {
         self.invoke(process, spec).complete(process, status, spec)

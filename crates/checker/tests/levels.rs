@@ -1,0 +1,321 @@
+//! The expectation matrix of `docs/CHECKER.md`: for every anomaly class, a small hand-written history that
+//! shows it and a near-identical one that does not. The failing history must produce exactly the anomaly
+//! kinds the matrix lists at each level (`ok`: passes), and the passing one must pass at every level. The
+//! test parses the matrix from the document, so the two cannot drift apart.
+
+mod common;
+
+use common::{Builder, kinds, parse_jsonl};
+use snowline_checker::{CommitOrder, Level, Verdict, check_with_order, check_with_versions, validate};
+use snowline_core::HistoryEvent;
+
+/// How a history is checked.
+#[derive(Clone)]
+enum How {
+    /// `check`: the version order is inferred.
+    Plain,
+    /// `check_with_versions`: the order comes from the `version` fields.
+    Versions,
+    /// `check_with_order` with this per-key order.
+    Order(Vec<(&'static str, Vec<&'static str>)>),
+}
+
+struct Case {
+    class: &'static str,
+    how: How,
+    fail: Vec<HistoryEvent>,
+    pass: Vec<HistoryEvent>,
+}
+
+fn verdict(events: &[HistoryEvent], how: &How, level: Level) -> Verdict {
+    let h = validate(events).expect("well formed");
+    match how {
+        How::Plain => snowline_checker::check_history(&h, level),
+        How::Versions => check_with_versions(&h, level),
+        How::Order(o) => {
+            let keys = o.iter().map(|(k, vs)| ((*k).into(), vs.iter().map(|&v| v.into()).collect())).collect();
+            check_with_order(&h, level, &CommitOrder { keys }).expect("a well-formed order")
+        }
+    }
+}
+
+fn b() -> Builder {
+    Builder::new()
+}
+
+fn golden(name: &str) -> Vec<HistoryEvent> {
+    let path = format!("{}/tests/golden/{name}.jsonl", env!("CARGO_MANIFEST_DIR"));
+    parse_jsonl(&std::fs::read_to_string(path).unwrap())
+}
+
+/// The canonical histories, in the matrix's row order. Process 0 usually writes; builder times increase
+/// with every event, so transactions built with `txn` do not overlap in real time.
+fn cases() -> Vec<Case> {
+    let plain = |class, fail: &mut Builder, pass: &mut Builder| Case {
+        class,
+        how: How::Plain,
+        fail: fail.events.clone(),
+        pass: pass.events.clone(),
+    };
+    vec![
+        plain(
+            "thin-air-read",
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "r x x2"),
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "r x x1"),
+        ),
+        plain(
+            "aborted-read (g1a)",
+            b().txn(0, "fail", "w x x1").txn(1, "ok", "r x x1"),
+            b().txn(0, "info", "w x x1").txn(1, "ok", "r x x1"),
+        ),
+        plain(
+            "intermediate-read (g1b)",
+            b().txn(0, "ok", "w x x1, w x x2").txn(1, "ok", "r x x1"),
+            b().txn(0, "ok", "w x x1, w x x2").txn(1, "ok", "r x x2"),
+        ),
+        plain("internal-read", b().txn(0, "ok", "w x x1, r x _"), b().txn(0, "ok", "w x x1, r x x1")),
+        plain(
+            "non-repeatable-read",
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "r x x1, r x _"),
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "r x x1, r x x1"),
+        ),
+        plain(
+            "fractured-read",
+            b().txn(0, "ok", "w x x1, w y y1").txn(1, "ok", "r x x1, r y _"),
+            b().txn(0, "ok", "w x x1, w y y1").txn(1, "ok", "r x x1, r y y1"),
+        ),
+        Case {
+            class: "causality-gap",
+            how: How::Plain,
+            fail: golden("photo-acl-fail"),
+            pass: golden("photo-acl-pass"),
+        },
+        plain(
+            "read-your-writes",
+            b().txn(0, "ok", "w x x1").txn(0, "ok", "r x _"),
+            b().txn(0, "ok", "w x x1").txn(0, "ok", "r x x1"),
+        ),
+        plain(
+            "monotonic-reads",
+            b().txn(0, "ok", "w x x1").txn(0, "ok", "w x x2").txn(1, "ok", "r x x2").txn(1, "ok", "r x x1"),
+            b().txn(0, "ok", "w x x1").txn(0, "ok", "w x x2").txn(1, "ok", "r x x2").txn(1, "ok", "r x x2"),
+        ),
+        plain(
+            "monotonic-writes",
+            b().txn(0, "ok", "w x x1").txn(0, "ok", "w y y1").txn(1, "ok", "r y y1").txn(1, "ok", "r x _"),
+            b().txn(0, "ok", "w x x1").txn(0, "ok", "w y y1").txn(1, "ok", "r y y1").txn(1, "ok", "r x x1"),
+        ),
+        plain(
+            "writes-follow-reads",
+            b().txn(0, "ok", "w x x1")
+                .txn(1, "ok", "r x x1")
+                .txn(1, "ok", "w y y1")
+                .txn(2, "ok", "r y y1")
+                .txn(2, "ok", "r x _"),
+            b().txn(0, "ok", "w x x1")
+                .txn(1, "ok", "r x x1")
+                .txn(1, "ok", "w y y1")
+                .txn(2, "ok", "r y y1")
+                .txn(2, "ok", "r x x1"),
+        ),
+        plain(
+            "cyclic-causality",
+            b().txn(0, "ok", "w x x1, r y y1").txn(1, "ok", "w y y1, r x x1"),
+            b().txn(0, "ok", "w x x1, r y _").txn(1, "ok", "w y y1, r x x1"),
+        ),
+        Case {
+            class: "inconsistent-commit-order",
+            how: How::Versions,
+            fail: b().txn(0, "ok", "w x x1").version(20).txn(0, "ok", "w x x2").version(10).events.clone(),
+            pass: b()
+                .invoke(1, "w x x1")
+                .invoke(0, "w x x2")
+                .complete(1, "ok", "w x x1")
+                .version(20)
+                .complete(0, "ok", "w x x2")
+                .version(10)
+                .events
+                .clone(),
+        },
+        Case {
+            class: "g0",
+            how: How::Order(vec![("x", vec!["x1", "x2"]), ("y", vec!["y2", "y1"])]),
+            fail: b().txn(0, "ok", "w x x1, w y y1").txn(1, "ok", "w x x2, w y y2").events.clone(),
+            pass: b().txn(0, "ok", "w x x1, w y y2").txn(1, "ok", "w x x2, w y y1").events.clone(),
+        },
+        plain(
+            "g1c",
+            b().txn(0, "ok", "r z z2, w x x1").txn(1, "ok", "r x x1, w y y1").txn(2, "ok", "r y y1, w z z2"),
+            b().txn(0, "ok", "r z _, w x x1").txn(1, "ok", "r x x1, w y y1").txn(2, "ok", "r y y1, w z z2"),
+        ),
+        plain(
+            "lost-update",
+            b().txn(0, "ok", "r x _, w x x1").txn(1, "ok", "r x _, w x x2"),
+            b().txn(0, "ok", "r x _, w x x1").txn(1, "ok", "r x x1, w x x2"),
+        ),
+        plain(
+            "g-single",
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "r x x1, w y y1").txn(2, "ok", "r y y1, r x _"),
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "r x x1, w y y1").txn(2, "ok", "r y y1, r x x1"),
+        ),
+        plain(
+            "write-skew",
+            b().txn(0, "ok", "r x _, r y _, w x x1").txn(1, "ok", "r x _, r y _, w y y2"),
+            b().txn(0, "ok", "r x _, r y _, w x x1").txn(1, "ok", "r x x1, r y _, w y y2"),
+        ),
+        plain(
+            "read-only-anomaly",
+            b().txn(0, "ok", "r y _, w y y1").txn(1, "ok", "r x _, r y _, w x x2").txn(2, "ok", "r x _, r y y1"),
+            b().txn(0, "ok", "r y _, w y y1").txn(1, "ok", "r x _, r y y1, w x x2").txn(2, "ok", "r x x2, r y y1"),
+        ),
+        plain(
+            "long-fork",
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "w y y2").txn(2, "ok", "r x x1, r y _").txn(
+                3,
+                "ok",
+                "r x _, r y y2",
+            ),
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "w y y2").txn(2, "ok", "r x x1, r y y2").txn(
+                3,
+                "ok",
+                "r x x1, r y y2",
+            ),
+        ),
+        plain(
+            "g2-item",
+            b().txn(0, "ok", "r x _, w y y1").txn(1, "ok", "r y _, w z z2").txn(2, "ok", "r z _, w x x3"),
+            b().txn(0, "ok", "r x _, w y y1").txn(1, "ok", "r y y1, w z z2").txn(2, "ok", "r z z2, w x x3"),
+        ),
+        plain(
+            "non-monotonic-snapshot",
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "r x x1").txn(1, "ok", "r x _"),
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "r x x1").txn(1, "ok", "r x x1"),
+        ),
+        plain(
+            "process-order-violation",
+            b().txn(0, "ok", "r x x1").txn(0, "ok", "w x x1"),
+            b().txn(0, "ok", "r x _").txn(0, "ok", "w x x1"),
+        ),
+        plain(
+            "real-time-violation",
+            b().txn(0, "ok", "w x x1").txn(1, "ok", "r x _"),
+            b().invoke(1, "r x _").txn(0, "ok", "w x x1").complete(1, "ok", "r x _"),
+        ),
+    ]
+}
+
+/// One matrix row: per level, the anomaly kinds expected (empty: passes).
+type Row = Vec<(Level, Vec<String>)>;
+
+/// The matrix in `docs/CHECKER.md`: class -> level -> expected kinds (empty: passes).
+fn documented() -> Vec<(String, Row)> {
+    let path = format!("{}/../../docs/CHECKER.md", env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(path).unwrap();
+    let mut lines = doc.lines().skip_while(|l| !l.starts_with("| class |"));
+    let header: Vec<Level> = lines
+        .next()
+        .expect("the matrix header `| class | rc | ...`")
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .skip(1)
+        .map(|c| c.parse().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    lines
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).filter(|c| !c.is_empty()).collect();
+            assert_eq!(cells.len(), header.len() + 1, "row {l}");
+            let class = cells[0].trim_matches('`').to_string();
+            let row = header
+                .iter()
+                .zip(&cells[1..])
+                .map(|(&lvl, c)| {
+                    let kinds =
+                        if *c == "ok" { Vec::new() } else { c.split('+').map(|k| k.trim().to_string()).collect() };
+                    (lvl, kinds)
+                })
+                .collect();
+            (class, row)
+        })
+        .collect()
+}
+
+fn observed(events: &[HistoryEvent], how: &How, level: Level) -> Vec<String> {
+    kinds(&verdict(events, how, level)).into_iter().map(String::from).collect()
+}
+
+#[test]
+fn the_documented_matrix_matches_the_checker() {
+    let doc = documented();
+    let cases = cases();
+    let doc_classes: Vec<&str> = doc.iter().map(|(c, _)| c.as_str()).collect();
+    let case_classes: Vec<&str> = cases.iter().map(|c| c.class).collect();
+    assert_eq!(doc_classes, case_classes, "the matrix rows and the canonical histories differ");
+    assert_eq!(doc[0].1.len(), Level::ALL.len(), "the matrix lists every level");
+    for (case, (_, row)) in cases.iter().zip(&doc) {
+        for (level, expected) in row.iter().map(|(l, e)| (*l, e)) {
+            let got = observed(&case.fail, &case.how, level);
+            assert_eq!(&got, expected, "{} at {level}:\n{}", case.class, verdict(&case.fail, &case.how, level));
+            let pass = verdict(&case.pass, &case.how, level);
+            assert!(pass.ok, "{}: the passing history fails at {level}:\n{pass}", case.class);
+        }
+    }
+}
+
+/// Every dependency-graph failure names its class, and its witness is a cycle of justified edges.
+#[test]
+fn graph_witnesses_are_justified_cycles() {
+    use snowline_checker::AnomalyKind as A;
+    let cycle_kinds = [
+        A::G0,
+        A::G1c,
+        A::LostUpdate,
+        A::GSingle,
+        A::WriteSkew,
+        A::ReadOnlyAnomaly,
+        A::LongFork,
+        A::G2Item,
+        A::NonMonotonicSnapshot,
+        A::ProcessOrderViolation,
+        A::RealTimeViolation,
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for case in cases() {
+        for level in Level::GRAPH {
+            let v = verdict(&case.fail, &case.how, level);
+            assert!(v.basis.is_some(), "graph levels state their version order");
+            for a in v.anomalies.iter().filter(|a| cycle_kinds.contains(&a.name)) {
+                seen.insert(a.name);
+                assert!(a.edges.len() >= 2, "{}: {a}", case.class);
+                assert_eq!(a.edges[0].from, a.edges.last().unwrap().to, "{} at {level}: not a cycle\n{a}", case.class);
+                for w in a.edges.windows(2) {
+                    assert_eq!(w[0].to, w[1].from, "{} at {level}: edges do not chain\n{a}", case.class);
+                }
+                assert!(a.edges.iter().all(|e| !e.why.is_empty()));
+            }
+        }
+    }
+    assert_eq!(seen.len(), cycle_kinds.len(), "every cycle class has a canonical history: {seen:?}");
+}
+
+/// Prints the matrix as the checker computes it (`cargo test -p snowline-checker --test levels --
+/// --ignored --nocapture`), to update `docs/CHECKER.md` after reviewing each cell.
+#[test]
+#[ignore]
+fn print_matrix() {
+    let names: Vec<&str> = Level::ALL.iter().map(|l| l.name()).collect();
+    println!("| class | {} |", names.join(" | "));
+    println!("|---|{}", "---|".repeat(names.len()));
+    for case in cases() {
+        let cells: Vec<String> = Level::ALL
+            .iter()
+            .map(|&l| {
+                let k = observed(&case.fail, &case.how, l);
+                if k.is_empty() { "ok".into() } else { k.join("+") }
+            })
+            .collect();
+        println!("| `{}` | {} |", case.class, cells.join(" | "));
+    }
+}
