@@ -16,10 +16,19 @@ pub fn resolve_level(level: &str, protocol: &str) -> Result<Level> {
     name.parse::<Level>().map_err(|e| anyhow::anyhow!("{e} (or `claimed`)"))
 }
 
-/// Check a recorded history and print the verdict; returns whether it passed.
-pub fn check_recorded(history: &[HistoryEvent], level: Level) -> Result<Verdict> {
+/// Check a history recorded by a run of `protocol`: where the protocol's commit versions order each key's
+/// writes (the registry says so), the checker takes the version order from them (verified, not trusted).
+pub fn check_recorded(history: &[HistoryEvent], level: Level, protocol: &str) -> Result<Verdict> {
     let h = snowline_checker::validate(history).map_err(|e| anyhow::anyhow!("the recorded history is invalid: {e}"))?;
-    Ok(snowline_checker::check_history(&h, level))
+    Ok(check_validated(&h, level, snowline_protocols::lookup(protocol)?.orders_versions))
+}
+
+fn check_validated(history: &snowline_checker::History, level: Level, version_order: bool) -> Verdict {
+    if version_order {
+        snowline_checker::check_with_versions(history, level)
+    } else {
+        snowline_checker::check_history(history, level)
+    }
 }
 
 /// Print a verdict: the outcome, the count per anomaly, and the first witness of each kind (all with `all`).
@@ -99,7 +108,7 @@ pub fn run(path: &Path, level: &str, protocol: Option<&str>, json: bool, all: bo
             return Ok(EXIT_INVALID);
         }
     };
-    let verdict = snowline_checker::check_history(&history, level);
+    let verdict = check_validated(&history, level, meta.as_ref().is_some_and(|m| m.version_order));
     if json {
         println!("{}", serde_json::to_string_pretty(&verdict).context("serializing the verdict")?);
     } else {

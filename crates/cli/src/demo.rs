@@ -74,7 +74,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         println!("a PUT in dc0 was readable in dc1 after {visible_after_ms:.1} ms");
         println!("{}", report.summary);
         let level = crate::check_cmd::resolve_level("claimed", name)?;
-        let verdict = crate::check_cmd::check_recorded(report.history.as_deref().unwrap_or_default(), level)?;
+        let verdict = crate::check_cmd::check_recorded(report.history.as_deref().unwrap_or_default(), level, name)?;
         print!("history check: ");
         crate::check_cmd::print_verdict(&verdict, false);
         let verdict = format!("{level} {}", if verdict.ok { "ok" } else { "FAILED" });

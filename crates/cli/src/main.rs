@@ -66,7 +66,7 @@ enum Command {
     /// witness if not, 2 if the input is not a valid history.
     Check {
         history: PathBuf,
-        /// A consistency level (rc, ra, causal-snapshot, causal, tcc, ...; an unknown name lists them all), or
+        /// A consistency level (rc, ra, causal-snapshot, causal, tcc, ser, strict-ser, si, psi, nmsi, us, pos), or
         /// `claimed`: the level the protocol claims (the protocol from --protocol or the history's metadata).
         #[arg(long)]
         level: String,

@@ -84,7 +84,7 @@ pub struct WorkloadArgs {
     /// latency chart and the summary table.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Check the recorded history at this level (rc, ra, causal-snapshot, causal, tcc, or `claimed`: the
+    /// Check the recorded history at this level (rc, ra, causal-snapshot, causal, tcc, ser, strict-ser, si, psi, nmsi, us, pos, or `claimed`: the
     /// protocol's own claim) and print the verdict; exits 1 if it fails. One client count only.
     #[arg(long, value_name = "LEVEL")]
     pub check: Option<String>,
@@ -490,7 +490,7 @@ fn finish(report: &RunReport, args: &WorkloadArgs, runtime: &str, seed: u64) -> 
     }
     if let (Some(level), Some(history)) = (&args.check, &report.history) {
         let level = check_cmd::resolve_level(level, &args.protocol)?;
-        let verdict = check_cmd::check_recorded(history, level)?;
+        let verdict = check_cmd::check_recorded(history, level, &args.protocol)?;
         print!("check: ");
         check_cmd::print_verdict(&verdict, false);
         anyhow::ensure!(verdict.ok, "the history does not satisfy {level}");

@@ -58,13 +58,15 @@ fn run_seed<P: Protocol>(seed: u64) -> (Vec<HistoryEvent>, String) {
     let spec = RunSpec {
         clients_per_dc: rng.random_range(2..=5),
         client_dcs: None,
-        duration_ns: 250_000_000,
+        duration_ns: 600_000_000,
         warmup_ns: 0,
         cooldown_ns: 0,
         workload: workload.clone(),
         record_history: true,
         seed,
-        final_reads_after_ns: Some(2_000_000_000),
+        // Longer than 2PL's idle abort (5 s, swept every second): a client's release lost to a crashed
+        // participant leaves that participant holding the locks until then.
+        final_reads_after_ns: Some(8_000_000_000),
         retry: Default::default(),
     };
     let replay = format!("seed {seed}: {topology:?}, {workload:?}, crash {crash:?}");
@@ -78,16 +80,22 @@ fn check_protocol(name: &str) {
     let (mut committed, mut aborted) = (0, 0);
     for seed in 0..seeds() {
         let (history, replay) = snowline_protocols::with_protocol!(name, P => run_seed::<P>(seed)).unwrap();
-        let verdict = snowline_checker::check(&history, level);
+        let validated = snowline_checker::validate(&history).unwrap_or_else(|e| panic!("{replay}: {e}"));
+        let verdict = if snowline_protocols::lookup(name).unwrap().orders_versions {
+            snowline_checker::check_with_versions(&validated, level)
+        } else {
+            snowline_checker::check_history(&validated, level)
+        };
         assert!(verdict.ok, "{replay}: {verdict}");
         let writes =
             history.iter().filter(|e| e.kind == EventType::Ok && e.value.iter().any(|o| o.0 == OpKind::Write)).count();
-        assert!(writes > 5, "{replay}: only {writes} committed update transactions");
+        assert!(writes > 0, "{replay}: no update transaction committed");
         committed += writes;
         aborted += history.iter().filter(|e| e.cause.is_some()).count();
     }
     println!("{name}: {committed} update transactions committed, {aborted} attempts aborted over {} seeds", seeds());
     assert!(aborted > 0, "contention on a few keys must abort some attempts (the policy is exercised)");
+    assert!(committed > 20 * seeds() as usize, "transactions keep committing under the faults");
 }
 
 /// 2PL with 2PC (SNOW §6.2's baseline) claims strict serializability.
