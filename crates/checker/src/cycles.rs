@@ -167,9 +167,12 @@ struct Ctx<'a, 'h> {
     writers: Vec<Vec<TxnId>>,
     so_next: Vec<Option<TxnId>>,
     rt: Option<Rt>,
-    /// (deadline, completion index, invoke index): see `set_deadlines`.
-    prio: Vec<(u64, u64, u64)>,
+    /// See `set_deadlines`.
+    prio: Vec<Prio>,
 }
+
+/// (deadline, completion index, invoke index): smaller runs first.
+type Prio = (u64, u64, u64);
 
 pub(crate) fn run(g: &Graph, level: Level, rep: &mut Reporter) {
     for (t, a) in &g.read_anomalies {
@@ -309,8 +312,8 @@ impl<'a, 'h> Ctx<'a, 'h> {
                 deadline[v as usize] = d;
             }
         }
-        for t in 0..self.n {
-            self.prio[t].0 = deadline[t];
+        for (p, &d) in self.prio.iter_mut().zip(&deadline) {
+            p.0 = d;
         }
     }
 
@@ -449,7 +452,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
             succ[ia].push(ib);
             indeg[ib] += 1;
         }
-        let mut heap: BinaryHeap<Reverse<((u64, u64, u64), usize)>> =
+        let mut heap: BinaryHeap<Reverse<(Prio, usize)>> =
             (0..ws.len()).filter(|&i| indeg[i] == 0).map(|i| Reverse((self.prio[ws[i]], i))).collect();
         let mut seq = Vec::with_capacity(ws.len());
         let mut ambiguous = None;
@@ -895,7 +898,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
         }
         let mut cur: Vec<Option<TxnId>> = vec![None; g.keys.len()];
         let mut placed = vec![false; n];
-        let mut heap: BinaryHeap<Reverse<((u64, u64, u64), TxnId)>> =
+        let mut heap: BinaryHeap<Reverse<(Prio, TxnId)>> =
             (0..n).filter(|&t| self.inc[t]).map(|t| Reverse((self.prio[t], t))).collect();
         let total = heap.len();
         let mut wait_txn: Vec<Vec<TxnId>> = vec![Vec::new(); n];
