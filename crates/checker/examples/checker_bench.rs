@@ -12,6 +12,8 @@
 //! figure is the time to prove it, first inferring the version order, then (`+versions`) taking it from
 //! the commit versions.
 
+#![allow(clippy::disallowed_methods)] // a benchmark reads the clock
+
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use snowline_checker::{Level, check_history, check_with_versions, validate};
