@@ -52,6 +52,9 @@ enum Why {
     Rmw,
     Hb,
     RealTime,
+    /// What a read implies: the writer precedes the version this transaction read (it happens-before,
+    /// was read by, or completed before the reader).
+    Observed(TxnId),
     /// Not inferred: chosen by the search (only shown when every order yields an anomaly).
     Chosen,
 }
@@ -69,14 +72,25 @@ struct Rd {
 #[derive(Clone, Debug, Default)]
 struct Order {
     per_key: Vec<Vec<(TxnId, TxnId, Why)>>,
+    present: HashSet<(u32, TxnId, TxnId)>,
 }
 
 impl Order {
+    fn new(keys: usize) -> Self {
+        Order { per_key: vec![Vec::new(); keys], present: HashSet::new() }
+    }
+
     fn add(&mut self, k: u32, a: TxnId, b: TxnId, why: Why) {
-        let list = &mut self.per_key[k as usize];
-        if !list.iter().any(|&(x, y, _)| x == a && y == b) {
-            list.push((a, b, why));
+        if self.present.insert((k, a, b)) {
+            self.per_key[k as usize].push((a, b, why));
         }
+    }
+
+    fn why(&self, k: u32, a: TxnId, b: TxnId) -> Option<Why> {
+        if !self.present.contains(&(k, a, b)) {
+            return None;
+        }
+        self.per_key[k as usize].iter().find(|&&(x, y, _)| x == a && y == b).map(|x| x.2)
     }
 }
 
@@ -133,6 +147,10 @@ struct Sub {
 enum Outcome {
     Anomalies,
     Total,
+    /// Anomalies under the order completed with what reads imply.
+    Derived,
+    /// What reads imply completes the order.
+    TotalDerived,
     Witness(&'static str),
     Exhausted,
     Budget,
@@ -149,8 +167,12 @@ struct Ctx<'a, 'h> {
     writers: Vec<Vec<TxnId>>,
     so_next: Vec<Option<TxnId>>,
     rt: Option<Rt>,
-    prio: Vec<(u64, u64)>,
+    /// See `set_deadlines`.
+    prio: Vec<Prio>,
 }
+
+/// (deadline, completion index, invoke index): smaller runs first.
+type Prio = (u64, u64, u64);
 
 pub(crate) fn run(g: &Graph, level: Level, rep: &mut Reporter) {
     for (t, a) in &g.read_anomalies {
@@ -170,10 +192,10 @@ pub(crate) fn run(g: &Graph, level: Level, rep: &mut Reporter) {
             }
         }
     }
-    let cx = Ctx::new(g, level);
+    let mut cx = Ctx::new(g, level);
     let forced = cx.infer();
-    let unordered = cx.unordered_keys(&forced);
     let dg = cx.build(&forced);
+    let unordered = cx.unordered_keys(&forced);
     let found = cx.analyze(&dg, false);
     let outcome = if !found.is_empty() {
         cx.report(&dg, &found, rep, false);
@@ -181,7 +203,18 @@ pub(crate) fn run(g: &Graph, level: Level, rep: &mut Reporter) {
     } else if unordered == 0 {
         Outcome::Total
     } else {
-        cx.complete(&forced, rep)
+        let derived = cx.derive(&forced);
+        let dg = cx.build(&derived);
+        let found = cx.analyze(&dg, false);
+        if !found.is_empty() {
+            cx.report(&dg, &found, rep, false);
+            Outcome::Derived
+        } else if cx.unordered_keys(&derived) == 0 {
+            Outcome::TotalDerived
+        } else {
+            cx.set_deadlines(&dg);
+            cx.complete(&derived, rep)
+        }
     };
     rep.basis = Some(cx.basis(unordered, outcome));
 }
@@ -240,8 +273,48 @@ impl<'a, 'h> Ctx<'a, 'h> {
             }
             Rt { times, out, inn }
         });
-        let prio = txns.iter().map(|t| (t.complete_index.unwrap_or(u64::MAX), t.invoke_index)).collect();
+        let prio = txns
+            .iter()
+            .map(|t| {
+                let done = t.complete_index.unwrap_or(u64::MAX);
+                (done, done, t.invoke_index)
+            })
+            .collect();
         Ctx { g, level, n, inc, query, reads, writers, so_next, rt, prio }
+    }
+
+    /// Priorities for completing the version order: each transaction's *deadline*, an upper bound on its
+    /// place in the real execution (the earliest completion, by history index, among itself and everything
+    /// the forced graph orders after it: a transaction commits before it completes and before whatever
+    /// depends on it), then its completion and invoke indexes. For the snapshot levels RW edges do not order
+    /// commits and are left out. Ordering by deadline first is earliest-deadline-first scheduling.
+    fn set_deadlines(&mut self, dg: &Dg) {
+        let with_rw = matches!(self.level, Level::Ser | Level::Pos | Level::StrictSer);
+        let all: Vec<u32> = (0..dg.nodes as u32).collect();
+        let sub = subgraph(dg, &all, |e| with_rw || e.kind != K::Rw);
+        let mut deadline = vec![u64::MAX; dg.nodes];
+        let mut comp_of = vec![usize::MAX; dg.nodes];
+        // Tarjan lists components sinks first: successors are done before their predecessors.
+        for (c, comp) in tarjan(&sub.adj).into_iter().enumerate() {
+            let mut d = u64::MAX;
+            for &v in &comp {
+                comp_of[v as usize] = c;
+                if (v as usize) < self.n {
+                    d = d.min(self.prio[v as usize].1);
+                }
+                for &(w, _) in &sub.adj[v as usize] {
+                    if comp_of[w as usize] != c {
+                        d = d.min(deadline[w as usize]);
+                    }
+                }
+            }
+            for &v in &comp {
+                deadline[v as usize] = d;
+            }
+        }
+        for (p, &d) in self.prio.iter_mut().zip(&deadline) {
+            p.0 = d;
+        }
     }
 
     fn has_extras(&self) -> bool {
@@ -256,7 +329,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
     fn infer(&self) -> Order {
         let g = self.g;
         let txns = &g.history.txns;
-        let mut order = Order { per_key: vec![Vec::new(); g.keys.len()] };
+        let mut order = Order::new(g.keys.len());
         let mut reported = vec![false; g.keys.len()];
         for k in 0..g.keys.len() as u32 {
             if let Some(seq) = g.reported_order(k) {
@@ -307,6 +380,58 @@ impl<'a, 'h> Ctx<'a, 'h> {
         order
     }
 
+    /// The forced order plus what reads imply (sound for the level, used to complete the order): when `T`
+    /// reads `x=V` and a writer `W` of `x` other than `V`'s must come before `T` (it wrote a version `T`
+    /// read; for the session levels it happens-before `T`; for `strict-ser` it completed before `T` was
+    /// invoked), then `W`'s version precedes `V`: otherwise `T` would miss it.
+    fn derive(&self, forced: &Order) -> Order {
+        let g = self.g;
+        let txns = &g.history.txns;
+        let mut order = forced.clone();
+        let mut done_per_key: Vec<Vec<(u64, TxnId)>> = Vec::new();
+        if self.rt.is_some() {
+            done_per_key = self
+                .writers
+                .iter()
+                .map(|ws| {
+                    let mut d: Vec<(u64, TxnId)> = ws
+                        .iter()
+                        .filter(|&&t| txns[t].status == TxnStatus::Ok)
+                        .filter_map(|&t| txns[t].complete_time.map(|c| (c, t)))
+                        .collect();
+                    d.sort_unstable();
+                    d
+                })
+                .collect();
+        }
+        for t in (0..self.n).filter(|&t| self.inc[t]) {
+            for rd in &self.reads[t] {
+                let Some(v) = rd.src else { continue };
+                let k = rd.key;
+                let mut before: Vec<TxnId> =
+                    g.read_from[t].iter().copied().filter(|&u| self.writes_key(u, k)).collect();
+                if self.level.session_order() {
+                    before.extend(g.writers_below(k, g.clock_row(t)));
+                }
+                if let Some(d) = done_per_key.get(k as usize) {
+                    let i = d.partition_point(|&(c, _)| c < txns[t].invoke_time);
+                    if i > 0 {
+                        before.push(d[i - 1].1);
+                    }
+                }
+                before.retain(|&w| w != v && w != t && self.inc[w]);
+                // Only the latest of them matter when happens-before orders the others before them.
+                let dominated = |a: TxnId, b: TxnId| self.level.session_order() && a != b && g.hb(a, b) && !g.hb(b, a);
+                for &w in &before {
+                    if !before.iter().any(|&x| dominated(w, x)) {
+                        order.add(k, w, v, Why::Observed(t));
+                    }
+                }
+            }
+        }
+        order
+    }
+
     /// Keys whose writers the order does not totally order.
     fn unordered_keys(&self, order: &Order) -> usize {
         (0..self.writers.len()).filter(|&k| self.linearize(order, k as u32).ambiguous.is_some()).count()
@@ -327,7 +452,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
             succ[ia].push(ib);
             indeg[ib] += 1;
         }
-        let mut heap: BinaryHeap<Reverse<((u64, u64), usize)>> =
+        let mut heap: BinaryHeap<Reverse<(Prio, usize)>> =
             (0..ws.len()).filter(|&i| indeg[i] == 0).map(|i| Reverse((self.prio[ws[i]], i))).collect();
         let mut seq = Vec::with_capacity(ws.len());
         let mut ambiguous = None;
@@ -628,15 +753,20 @@ impl<'a, 'h> Ctx<'a, 'h> {
         {
             return Outcome::Witness("the order of a serial schedule of the transactions");
         }
-        let by_completion = self.complete_by_priority(forced);
+        let by_priority = self.complete_by_priority(forced);
+        if let Some(o) = &by_priority
+            && self.analyze(&self.build(o), true).is_empty()
+        {
+            return Outcome::Witness("ordering each key's unordered writers by deadline");
+        }
         let size = forced.per_key.iter().map(Vec::len).sum::<usize>()
             + self.reads.iter().map(Vec::len).sum::<usize>()
             + self.n;
-        let mut budget = (60_000_000 / (size + 1)).clamp(8, 200_000);
+        let mut budget = (5_000_000 / (size + 1)).clamp(2, 200_000);
         match self.search(forced.clone(), &mut budget) {
             Ok(Some(_)) => Outcome::Witness("an exhaustive search"),
             Ok(None) => {
-                let shown = scheduled.or(by_completion).unwrap_or_else(|| forced.clone());
+                let shown = scheduled.or(by_priority).unwrap_or_else(|| forced.clone());
                 let dg = self.build(&shown);
                 let found = self.analyze(&dg, false);
                 self.report(&dg, &found, rep, true);
@@ -675,7 +805,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
     /// Each key's writers by Kahn's algorithm over the forced order, highest priority (earliest completion)
     /// first.
     fn complete_by_priority(&self, forced: &Order) -> Option<Order> {
-        let mut out = Order { per_key: vec![Vec::new(); self.writers.len()] };
+        let mut out = Order::new(self.writers.len());
         for k in 0..self.writers.len() as u32 {
             let lin = self.linearize(forced, k);
             if lin.cyclic {
@@ -692,7 +822,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
         for (i, &t) in seq.iter().enumerate() {
             at[t] = i;
         }
-        let mut out = Order { per_key: vec![Vec::new(); self.writers.len()] };
+        let mut out = Order::new(self.writers.len());
         for k in 0..self.writers.len() as u32 {
             let mut ws = self.writers[k as usize].clone();
             ws.sort_by_key(|&t| at[t]);
@@ -703,32 +833,50 @@ impl<'a, 'h> Ctx<'a, 'h> {
 
     fn chain(&self, forced: &Order, k: u32, seq: &[TxnId], out: &mut Order) {
         for p in seq.windows(2) {
-            let why = forced.per_key[k as usize]
-                .iter()
-                .find(|&&(a, b, _)| a == p[0] && b == p[1])
-                .map_or(Why::Chosen, |x| x.2);
+            let why = forced.why(k, p[0], p[1]).unwrap_or(Why::Chosen);
             out.add(k, p[0], p[1], why);
         }
     }
 
-    /// A greedy serial schedule: repeatedly run the earliest-completed transaction that can run next (its
-    /// forced predecessors, session predecessor and real-time predecessors ran; every read returns the
-    /// current version; no pending reader still needs the current version of a key it overwrites).
-    /// `None` when it gets stuck.
+    /// A greedy serial schedule, repaired and retried when it gets stuck (at most `ROUNDS` times).
     fn schedule(&self, forced: &Order) -> Option<Vec<TxnId>> {
+        const ROUNDS: usize = 4;
+        let mut hints: Vec<(TxnId, TxnId)> = Vec::new();
+        for _ in 0..ROUNDS {
+            match self.schedule_once(forced, &hints) {
+                Ok(seq) => return Some(seq),
+                Err(more) if !more.is_empty() => hints.extend(more),
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// One greedy serial schedule: repeatedly run the transaction with the earliest deadline (see
+    /// `set_deadlines`) that can run next: its forced predecessors, session predecessor, real-time
+    /// predecessors and hinted predecessors ran; every read returns the current version; no pending reader
+    /// still needs the current version of a key it overwrites. `Err(hints)` when it gets stuck: for each
+    /// stuck writer `T` of a key whose current version `C` still has pending readers, the hint `(T, C)`
+    /// (`C` should wait for `T`), unless the forced order puts `C` first.
+    fn schedule_once(&self, forced: &Order, hints: &[(TxnId, TxnId)]) -> Result<Vec<TxnId>, Vec<(TxnId, TxnId)>> {
         let g = self.g;
         let txns = &g.history.txns;
         let n = self.n;
         let mut preds: Vec<Vec<TxnId>> = vec![Vec::new(); n];
+        let mut forced_pairs: HashSet<(TxnId, TxnId)> = HashSet::new();
         for list in &forced.per_key {
             for &(a, b, _) in list {
                 preds[b].push(a);
+                forced_pairs.insert((a, b));
             }
         }
         for t in 0..n {
             if let Some(u) = self.so_next[t] {
                 preds[u].push(t);
             }
+        }
+        for &(a, b) in hints {
+            preds[b].push(a);
         }
         let mut done_sorted: Vec<(u64, TxnId)> = Vec::new();
         let mut rt_need = vec![0usize; n];
@@ -750,7 +898,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
         }
         let mut cur: Vec<Option<TxnId>> = vec![None; g.keys.len()];
         let mut placed = vec![false; n];
-        let mut heap: BinaryHeap<Reverse<((u64, u64), TxnId)>> =
+        let mut heap: BinaryHeap<Reverse<(Prio, TxnId)>> =
             (0..n).filter(|&t| self.inc[t]).map(|t| Reverse((self.prio[t], t))).collect();
         let total = heap.len();
         let mut wait_txn: Vec<Vec<TxnId>> = vec![Vec::new(); n];
@@ -777,12 +925,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
                 }
             }
             for &(k, _) in &g.writes[t] {
-                let c = cur[k as usize];
-                let mut p = pending.get(&(k, c)).copied().unwrap_or(0);
-                if self.reads[t].iter().any(|rd| rd.key == k && rd.src == c) {
-                    p -= 1;
-                }
-                if p > 0 {
+                if self.blocked(t, k, cur[k as usize], &pending) {
                     wait_key[k as usize].push(t);
                     continue 'next;
                 }
@@ -793,7 +936,8 @@ impl<'a, 'h> Ctx<'a, 'h> {
             for rd in &self.reads[t] {
                 let p = pending.get_mut(&(rd.key, rd.src)).expect("counted");
                 *p -= 1;
-                if *p == 0 {
+                // A writer that also reads the version counts itself among its pending readers.
+                if *p <= 1 {
                     wake.append(&mut wait_key[rd.key as usize]);
                 }
             }
@@ -813,7 +957,34 @@ impl<'a, 'h> Ctx<'a, 'h> {
             }
             heap.extend(wake.into_iter().map(|u| Reverse((self.prio[u], u))));
         }
-        (seq.len() == total).then_some(seq)
+        if seq.len() == total {
+            return Ok(seq);
+        }
+        let mut more = Vec::new();
+        for t in (0..n).filter(|&t| self.inc[t] && !placed[t]) {
+            if preds[t].iter().any(|&p| !placed[p]) || self.reads[t].iter().any(|rd| cur[rd.key as usize] != rd.src) {
+                continue;
+            }
+            for &(k, _) in &g.writes[t] {
+                if let Some(c) = cur[k as usize]
+                    && self.blocked(t, k, Some(c), &pending)
+                    && !forced_pairs.contains(&(c, t))
+                    && !hints.contains(&(t, c))
+                {
+                    more.push((t, c));
+                }
+            }
+        }
+        Err(more)
+    }
+
+    /// Whether `t` cannot overwrite key `k` yet: a transaction other than `t` still has to read `cur`.
+    fn blocked(&self, t: TxnId, k: u32, cur: Option<TxnId>, pending: &HashMap<(u32, Option<TxnId>), u32>) -> bool {
+        let mut p = pending.get(&(k, cur)).copied().unwrap_or(0);
+        if self.reads[t].iter().any(|rd| rd.key == k && rd.src == cur) {
+            p -= 1;
+        }
+        p > 0
     }
 
     /// Anomalies for cycles found.
@@ -1037,12 +1208,40 @@ impl<'a, 'h> Ctx<'a, 'h> {
                         txns[b].name(),
                         txns[b].invoke_time
                     ),
+                    Why::Observed(t) => format!(
+                        "{} precedes {}: {} read {}, and {}",
+                        ver(a),
+                        ver(b),
+                        txns[t].name(),
+                        ver(b),
+                        self.must_precede(a, t)
+                    ),
                     Why::Chosen => {
                         format!("{} precedes {} in the version order chosen here (not inferred)", ver(a), ver(b))
                     }
                 };
                 Edge { kind: EdgeKind::WW, from: txns[a].name(), to: txns[b].name(), key: Some(key.clone()), why }
             }
+        }
+    }
+
+    /// Why writer `w` comes before reader `t` (for `Why::Observed`).
+    fn must_precede(&self, w: TxnId, t: TxnId) -> String {
+        let txns = &self.g.history.txns;
+        if self.g.read_from[t].contains(&w) {
+            format!("{} read from {}", txns[t].name(), txns[w].name())
+        } else if self.level.session_order() && self.g.hb(w, t) {
+            let path = self.g.path(w, t).unwrap_or_default();
+            let names: Vec<String> = path.iter().map(|&x| txns[x].name()).collect();
+            format!("{} happens-before {} ({})", txns[w].name(), txns[t].name(), names.join(" -> "))
+        } else {
+            format!(
+                "{} completed (time {}) before {} was invoked (time {})",
+                txns[w].name(),
+                txns[w].complete_time.unwrap_or_default(),
+                txns[t].name(),
+                txns[t].invoke_time
+            )
         }
     }
 
@@ -1084,6 +1283,14 @@ impl<'a, 'h> Ctx<'a, 'h> {
                 format!(". {}; each anomaly shown holds under every order extending it.", capitalize(&left))
             }
             Outcome::Total => ". It orders each key's writers totally: the verdict is exact.".to_string(),
+            Outcome::Derived => format!(
+                ". {}; with what reads imply (a writer that must precede a transaction reading an older version of the key precedes that version), each anomaly shown holds under every order extending it.",
+                capitalize(&left)
+            ),
+            Outcome::TotalDerived => format!(
+                ". {}; with what reads imply (a writer that must precede a transaction reading an older version of the key precedes that version), the order is total: the verdict is exact.",
+                capitalize(&left)
+            ),
             Outcome::Witness(how) => {
                 format!(". {}; {how} gives a total version order under which the level holds.", capitalize(&left))
             }

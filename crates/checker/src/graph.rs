@@ -259,26 +259,27 @@ impl<'h> Graph<'h> {
     }
 
     /// A generating set of the happens-before part of key `k`'s version order: pairs `(v, w)` with `v`
-    /// happens-before `w` (consecutive writers of a process, and for each writer `w` and process `p` the
-    /// latest writer in `p` that happens-before `w`).
+    /// happens-before `w`. For each writer `w`, the candidates are the latest writer of each process that
+    /// happens-before `w` (in `w`'s own process: its previous writer); only the maximal ones are kept (a
+    /// candidate that happens-before another is implied through it).
     pub(crate) fn hb_generating(&self, k: u32) -> Vec<(TxnId, TxnId)> {
         let per_proc = &self.writers[k as usize];
+        let strict = |a: TxnId, b: TxnId| self.hb(a, b) && self.comp[a] != self.comp[b];
         let mut out = Vec::new();
-        let mut add = |v: TxnId, w: TxnId| {
-            if self.hb(v, w) && self.comp[v] != self.comp[w] {
-                out.push((v, w));
-            }
-        };
+        let mut cands: Vec<TxnId> = Vec::new();
         for (_, list) in per_proc {
-            for pair in list.windows(2) {
-                add(pair[0].1, pair[1].1);
-            }
             for &(_, w) in list {
+                cands.clear();
                 for (p, other) in per_proc {
-                    let bound = self.clock_row(w)[*p as usize];
+                    let bound = if *p == self.proc[w] { self.pos[w] } else { self.clock_row(w)[*p as usize] };
                     let i = other.partition_point(|&(pos, _)| pos < bound);
-                    if *p != self.proc[w] && i > 0 {
-                        add(other[i - 1].1, w);
+                    if i > 0 && strict(other[i - 1].1, w) {
+                        cands.push(other[i - 1].1);
+                    }
+                }
+                for &c in &cands {
+                    if !cands.iter().any(|&d| d != c && strict(c, d)) {
+                        out.push((c, w));
                     }
                 }
             }
@@ -399,7 +400,7 @@ impl<'h> Graph<'h> {
         self.clock[b * self.nproc + self.proc[a] as usize] > self.pos[a]
     }
 
-    fn clock_row(&self, t: TxnId) -> &[u32] {
+    pub(crate) fn clock_row(&self, t: TxnId) -> &[u32] {
         &self.clock[t * self.nproc..(t + 1) * self.nproc]
     }
 
@@ -461,6 +462,14 @@ impl<'h> Graph<'h> {
             }
         }
         None
+    }
+
+    /// For each process that wrote `k`, its latest writer of `k` at a position below `frontier[p]`.
+    pub(crate) fn writers_below<'a>(&'a self, k: u32, frontier: &'a [u32]) -> impl Iterator<Item = TxnId> + 'a {
+        self.writers[k as usize].iter().filter_map(move |(p, list)| {
+            let i = list.partition_point(|&(pos, _)| pos < frontier[*p as usize]);
+            (i > 0).then(|| list[i - 1].1)
+        })
     }
 
     /// The latest writer of `k` in process `p` at a position below `bound`.
