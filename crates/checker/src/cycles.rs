@@ -55,8 +55,10 @@ enum Why {
     /// What a read implies: the writer precedes the version this transaction read (it happens-before,
     /// was read by, or completed before the reader).
     Observed(TxnId),
-    /// Not inferred: chosen by the search (only shown when every order yields an anomaly).
+    /// Not inferred: decided by the search.
     Chosen,
+    /// Not inferred: how a candidate completion orders writers the order leaves unordered.
+    Candidate,
 }
 
 /// A transaction's first valid external read of a key.
@@ -207,13 +209,16 @@ pub(crate) fn run(g: &Graph, level: Level, rep: &mut Reporter) {
         let dg = cx.build(&derived);
         let found = cx.analyze(&dg, false);
         if !found.is_empty() {
-            cx.report(&dg, &found, rep, false);
+            // Every completion has an anomaly; show one as a completion of the forced order, whose cycles
+            // read more naturally than cycles through the implied edges.
+            cx.set_deadlines(&dg);
+            cx.report_completion(&forced, rep);
             Outcome::Derived
         } else if cx.unordered_keys(&derived) == 0 {
             Outcome::TotalDerived
         } else {
             cx.set_deadlines(&dg);
-            cx.complete(&derived, rep)
+            cx.complete(&derived, &forced, rep)
         }
     };
     rep.basis = Some(cx.basis(unordered, outcome));
@@ -406,8 +411,15 @@ impl<'a, 'h> Ctx<'a, 'h> {
         }
         for t in (0..self.n).filter(|&t| self.inc[t]) {
             for rd in &self.reads[t] {
-                let Some(v) = rd.src else { continue };
                 let k = rd.key;
+                // A read-modify-write of the initial version comes before every other write of the key
+                // (any write between would make `T -RW-> W -WW-> T`).
+                if rd.src.is_none() && self.writes_key(t, k) {
+                    for &w in self.writers[k as usize].iter().filter(|&&w| w != t) {
+                        order.add(k, t, w, Why::Observed(t));
+                    }
+                }
+                let Some(v) = rd.src else { continue };
                 let mut before: Vec<TxnId> =
                     g.read_from[t].iter().copied().filter(|&u| self.writes_key(u, k)).collect();
                 if self.level.session_order() {
@@ -440,6 +452,10 @@ impl<'a, 'h> Ctx<'a, 'h> {
     /// Kahn's algorithm over key `k`'s order, highest priority (earliest completion) first: a linear
     /// extension, and the first two writers it found available together (unordered), if any.
     fn linearize(&self, order: &Order, k: u32) -> Lin {
+        self.linearize_with(order, k, &self.prio)
+    }
+
+    fn linearize_with(&self, order: &Order, k: u32, prio: &[Prio]) -> Lin {
         let ws = &self.writers[k as usize];
         if ws.len() < 2 {
             return Lin { seq: ws.clone(), ambiguous: None, cyclic: false };
@@ -453,7 +469,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
             indeg[ib] += 1;
         }
         let mut heap: BinaryHeap<Reverse<(Prio, usize)>> =
-            (0..ws.len()).filter(|&i| indeg[i] == 0).map(|i| Reverse((self.prio[ws[i]], i))).collect();
+            (0..ws.len()).filter(|&i| indeg[i] == 0).map(|i| Reverse((prio[ws[i]], i))).collect();
         let mut seq = Vec::with_capacity(ws.len());
         let mut ambiguous = None;
         while let Some(Reverse((_, i))) = heap.pop() {
@@ -466,7 +482,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
             for &j in &succ[i] {
                 indeg[j] -= 1;
                 if indeg[j] == 0 {
-                    heap.push(Reverse((self.prio[ws[j]], j)));
+                    heap.push(Reverse((prio[ws[j]], j)));
                 }
             }
         }
@@ -745,31 +761,22 @@ impl<'a, 'h> Ctx<'a, 'h> {
         steps
     }
 
-    /// Phase 2: the forced order is not total. Try a candidate completion, then search.
-    fn complete(&self, forced: &Order, rep: &mut Reporter) -> Outcome {
-        let scheduled = self.schedule(forced).map(|seq| self.order_from_sequence(forced, &seq));
+    /// Phase 2: the order is not total. Try candidate completions, then search.
+    /// `forced`: the order without what reads imply, to show a failure as a completion of it.
+    fn complete(&self, order: &Order, forced: &Order, rep: &mut Reporter) -> Outcome {
+        let scheduled = self.schedule(order).map(|seq| self.order_from_sequence(order, &seq));
         if let Some(o) = &scheduled
             && self.analyze(&self.build(o), true).is_empty()
         {
             return Outcome::Witness("the order of a serial schedule of the transactions");
         }
-        let by_priority = self.complete_by_priority(forced);
-        if let Some(o) = &by_priority
-            && self.analyze(&self.build(o), true).is_empty()
-        {
-            return Outcome::Witness("ordering each key's unordered writers by deadline");
-        }
-        let size = forced.per_key.iter().map(Vec::len).sum::<usize>()
-            + self.reads.iter().map(Vec::len).sum::<usize>()
-            + self.n;
+        let size =
+            order.per_key.iter().map(Vec::len).sum::<usize>() + self.reads.iter().map(Vec::len).sum::<usize>() + self.n;
         let mut budget = (5_000_000 / (size + 1)).clamp(2, 200_000);
-        match self.search(forced.clone(), &mut budget) {
-            Ok(Some(_)) => Outcome::Witness("an exhaustive search"),
+        match self.search(order.clone(), &mut budget) {
+            Ok(Some(_)) => Outcome::Witness("a search over the unordered writers"),
             Ok(None) => {
-                let shown = scheduled.or(by_priority).unwrap_or_else(|| forced.clone());
-                let dg = self.build(&shown);
-                let found = self.analyze(&dg, false);
-                self.report(&dg, &found, rep, true);
+                self.report_completion(forced, rep);
                 Outcome::Exhausted
             }
             Err(()) => {
@@ -779,22 +786,54 @@ impl<'a, 'h> Ctx<'a, 'h> {
         }
     }
 
-    /// Exhaustive search over the linear extensions of the order: `Ok(Some)` an order with no forbidden
-    /// cycle, `Ok(None)` none exists, `Err` the budget ran out.
-    fn search(&self, order: Order, budget: &mut usize) -> Result<Option<Order>, ()> {
-        if *budget == 0 {
-            return Err(());
-        }
-        *budget -= 1;
-        if !self.analyze(&self.build(&order), true).is_empty() {
-            return Ok(None);
-        }
-        let amb =
-            (0..self.writers.len() as u32).find_map(|k| self.linearize(&order, k).ambiguous.map(|(u, v)| (k, u, v)));
-        let Some((k, u, v)) = amb else { return Ok(Some(order)) };
-        for (a, b) in [(u, v), (v, u)] {
+    /// Report the anomalies of the completion by priority, whose unordered pairs are marked as chosen
+    /// (when every completion has anomalies).
+    fn report_completion(&self, order: &Order, rep: &mut Reporter) {
+        // By completion (what most likely happened), not by deadline.
+        let natural: Vec<Prio> = self.prio.iter().map(|&(_, c, i)| (c, c, i)).collect();
+        let shown = self.complete_with(order, &natural).unwrap_or_else(|| order.clone());
+        let dg = self.build(&shown);
+        let found = self.analyze(&dg, false);
+        self.report(&dg, &found, rep, true);
+    }
+
+    /// Conflict-directed search over the total orders extending `order`: complete it by priority; if the
+    /// completion has a forbidden cycle, some pair of versions the completion ordered on that cycle (a WW
+    /// edge, or the version order behind an RW edge) must be the other way round in any solution. A cycle
+    /// with no such pair: no solution. A cycle with one: flip it (unit propagation). Otherwise branch on
+    /// which of the pairs of the cycle with the fewest is the first flipped (earlier ones kept). Exact:
+    /// `Ok(Some)` an order with no forbidden cycle, `Ok(None)` none exists; `Err` the budget ran out.
+    fn search(&self, mut order: Order, budget: &mut usize) -> Result<Option<Order>, ()> {
+        let pairs = loop {
+            if *budget == 0 {
+                return Err(());
+            }
+            *budget -= 1;
+            let Some(candidate) = self.complete_by_priority(&order) else { return Ok(None) };
+            let dg = self.build(&candidate);
+            let cycles = self.analyze(&dg, false);
+            if cycles.is_empty() {
+                return Ok(Some(candidate));
+            }
+            let choices: Vec<Vec<(u32, TxnId, TxnId)>> =
+                cycles.iter().map(|c| self.choices(&dg, &candidate, c)).collect();
+            if choices.iter().any(Vec::is_empty) {
+                return Ok(None);
+            }
+            let units: Vec<(u32, TxnId, TxnId)> = choices.iter().filter(|c| c.len() == 1).map(|c| c[0]).collect();
+            if units.is_empty() {
+                break choices.into_iter().min_by_key(Vec::len).expect("non-empty");
+            }
+            for (k, a, b) in units {
+                order.add(k, b, a, Why::Chosen);
+            }
+        };
+        for (i, &(k, a, b)) in pairs.iter().enumerate() {
             let mut next = order.clone();
-            next.add(k, a, b, Why::Chosen);
+            for &(k2, a2, b2) in &pairs[..i] {
+                next.add(k2, a2, b2, Why::Chosen);
+            }
+            next.add(k, b, a, Why::Chosen);
             if let Some(found) = self.search(next, budget)? {
                 return Ok(Some(found));
             }
@@ -802,12 +841,37 @@ impl<'a, 'h> Ctx<'a, 'h> {
         Ok(None)
     }
 
+    /// The version pairs a candidate completion chose that a cycle of it depends on: its WW edges, and the
+    /// orders behind its RW edges, that the completion added.
+    fn choices(&self, dg: &Dg, candidate: &Order, cycle: &[Step]) -> Vec<(u32, TxnId, TxnId)> {
+        let mut pairs = Vec::new();
+        for st in cycle {
+            let e = &dg.edges[st.edge as usize];
+            let pair = match st.kind {
+                K::Ww if e.why == Why::Candidate => Some((e.key, st.from, st.to)),
+                K::Rw => self.reads[st.from][e.rd as usize]
+                    .src
+                    .filter(|&v| candidate.why(e.key, v, st.to) == Some(Why::Candidate))
+                    .map(|v| (e.key, v, st.to)),
+                _ => None,
+            };
+            if let Some(p) = pair.filter(|p| !pairs.contains(p)) {
+                pairs.push(p);
+            }
+        }
+        pairs
+    }
+
     /// Each key's writers by Kahn's algorithm over the forced order, highest priority (earliest completion)
     /// first.
     fn complete_by_priority(&self, forced: &Order) -> Option<Order> {
+        self.complete_with(forced, &self.prio)
+    }
+
+    fn complete_with(&self, forced: &Order, prio: &[Prio]) -> Option<Order> {
         let mut out = Order::new(self.writers.len());
         for k in 0..self.writers.len() as u32 {
-            let lin = self.linearize(forced, k);
+            let lin = self.linearize_with(forced, k, prio);
             if lin.cyclic {
                 return None;
             }
@@ -833,7 +897,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
 
     fn chain(&self, forced: &Order, k: u32, seq: &[TxnId], out: &mut Order) {
         for p in seq.windows(2) {
-            let why = forced.why(k, p[0], p[1]).unwrap_or(Why::Chosen);
+            let why = forced.why(k, p[0], p[1]).unwrap_or(Why::Candidate);
             out.add(k, p[0], p[1], why);
         }
     }
@@ -1208,6 +1272,12 @@ impl<'a, 'h> Ctx<'a, 'h> {
                         txns[b].name(),
                         txns[b].invoke_time
                     ),
+                    Why::Observed(t) if t == a => format!(
+                        "{} precedes {}: {} read the initial version of {key} and then wrote {key}",
+                        ver(a),
+                        ver(b),
+                        txns[t].name()
+                    ),
                     Why::Observed(t) => format!(
                         "{} precedes {}: {} read {}, and {}",
                         ver(a),
@@ -1216,7 +1286,7 @@ impl<'a, 'h> Ctx<'a, 'h> {
                         ver(b),
                         self.must_precede(a, t)
                     ),
-                    Why::Chosen => {
+                    Why::Chosen | Why::Candidate => {
                         format!("{} precedes {} in the version order chosen here (not inferred)", ver(a), ver(b))
                     }
                 };

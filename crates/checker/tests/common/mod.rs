@@ -41,7 +41,7 @@ impl Builder {
         Self::default()
     }
 
-    fn push(&mut self, process: u64, kind: EventType, value: Vec<HistoryOp>) {
+    pub fn push(&mut self, process: u64, kind: EventType, value: Vec<HistoryOp>) {
         let index = self.events.len() as u64;
         self.events.push(HistoryEvent {
             index,
@@ -138,6 +138,67 @@ pub fn serial_history(seed: u64, sessions: u64, steps: usize, keys: usize) -> Ve
             }
         }
         b.txn(p, "ok", &spec.join(", "));
+    }
+    b.events
+}
+
+/// A serial execution of read-write transactions against one copy of the store, as (process, completed
+/// micro-operations): read-only transactions, read-modify-writes, "skew" transactions (read two keys, write
+/// one) and blind writes. Always satisfies every level. Record it with [`serial_events`].
+pub fn serial_rw_txns(seed: u64, sessions: u64, steps: usize, keys: usize) -> Vec<(u64, Vec<HistoryOp>)> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut store: BTreeMap<String, String> = BTreeMap::new();
+    let mut out = Vec::new();
+    for step in 0..steps {
+        let p = rng.random_range(0..sessions);
+        let mut ks: Vec<String> = (0..3).map(|_| format!("k{}", rng.random_range(0..keys))).collect();
+        ks.dedup();
+        if ks.len() == 3 && ks[0] == ks[2] {
+            ks.pop();
+        }
+        let read = |store: &BTreeMap<String, String>, k: &str| {
+            HistoryOp(OpKind::Read, k.into(), store.get(k).map(|v| v.as_str().into()))
+        };
+        let mut ops = Vec::new();
+        let write = |store: &mut BTreeMap<String, String>, ops: &mut Vec<HistoryOp>, k: &str, j: usize| {
+            let v = format!("v{step}-{j}");
+            store.insert(k.to_string(), v.clone());
+            ops.push(HistoryOp(OpKind::Write, k.into(), Some(v.as_str().into())));
+        };
+        match rng.random_range(0..10) {
+            0..4 => ops.extend(ks.iter().map(|k| read(&store, k))),
+            4..6 => {
+                for (j, k) in ks.iter().take(1 + step % 2).enumerate() {
+                    ops.push(read(&store, k));
+                    write(&mut store, &mut ops, k, j);
+                }
+            }
+            6..8 if ks.len() >= 2 => {
+                ops.push(read(&store, &ks[0]));
+                ops.push(read(&store, &ks[1]));
+                write(&mut store, &mut ops, &ks[0], 0);
+            }
+            _ => {
+                for (j, k) in ks.iter().take(2).enumerate() {
+                    write(&mut store, &mut ops, k, j);
+                }
+            }
+        }
+        out.push((p, ops));
+    }
+    out
+}
+
+/// Record transactions one after another (`ok`), in the builder's timing: none overlap in real time.
+pub fn serial_events(txns: &[(u64, Vec<HistoryOp>)]) -> Vec<HistoryEvent> {
+    let mut b = Builder::new();
+    for (p, ops) in txns {
+        let invoked: Vec<HistoryOp> = ops
+            .iter()
+            .map(|HistoryOp(k, key, v)| HistoryOp(*k, key.clone(), v.clone().filter(|_| *k == OpKind::Write)))
+            .collect();
+        b.push(*p, EventType::Invoke, invoked);
+        b.push(*p, EventType::Ok, ops.clone());
     }
     b.events
 }
