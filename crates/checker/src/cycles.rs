@@ -1321,57 +1321,49 @@ impl<'a, 'h> Ctx<'a, 'h> {
         let written: Vec<u32> = (0..g.keys.len() as u32).filter(|&k| !self.writers[k as usize].is_empty()).collect();
         let reported = written.iter().filter(|&&k| g.reported_order(k).is_some()).count();
         let mut rules = vec![
-            "the initial version comes first",
-            "read-modify-write (a transaction that reads x=V and then writes x orders V before its write)",
+            "the initial version first",
+            "read-modify-write: a transaction that reads x=V and then writes x orders V before its write",
         ];
         if self.level.session_order() {
-            rules.push("happens-before (session order and reads-from chains: a version that happens-before another comes first)");
+            rules.push("happens-before: a version that happens-before another (session order, reads-from) comes first");
         }
         if self.rt.is_some() {
-            rules.push("real time (a write whose transaction completed before another writer was invoked comes first)");
+            rules.push("real time: a writer that completed before another was invoked comes first");
         }
-        let inferred = format!("inferred from {}", rules.join("; "));
+        let inferred = format!("inferred ({})", rules.join("; "));
         let mut s = if reported == written.len() && reported > 0 {
             "version order: the reported commit order".to_string()
         } else if reported > 0 {
             format!(
-                "version order: the reported commit order for {reported} of {} written keys; for the others {inferred}",
+                "version order: the reported commit order for {reported} of {} written keys, the others {inferred}",
                 written.len()
             )
         } else {
             format!("version order {inferred}")
         };
         let left = format!(
-            "it leaves the writers of {unordered} key{} partly unordered",
+            "; it leaves the writers of {unordered} key{} partly unordered",
             if unordered == 1 { "" } else { "s" }
         );
+        let reads = "what reads imply (a writer that must precede a transaction reading an older version of the key precedes that version)";
+        let shown = "each anomaly shown is under one of them (pairs not inferred are marked chosen)";
         s.push_str(&match outcome {
-            Outcome::Anomalies if unordered == 0 => {
-                ". It orders each key's writers totally: the verdict is exact.".to_string()
+            Outcome::Total | Outcome::Anomalies if unordered == 0 => {
+                "; it orders every key's writers totally: the verdict is exact".to_string()
             }
-            Outcome::Anomalies => {
-                format!(". {}; each anomaly shown holds under every order extending it.", capitalize(&left))
+            Outcome::Anomalies => format!("{left}; each anomaly shown holds under every order extending it"),
+            Outcome::TotalDerived => format!("{left}, and with {reads} it is total: the verdict is exact"),
+            Outcome::Derived => {
+                format!("{left}, and {reads} leaves no total order without an anomaly: {shown}")
             }
-            Outcome::Total => ". It orders each key's writers totally: the verdict is exact.".to_string(),
-            Outcome::Derived => format!(
-                ". {}; with what reads imply (a writer that must precede a transaction reading an older version of the key precedes that version), each anomaly shown holds under every order extending it.",
-                capitalize(&left)
-            ),
-            Outcome::TotalDerived => format!(
-                ". {}; with what reads imply (a writer that must precede a transaction reading an older version of the key precedes that version), the order is total: the verdict is exact.",
-                capitalize(&left)
-            ),
-            Outcome::Witness(how) => {
-                format!(". {}; {how} gives a total version order under which the level holds.", capitalize(&left))
-            }
-            Outcome::Exhausted => {
-                format!(". {}; an exhaustive search shows every total order yields an anomaly.", capitalize(&left))
-            }
+            Outcome::Witness(how) => format!("{left}; {how} gives a total version order under which the level holds"),
+            Outcome::Exhausted => format!("{left}, and a search shows that every total order yields an anomaly: {shown}"),
             Outcome::Budget => format!(
-                ". {}; the search for a total order ran out of budget: no anomaly found, but the level is not proven.",
-                capitalize(&left)
+                "{left}, and the search for a total order under which the level holds ran out of budget: no anomaly found, but the level is not proven"
             ),
+            Outcome::Total => unreachable!("a total order leaves nothing unordered"),
         });
+        s.push('.');
         s
     }
 }
@@ -1383,11 +1375,6 @@ struct Lin {
     ambiguous: Option<(TxnId, TxnId)>,
     /// The order has a cycle (`seq` is then partial).
     cyclic: bool,
-}
-
-fn capitalize(s: &str) -> String {
-    let mut c = s.chars();
-    c.next().map_or(String::new(), |f| f.to_uppercase().collect::<String>() + c.as_str())
 }
 
 fn edge_kind(k: K) -> EdgeKind {
