@@ -496,13 +496,13 @@ impl<'a, 'h> Ctx<'a, 'h> {
         let aux = self.rt.as_ref().map_or(0, |r| r.times.len());
         let nodes = n + aux;
         let mut edges: Vec<Ed> = Vec::new();
-        let mut succ: HashMap<(u32, TxnId), Vec<TxnId>> = HashMap::new();
+        let mut succ: HashMap<(u32, TxnId), Vec<(TxnId, Why)>> = HashMap::new();
         let mut has_pred: HashSet<(u32, TxnId)> = HashSet::new();
         for (k, list) in order.per_key.iter().enumerate() {
             let k = k as u32;
             for &(a, b, why) in list {
                 edges.push(Ed { from: a as u32, to: b as u32, kind: K::Ww, key: k, why, rd: 0 });
-                succ.entry((k, a)).or_default().push(b);
+                succ.entry((k, a)).or_default().push((b, why));
                 has_pred.insert((k, b));
             }
         }
@@ -518,12 +518,13 @@ impl<'a, 'h> Ctx<'a, 'h> {
                 if let Some(u) = rd.src {
                     edges.push(Ed { from: u as u32, to: t as u32, ..e });
                 }
-                let next = match rd.src {
-                    Some(u) => succ.get(&(rd.key, u)).map_or(&[][..], |v| &v[..]),
-                    None => &minimal[rd.key as usize][..],
+                // The RW edge carries why the version read precedes the target's.
+                let next: Vec<(TxnId, Why)> = match rd.src {
+                    Some(u) => succ.get(&(rd.key, u)).cloned().unwrap_or_default(),
+                    None => minimal[rd.key as usize].iter().map(|&w| (w, Why::Reported)).collect(),
                 };
-                for &w in next.iter().filter(|&&w| w != t) {
-                    edges.push(Ed { from: t as u32, to: w as u32, kind: K::Rw, ..e });
+                for (w, why) in next.into_iter().filter(|&(w, _)| w != t) {
+                    edges.push(Ed { from: t as u32, to: w as u32, kind: K::Rw, why, ..e });
                 }
             }
             if let Some(u) = self.so_next[t] {
@@ -586,6 +587,9 @@ impl<'a, 'h> Ctx<'a, 'h> {
 
     /// The first forbidden cycle class found in one strongly connected component.
     fn forbidden_in(&self, dg: &Dg, scc: &[u32]) -> Option<Vec<Step>> {
+        if let Some(c) = self.lost_update_in(dg, scc) {
+            return Some(c);
+        }
         let passes: &[bool] = if self.has_extras() { &[false, true] } else { &[false] };
         for &extra in passes {
             let xk = move |k: K| matches!(k, K::Ww | K::Wr) || (extra && matches!(k, K::So | K::Rt));
@@ -609,6 +613,33 @@ impl<'a, 'h> Ctx<'a, 'h> {
             };
             if found.is_some() {
                 return found;
+            }
+        }
+        None
+    }
+
+    /// A lost update: two transactions that read the same version of a key and both wrote it have RW edges
+    /// both ways. Every level forbids it, even those that allow two adjacent RW edges: whichever write
+    /// comes first, the other transaction read an older version and overwrote it (`T -RW-> U -WW-> T`).
+    fn lost_update_in(&self, dg: &Dg, scc: &[u32]) -> Option<Vec<Step>> {
+        for &b in scc.iter().filter(|&&b| (b as usize) < self.n) {
+            for e1 in dg.out(b) {
+                let first = &dg.edges[e1];
+                if first.kind != K::Rw {
+                    continue;
+                }
+                for e2 in dg.out(first.to) {
+                    let back = &dg.edges[e2];
+                    if back.kind == K::Rw && back.to == b && back.key == first.key {
+                        let steps = vec![
+                            Step { kind: K::Rw, from: b as TxnId, to: first.to as TxnId, edge: e1 as u32 },
+                            Step { kind: K::Rw, from: first.to as TxnId, to: b as TxnId, edge: e2 as u32 },
+                        ];
+                        if self.lost_update(dg, &steps).is_some() {
+                            return Some(steps);
+                        }
+                    }
+                }
             }
         }
         None
@@ -1234,7 +1265,11 @@ impl<'a, 'h> Ctx<'a, 'h> {
                 let r = &g.ext_reads[a][self.reads[a][e.rd as usize].ext as usize];
                 wit.op(a, r.op);
                 wit.op(b, g.final_write(b, r.key).expect("writer"));
-                g.rw_edge(a, r, b)
+                let mut edge = g.rw_edge(a, r, b);
+                if matches!(e.why, Why::Chosen | Why::Candidate) {
+                    edge.why.push_str(" in the version order chosen here (not inferred)");
+                }
+                edge
             }
             K::Ww => {
                 let k = e.key;

@@ -379,6 +379,15 @@ fn graph_verdicts_state_their_basis() {
     let v = snowline_checker::check(&b.events, Level::Si);
     let text = v.to_string();
     assert!(text.contains("lost-update: T0 and T2 both read x=<initial> and both wrote x"), "{text}");
+    assert!(text.contains("RW: T0 read x=<initial>, older than x=x2 written by T2"), "{text}");
     assert!(text.contains("RW: T2 read x=<initial>, older than x=x1 written by T0"), "{text}");
+    assert!(text.contains("each anomaly shown holds under every order extending it"), "{text}");
+    // Blind writes: no inference orders them, and every order fails.
+    let mut b = Builder::new();
+    b.txn(0, "ok", "w x x1, w y y1").txn(1, "ok", "w x x2, w y y2").txn(2, "ok", "r x x1, r y y2");
+    let v = snowline_checker::check(&b.events, Level::Ser);
+    let text = v.to_string();
+    assert_eq!(common::kinds(&v), ["g-single"], "{text}");
     assert!(text.contains("(pairs not inferred are marked chosen)"), "{text}");
+    assert!(text.contains("in the version order chosen here (not inferred)"), "{text}");
 }
