@@ -496,13 +496,13 @@ impl<'a, 'h> Ctx<'a, 'h> {
         let aux = self.rt.as_ref().map_or(0, |r| r.times.len());
         let nodes = n + aux;
         let mut edges: Vec<Ed> = Vec::new();
-        let mut succ: HashMap<(u32, TxnId), Vec<TxnId>> = HashMap::new();
+        let mut succ: HashMap<(u32, TxnId), Vec<(TxnId, Why)>> = HashMap::new();
         let mut has_pred: HashSet<(u32, TxnId)> = HashSet::new();
         for (k, list) in order.per_key.iter().enumerate() {
             let k = k as u32;
             for &(a, b, why) in list {
                 edges.push(Ed { from: a as u32, to: b as u32, kind: K::Ww, key: k, why, rd: 0 });
-                succ.entry((k, a)).or_default().push(b);
+                succ.entry((k, a)).or_default().push((b, why));
                 has_pred.insert((k, b));
             }
         }
@@ -518,12 +518,13 @@ impl<'a, 'h> Ctx<'a, 'h> {
                 if let Some(u) = rd.src {
                     edges.push(Ed { from: u as u32, to: t as u32, ..e });
                 }
-                let next = match rd.src {
-                    Some(u) => succ.get(&(rd.key, u)).map_or(&[][..], |v| &v[..]),
-                    None => &minimal[rd.key as usize][..],
+                // The RW edge carries why the version read precedes the target's.
+                let next: Vec<(TxnId, Why)> = match rd.src {
+                    Some(u) => succ.get(&(rd.key, u)).cloned().unwrap_or_default(),
+                    None => minimal[rd.key as usize].iter().map(|&w| (w, Why::Reported)).collect(),
                 };
-                for &w in next.iter().filter(|&&w| w != t) {
-                    edges.push(Ed { from: t as u32, to: w as u32, kind: K::Rw, ..e });
+                for (w, why) in next.into_iter().filter(|&(w, _)| w != t) {
+                    edges.push(Ed { from: t as u32, to: w as u32, kind: K::Rw, why, ..e });
                 }
             }
             if let Some(u) = self.so_next[t] {
@@ -586,6 +587,9 @@ impl<'a, 'h> Ctx<'a, 'h> {
 
     /// The first forbidden cycle class found in one strongly connected component.
     fn forbidden_in(&self, dg: &Dg, scc: &[u32]) -> Option<Vec<Step>> {
+        if let Some(c) = self.lost_update_in(dg, scc) {
+            return Some(c);
+        }
         let passes: &[bool] = if self.has_extras() { &[false, true] } else { &[false] };
         for &extra in passes {
             let xk = move |k: K| matches!(k, K::Ww | K::Wr) || (extra && matches!(k, K::So | K::Rt));
@@ -609,6 +613,33 @@ impl<'a, 'h> Ctx<'a, 'h> {
             };
             if found.is_some() {
                 return found;
+            }
+        }
+        None
+    }
+
+    /// A lost update: two transactions that read the same version of a key and both wrote it have RW edges
+    /// both ways. Every level forbids it, even those that allow two adjacent RW edges: whichever write
+    /// comes first, the other transaction read an older version and overwrote it (`T -RW-> U -WW-> T`).
+    fn lost_update_in(&self, dg: &Dg, scc: &[u32]) -> Option<Vec<Step>> {
+        for &b in scc.iter().filter(|&&b| (b as usize) < self.n) {
+            for e1 in dg.out(b) {
+                let first = &dg.edges[e1];
+                if first.kind != K::Rw {
+                    continue;
+                }
+                for e2 in dg.out(first.to) {
+                    let back = &dg.edges[e2];
+                    if back.kind == K::Rw && back.to == b && back.key == first.key {
+                        let steps = vec![
+                            Step { kind: K::Rw, from: b as TxnId, to: first.to as TxnId, edge: e1 as u32 },
+                            Step { kind: K::Rw, from: first.to as TxnId, to: b as TxnId, edge: e2 as u32 },
+                        ];
+                        if self.lost_update(dg, &steps).is_some() {
+                            return Some(steps);
+                        }
+                    }
+                }
             }
         }
         None
@@ -1234,7 +1265,11 @@ impl<'a, 'h> Ctx<'a, 'h> {
                 let r = &g.ext_reads[a][self.reads[a][e.rd as usize].ext as usize];
                 wit.op(a, r.op);
                 wit.op(b, g.final_write(b, r.key).expect("writer"));
-                g.rw_edge(a, r, b)
+                let mut edge = g.rw_edge(a, r, b);
+                if matches!(e.why, Why::Chosen | Why::Candidate) {
+                    edge.why.push_str(" in the version order chosen here (not inferred)");
+                }
+                edge
             }
             K::Ww => {
                 let k = e.key;
@@ -1321,57 +1356,49 @@ impl<'a, 'h> Ctx<'a, 'h> {
         let written: Vec<u32> = (0..g.keys.len() as u32).filter(|&k| !self.writers[k as usize].is_empty()).collect();
         let reported = written.iter().filter(|&&k| g.reported_order(k).is_some()).count();
         let mut rules = vec![
-            "the initial version comes first",
-            "read-modify-write (a transaction that reads x=V and then writes x orders V before its write)",
+            "the initial version first",
+            "read-modify-write: a transaction that reads x=V and then writes x orders V before its write",
         ];
         if self.level.session_order() {
-            rules.push("happens-before (session order and reads-from chains: a version that happens-before another comes first)");
+            rules.push("happens-before: a version that happens-before another (session order, reads-from) comes first");
         }
         if self.rt.is_some() {
-            rules.push("real time (a write whose transaction completed before another writer was invoked comes first)");
+            rules.push("real time: a writer that completed before another was invoked comes first");
         }
-        let inferred = format!("inferred from {}", rules.join("; "));
+        let inferred = format!("inferred ({})", rules.join("; "));
         let mut s = if reported == written.len() && reported > 0 {
             "version order: the reported commit order".to_string()
         } else if reported > 0 {
             format!(
-                "version order: the reported commit order for {reported} of {} written keys; for the others {inferred}",
+                "version order: the reported commit order for {reported} of {} written keys, the others {inferred}",
                 written.len()
             )
         } else {
             format!("version order {inferred}")
         };
         let left = format!(
-            "it leaves the writers of {unordered} key{} partly unordered",
+            "; it leaves the writers of {unordered} key{} partly unordered",
             if unordered == 1 { "" } else { "s" }
         );
+        let reads = "what reads imply (a writer that must precede a transaction reading an older version of the key precedes that version)";
+        let shown = "each anomaly shown is under one of them (pairs not inferred are marked chosen)";
         s.push_str(&match outcome {
-            Outcome::Anomalies if unordered == 0 => {
-                ". It orders each key's writers totally: the verdict is exact.".to_string()
+            Outcome::Total | Outcome::Anomalies if unordered == 0 => {
+                "; it orders every key's writers totally: the verdict is exact".to_string()
             }
-            Outcome::Anomalies => {
-                format!(". {}; each anomaly shown holds under every order extending it.", capitalize(&left))
+            Outcome::Anomalies => format!("{left}; each anomaly shown holds under every order extending it"),
+            Outcome::TotalDerived => format!("{left}, and with {reads} it is total: the verdict is exact"),
+            Outcome::Derived => {
+                format!("{left}, and {reads} leaves no total order without an anomaly: {shown}")
             }
-            Outcome::Total => ". It orders each key's writers totally: the verdict is exact.".to_string(),
-            Outcome::Derived => format!(
-                ". {}; with what reads imply (a writer that must precede a transaction reading an older version of the key precedes that version), each anomaly shown holds under every order extending it.",
-                capitalize(&left)
-            ),
-            Outcome::TotalDerived => format!(
-                ". {}; with what reads imply (a writer that must precede a transaction reading an older version of the key precedes that version), the order is total: the verdict is exact.",
-                capitalize(&left)
-            ),
-            Outcome::Witness(how) => {
-                format!(". {}; {how} gives a total version order under which the level holds.", capitalize(&left))
-            }
-            Outcome::Exhausted => {
-                format!(". {}; an exhaustive search shows every total order yields an anomaly.", capitalize(&left))
-            }
+            Outcome::Witness(how) => format!("{left}; {how} gives a total version order under which the level holds"),
+            Outcome::Exhausted => format!("{left}, and a search shows that every total order yields an anomaly: {shown}"),
             Outcome::Budget => format!(
-                ". {}; the search for a total order ran out of budget: no anomaly found, but the level is not proven.",
-                capitalize(&left)
+                "{left}, and the search for a total order under which the level holds ran out of budget: no anomaly found, but the level is not proven"
             ),
+            Outcome::Total => unreachable!("a total order leaves nothing unordered"),
         });
+        s.push('.');
         s
     }
 }
@@ -1383,11 +1410,6 @@ struct Lin {
     ambiguous: Option<(TxnId, TxnId)>,
     /// The order has a cycle (`seq` is then partial).
     cyclic: bool,
-}
-
-fn capitalize(s: &str) -> String {
-    let mut c = s.chars();
-    c.next().map_or(String::new(), |f| f.to_uppercase().collect::<String>() + c.as_str())
 }
 
 fn edge_kind(k: K) -> EdgeKind {

@@ -1,5 +1,5 @@
 //! Offline consistency checker: proves that a recorded history satisfies a consistency level, or names an
-//! anomaly with a minimal witness.
+//! anomaly with a minimal witness. Definitions, sources and the expectation matrix: `docs/CHECKER.md`.
 //!
 //! # Model
 //!
@@ -15,7 +15,8 @@
 //! - *Reads-from* (WR): `U` WR `T` when an external read of `T` returns a version `U` wrote.
 //! - *Happens-before* (hb): the transitive closure of SO ∪ WR (Lamport; Didona et al., "Causal Consistency
 //!   and Latency Optimality", §2.4). `T`'s *causal past* is `{W : W hb T}`.
-//! - *Version order* (≺) of key `y`: ⊥ ≺ every version; `V ≺ W` when `V` hb `W` and not `W` hb `V` (session
+//! - *Version order* (≺) of key `y`, for the visibility levels (the graph levels below quantify over
+//!   version orders instead): ⊥ ≺ every version; `V ≺ W` when `V` hb `W` and not `W` hb `V` (session
 //!   order of writers, write-read-write chains and every longer chain of SO and WR edges); for a key with a
 //!   [`CommitOrder`] accepted by [`check_with_order`], `V ≺ W` when it lists `V` before `W` (it must agree
 //!   with hb). No other order is assumed: concurrent versions are unordered.
@@ -24,7 +25,7 @@
 //!
 //! # Anomalies
 //!
-//! Committed visibility (all levels):
+//! Committed visibility (all levels; Adya's G1a is `aborted-read`, G1b `intermediate-read`):
 //! - `thin-air-read`: a read returns a value never written to that key.
 //! - `aborted-read`: an external read returns a value written by a `fail` transaction.
 //! - `intermediate-read`: an external read returns a write that its transaction overwrote (wrote the same
@@ -54,6 +55,12 @@
 //!
 //! # Levels
 //!
+//! Levels are not a chain (for instance `si` and `us` are incomparable, and a lost update passes `tcc` but
+//! fails every graph level); `docs/CHECKER.md` gives the expectation matrix of every anomaly class at every
+//! level, checked by `tests/levels.rs`.
+//!
+//! Visibility levels, defined by what each read observes under the version order ≺ above:
+//!
 //! - `rc` — committed visibility (Tomsic et al. §2.2, Definition 1: every snapshot consists of committed
 //!   versions): no `thin-air-read`, `aborted-read`, `intermediate-read`, `internal-read`. `info` writes
 //!   may be read.
@@ -71,11 +78,55 @@
 //!   `monotonic-reads` counts every key of a transaction the session read from). Equivalently: no `T` misses
 //!   any `W` with `W` hb `T`, and hb is acyclic.
 //!
-//! Complexity: O((transactions + reads) · processes · log) time, O(transactions · processes) memory; the
-//! per-read checks test only the latest writer of each process under a vector-clock frontier.
+//! Dependency-graph levels ([`Level::GRAPH`]), defined by the existence of a total version order of each
+//! key under which the graph of WR, WW and RW edges (over `ok` transactions and the `info` ones some read
+//! observed), plus SO or RT edges where said, has no cycle of the kinds the level forbids. Each also
+//! requires committed visibility and no `non-repeatable-read`.
 //!
-//! Stronger levels (SI, PSI, NMSI, update serializability, serializability, strict serializability) will
-//! search the same graph ([`Graph::edges`]: SO, WR, WW and RW edges, each justified) for cycles.
+//! - `ser` — serializability (Adya's PL-3; Papadimitriou 1979): no cycle.
+//! - `strict-ser` — strict serializability (Herlihy and Wing; SNOW §2): no cycle with RT edges (`A` RT `B`
+//!   when `A` ended `ok` before `B` was invoked).
+//! - `pos` — process-ordered serializability (SNOW §4.4): no cycle with SO edges.
+//! - `si` — snapshot isolation (Cerone, Bernardi, Gotsman, CONCUR 2015, with the SESSION axiom;
+//!   characterisation of Cerone and Gotsman, PODC 2016): `((SO ∪ WR ∪ WW) ; RW?)` acyclic, i.e. every
+//!   cycle has two adjacent RW edges.
+//! - `psi` — parallel snapshot isolation (Sovran et al.; same sources): `((SO ∪ WR ∪ WW)+ ; RW?)`
+//!   irreflexive, i.e. every cycle has two or more RW edges.
+//! - `nmsi` — non-monotonic snapshot isolation (Saeida Ardekani, Sutra, Shapiro, §III, Definitions 1–5,
+//!   with write-conflict freedom counting the write-write dependency): every cycle without SO edges has two
+//!   or more RW edges.
+//! - `us` — update serializability (Adya's PL-3U; Garcia-Molina and Wiederhold): no cycle among update
+//!   transactions and none through exactly one read-only transaction.
+//!
+//! Graph anomalies (each a cycle, reported once per strongly connected component, as the shortest cycle
+//! found of the first class the level forbids: WW only, then WW and WR, then exactly one RW, then the
+//! level's own rule; searched first without SO and RT edges): `g0` (WW only), `g1c` (WW and WR),
+//! `lost-update` (two transactions read the same version of a key and both wrote it), `g-single` (exactly
+//! one RW; read skew), `write-skew` (exactly two RW edges, nothing else), `read-only-anomaly` (adjacent RW
+//! edges through a read-only transaction; Fekete et al. 2004), `long-fork` (two or more RW, none adjacent),
+//! `g2-item` (other cycles with two or more RW), `non-monotonic-snapshot` (one RW edge `T -RW-> W`, entered
+//! through SO into `T`: a session's snapshot goes back), `process-order-violation` (other cycles needing
+//! SO), `real-time-violation` (cycles needing RT). `aborted-read` and `intermediate-read` are Adya's G1a and
+//! G1b ([`AnomalyKind::from_name`] accepts those names).
+//!
+//! # Version order of the graph levels
+//!
+//! A reported commit order ([`check_with_order`], or [`check_with_versions`] from the `version` fields of a
+//! history whose metadata says `version_order`) is verified against hb and used. Otherwise the checker
+//! uses only sound inferences: the initial version first; read-modify-write (a transaction that reads
+//! `x=V` and then writes `x` orders `V` before its write); hb for `pos`, `si`, `psi`; real time for
+//! `strict-ser`. A forbidden cycle under those is certain. If writers remain unordered, it adds what reads
+//! imply (a writer that must precede a transaction reading an older version precedes that version), then
+//! looks for a completion under which the level holds: a greedy earliest-deadline-first serial schedule,
+//! then a conflict-directed search that is exact within a budget. [`Verdict::basis`] says which case the
+//! verdict rests on; when the budget runs out the verdict is `ok` with [`Verdict::inconclusive`] set.
+//!
+//! Complexity: visibility levels O((transactions + reads) · processes · log) time, O(transactions ·
+//! processes) memory, the per-read checks testing only the latest writer of each process under a
+//! vector-clock frontier. Graph levels: linear graph construction (real time through one auxiliary node
+//! per distinct completion time), Tarjan's components, and breadth-first searches inside non-trivial
+//! components only; a valid history whose version order is known or completed by the schedule is checked
+//! in near-linear time (`cargo run --release -p snowline-checker --example checker_bench`).
 
 pub mod anomaly;
 mod checks;

@@ -319,3 +319,75 @@ fn print_matrix() {
         println!("| `{}` | {} |", case.class, cells.join(" | "));
     }
 }
+
+#[test]
+fn commit_order_from_versions_leaves_out_keys_it_cannot_order() {
+    let mut b = Builder::new();
+    b.txn(0, "ok", "w a a1, w b b1").version(20);
+    b.txn(1, "ok", "w a a2").version(10);
+    b.txn(2, "ok", "w b b2"); // no version: b is left out
+    b.txn(3, "ok", "w c c1").version(30);
+    b.txn(4, "ok", "w c c2").version(30); // a tie: c is left out
+    b.txn(5, "info", "w d d1, w e e1"); // observed below: d and e are left out
+    b.txn(6, "ok", "r d d1, w e e2").version(40);
+    b.txn(7, "info", "w f f1"); // never observed: not listed
+    b.txn(8, "ok", "w f f2").version(50);
+    let h = validate(&b.events).unwrap();
+    let order = h.commit_order_from_versions();
+    let listed: Vec<(String, Vec<String>)> =
+        order.keys.iter().map(|(k, vs)| (k.to_string(), vs.iter().map(|v| v.to_string()).collect())).collect();
+    assert_eq!(listed, [("a".to_string(), vec!["a2".to_string(), "a1".to_string()]), ("f".into(), vec!["f2".into()])]);
+    assert_eq!(snowline_checker::commit_order_from_versions(&h), order);
+    let v = check_with_versions(&h, Level::Ser);
+    assert!(v.ok, "{v}");
+    assert!(v.basis.as_deref().unwrap().contains("the reported commit order for 2 of 6 written keys"), "{v}");
+}
+
+#[test]
+fn anomaly_names_match_their_serialization_and_aliases_resolve() {
+    use snowline_checker::AnomalyKind;
+    for k in AnomalyKind::ALL {
+        assert_eq!(serde_json::to_value(k).unwrap(), k.name(), "{k:?}");
+        assert_eq!(AnomalyKind::from_name(k.name()), Some(k));
+    }
+    assert_eq!(AnomalyKind::from_name("g1a"), Some(AnomalyKind::AbortedRead));
+    assert_eq!(AnomalyKind::from_name("g1b"), Some(AnomalyKind::IntermediateRead));
+    assert_eq!(AnomalyKind::from_name("g2"), None);
+    for l in Level::ALL {
+        assert_eq!(serde_json::to_value(l).unwrap(), l.name());
+    }
+}
+
+#[test]
+fn graph_verdicts_state_their_basis() {
+    let mut b = Builder::new();
+    b.txn(0, "ok", "r x _, w x x1").txn(1, "ok", "r x x1, w x x2");
+    let h = validate(&b.events).unwrap();
+    let v = snowline_checker::check_history(&h, Level::Ser);
+    let json = serde_json::to_value(&v).unwrap();
+    assert!(json["basis"].as_str().unwrap().contains("read-modify-write"), "{json}");
+    assert!(json.get("inconclusive").is_none(), "omitted unless true: {json}");
+    assert!(v.to_string().starts_with("ser: ok\n    version order inferred (the initial version first"), "{v}");
+    assert!(v.to_string().contains("the verdict is exact"), "{v}");
+    // The visibility levels keep their output.
+    let v = snowline_checker::check_history(&h, Level::Tcc);
+    assert_eq!(v.to_string(), "tcc: ok\n");
+    assert!(serde_json::to_value(&v).unwrap().get("basis").is_none());
+    // A failure names its class with a justified cycle.
+    let mut b = Builder::new();
+    b.txn(0, "ok", "r x _, w x x1").txn(1, "ok", "r x _, w x x2");
+    let v = snowline_checker::check(&b.events, Level::Si);
+    let text = v.to_string();
+    assert!(text.contains("lost-update: T0 and T2 both read x=<initial> and both wrote x"), "{text}");
+    assert!(text.contains("RW: T0 read x=<initial>, older than x=x2 written by T2"), "{text}");
+    assert!(text.contains("RW: T2 read x=<initial>, older than x=x1 written by T0"), "{text}");
+    assert!(text.contains("each anomaly shown holds under every order extending it"), "{text}");
+    // Blind writes: no inference orders them, and every order fails.
+    let mut b = Builder::new();
+    b.txn(0, "ok", "w x x1, w y y1").txn(1, "ok", "w x x2, w y y2").txn(2, "ok", "r x x1, r y y2");
+    let v = snowline_checker::check(&b.events, Level::Ser);
+    let text = v.to_string();
+    assert_eq!(common::kinds(&v), ["g-single"], "{text}");
+    assert!(text.contains("(pairs not inferred are marked chosen)"), "{text}");
+    assert!(text.contains("in the version order chosen here (not inferred)"), "{text}");
+}
