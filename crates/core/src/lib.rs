@@ -21,7 +21,7 @@ pub mod topology;
 pub use clock::{Hlc, VectorClock};
 pub use config::ProtocolConfig;
 pub use history::{HistoryEvent, HistoryMeta, HistoryOp, HistoryWriter};
-pub use ids::{Addr, ClientId, DcId, OpId, PartitionId, ServerId};
+pub use ids::{Addr, ClientId, DcId, OpId, PartitionId, ReplicaId, ServerId};
 pub use protocol::{ClientNode, Ctx, Effects, LinkAssumptions, Message, Offers, Protocol, ServerNode};
 pub use request::{
     Abort, AbortCause, Key, OpError, OpMetrics, ReadResult, ReadersCheckCost, Reply, Request, Value, Version,

@@ -121,6 +121,23 @@ pub trait Protocol: Sized + 'static {
     const OFFERS: Offers;
 
     fn links() -> LinkAssumptions;
+
+    /// Whether the protocol runs on `topology`'s placement; `Err` says why not, for the user. By default a
+    /// protocol needs full replication with one server per partition per datacenter, as every protocol
+    /// written before replica groups assumes.
+    fn check_topology(topology: &Topology) -> Result<(), String> {
+        if topology.one_replica_per_dc() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} runs with one replica of each partition per datacenter (replicas = dcs = {}), not {}",
+                Self::NAME,
+                topology.dcs,
+                topology.replicas
+            ))
+        }
+    }
+
     fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> Self::Server;
     fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> Self::Client;
 }

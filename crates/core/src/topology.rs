@@ -1,20 +1,81 @@
-//! Datacenters × partitions and the deterministic key → partition map.
+//! Datacenters × partitions, the deterministic key → partition map, and the placement of each partition's
+//! replica group.
 
-use crate::ids::{DcId, PartitionId, ServerId};
+use crate::ids::{DcId, PartitionId, ReplicaId, ServerId};
 use serde::{Deserialize, Serialize};
 
-/// Every datacenter holds a full replica, split into the same `partitions` (Tomsic §4.2: "all sites follow
-/// the same partitioning scheme"), so partition `p` of every datacenter stores the same keys.
+/// `partitions` partitions, each replicated by a group of `replicas` servers spread over `dcs` datacenters.
+///
+/// **Placement.** Member `m` (0 ≤ m < `replicas`) of partition `p`'s group lives in datacenter
+/// `(p + m) mod dcs`, as replica `m div dcs` of that datacenter. So:
+///
+/// * `replicas == dcs` (the default, [`Topology::new`]) is full geo-replication with one server per partition
+///   per datacenter (Tomsic §4.2: "all sites follow the same partitioning scheme"), which the causal family
+///   and 2PL assume: every server is replica 0 of its datacenter;
+/// * `replicas < dcs` is partial replication (Jessy, NMSI §V): each datacenter holds some partitions, and
+///   groups start at different datacenters so the load spreads;
+/// * `replicas > dcs` puts several replicas of a group in one datacenter (e.g. a 3-replica Raft group in a
+///   one-datacenter cluster).
+///
+/// Every runtime routes through this one map: [`Topology::servers`] lists the servers in their canonical
+/// order and [`Topology::index_of`] / [`Topology::server_at`] convert to and from that order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
     pub dcs: u16,
     pub partitions: u16,
+    /// Servers per replica group (the replication factor).
+    pub replicas: u16,
 }
 
 impl Topology {
+    /// Full replication: one server per partition in every datacenter.
     pub fn new(dcs: u16, partitions: u16) -> Self {
-        assert!(dcs >= 1 && partitions >= 1, "a topology needs at least one datacenter and one partition");
-        Self { dcs, partitions }
+        Self::replicated(dcs, partitions, dcs)
+    }
+
+    /// `replicas` servers per partition, placed as the type's documentation says.
+    pub fn replicated(dcs: u16, partitions: u16, replicas: u16) -> Self {
+        assert!(
+            dcs >= 1 && partitions >= 1 && replicas >= 1,
+            "a topology needs at least one datacenter, one partition and one replica"
+        );
+        Self { dcs, partitions, replicas }
+    }
+
+    /// Whether this is full replication with one server per partition per datacenter.
+    pub fn one_replica_per_dc(&self) -> bool {
+        self.replicas == self.dcs
+    }
+
+    /// The server that is member `member` of `partition`'s group.
+    pub fn member(&self, partition: PartitionId, member: u16) -> ServerId {
+        debug_assert!(member < self.replicas);
+        let dc = ((u32::from(partition) + u32::from(member)) % u32::from(self.dcs)) as DcId;
+        ServerId::replica(dc, partition, member / self.dcs)
+    }
+
+    /// `server`'s index in its partition's group, if it is a server of this topology.
+    pub fn member_index(&self, server: ServerId) -> Option<u16> {
+        if server.dc >= self.dcs || server.partition >= self.partitions {
+            return None;
+        }
+        let dcs = u32::from(self.dcs);
+        let offset = (u32::from(server.dc) + dcs - u32::from(server.partition) % dcs) % dcs;
+        let m = u32::from(server.replica) * dcs + offset;
+        (m < u32::from(self.replicas)).then_some(m as u16)
+    }
+
+    /// The replica group of `partition`, in member order.
+    pub fn group(&self, partition: PartitionId) -> impl Iterator<Item = ServerId> + use<> {
+        let t = *self;
+        (0..t.replicas).map(move |m| t.member(partition, m))
+    }
+
+    /// How many replicas of `partition` live in `dc`.
+    pub fn replicas_in(&self, dc: DcId, partition: PartitionId) -> u16 {
+        let dcs = u32::from(self.dcs);
+        let offset = (u32::from(dc) + dcs - u32::from(partition) % dcs) % dcs;
+        if offset >= u32::from(self.replicas) { 0 } else { ((u32::from(self.replicas) - 1 - offset) / dcs + 1) as u16 }
     }
 
     /// FNV-1a over the key's bytes: stable across runs, platforms and versions (unlike `DefaultHasher`).
@@ -37,17 +98,65 @@ impl Topology {
 
     /// Whether `s` is a server of this topology.
     pub fn contains(&self, s: ServerId) -> bool {
-        s.dc < self.dcs && s.partition < self.partitions
+        self.member_index(s).is_some()
     }
 
+    /// Every server, in the canonical order: by datacenter, then partition, then replica.
     pub fn servers(&self) -> impl Iterator<Item = ServerId> + use<> {
-        let partitions = self.partitions;
-        (0..self.dcs).flat_map(move |dc| (0..partitions).map(move |p| ServerId::new(dc, p)))
+        let t = *self;
+        (0..t.dcs).flat_map(move |dc| {
+            (0..t.partitions).flat_map(move |p| (0..t.replicas_in(dc, p)).map(move |r| ServerId::replica(dc, p, r)))
+        })
+    }
+
+    /// The number of servers.
+    pub fn server_count(&self) -> usize {
+        usize::from(self.partitions) * usize::from(self.replicas)
+    }
+
+    /// `server`'s position in [`Topology::servers`], if it is a server of this topology. O(dcs × partitions):
+    /// runtimes that need it per message build a table once.
+    pub fn index_of(&self, server: ServerId) -> Option<usize> {
+        self.member_index(server)?;
+        if self.one_replica_per_dc() {
+            return Some(usize::from(server.dc) * usize::from(self.partitions) + usize::from(server.partition));
+        }
+        let before_dc: usize = (0..server.dc)
+            .flat_map(|dc| (0..self.partitions).map(move |p| (dc, p)))
+            .map(|(dc, p)| usize::from(self.replicas_in(dc, p)))
+            .sum();
+        let before_p: usize = (0..server.partition).map(|p| usize::from(self.replicas_in(server.dc, p))).sum();
+        Some(before_dc + before_p + usize::from(server.replica))
+    }
+
+    /// The server at position `index` of [`Topology::servers`].
+    pub fn server_at(&self, index: usize) -> Option<ServerId> {
+        if self.one_replica_per_dc() {
+            let p = usize::from(self.partitions);
+            return (index < self.server_count())
+                .then(|| ServerId::new((index / p) as DcId, (index % p) as PartitionId));
+        }
+        self.servers().nth(index)
+    }
+
+    /// The group member of `partition` to talk to from datacenter `dc`: replica 0 there if the datacenter holds
+    /// one, else the first member of the group (partial replication reads remotely).
+    pub fn nearest(&self, dc: DcId, partition: PartitionId) -> ServerId {
+        if self.replicas_in(dc, partition) > 0 {
+            ServerId::replica(dc, partition, 0 as ReplicaId)
+        } else {
+            self.member(partition, 0)
+        }
     }
 
     /// The partitions of the same datacenter, other than `me`.
     pub fn local_peers(&self, me: ServerId) -> impl Iterator<Item = ServerId> + use<> {
         (0..self.partitions).filter(move |p| *p != me.partition).map(move |p| ServerId::new(me.dc, p))
+    }
+
+    /// The other members of `me`'s replica group.
+    pub fn group_peers(&self, me: ServerId) -> impl Iterator<Item = ServerId> + use<> {
+        self.group(me.partition).filter(move |s| *s != me)
     }
 
     /// The sibling partitions (same partition index) in the other datacenters.
@@ -89,5 +198,56 @@ mod tests {
         assert_eq!(t.servers().count(), 12);
         let k = t.key_on(3, "x");
         assert_eq!(t.partition_of(&k), 3);
+    }
+
+    #[test]
+    fn placement_covers_every_member_once_and_indexes_round_trip() {
+        for dcs in 1..=4u16 {
+            for partitions in 1..=4u16 {
+                for replicas in 1..=6u16 {
+                    let t = Topology::replicated(dcs, partitions, replicas);
+                    let all: Vec<ServerId> = t.servers().collect();
+                    assert_eq!(all.len(), t.server_count(), "{t:?}");
+                    for (i, s) in all.iter().enumerate() {
+                        assert_eq!(t.index_of(*s), Some(i), "{t:?} {s}");
+                        assert_eq!(t.server_at(i), Some(*s), "{t:?} {i}");
+                        let m = t.member_index(*s).expect("member");
+                        assert_eq!(t.member(s.partition, m), *s);
+                    }
+                    assert_eq!(t.server_at(all.len()), None);
+                    for p in 0..partitions {
+                        let group: Vec<ServerId> = t.group(p).collect();
+                        assert_eq!(group.len(), usize::from(replicas));
+                        let mut dedup = group.clone();
+                        dedup.sort();
+                        dedup.dedup();
+                        assert_eq!(dedup.len(), group.len(), "{t:?} p{p}");
+                        // Spread: datacenters' replica counts differ by at most one.
+                        let counts: Vec<u16> = (0..dcs).map(|d| t.replicas_in(d, p)).collect();
+                        let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+                        assert!(hi - lo <= 1, "{t:?} p{p} {counts:?}");
+                        assert!(t.contains(t.nearest(0, p)));
+                    }
+                    assert!(!t.contains(ServerId::replica(0, 0, replicas)));
+                    assert!(!t.contains(ServerId::new(dcs, 0)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn full_replication_is_one_server_per_partition_per_dc() {
+        let t = Topology::new(3, 2);
+        assert!(t.one_replica_per_dc());
+        let all: Vec<ServerId> = t.servers().collect();
+        let expected: Vec<ServerId> = (0..3).flat_map(|d| (0..2).map(move |p| ServerId::new(d, p))).collect();
+        assert_eq!(all, expected);
+        let partial = Topology::replicated(3, 3, 2);
+        // Partition 0 on dc0 and dc1, partition 1 on dc1 and dc2, partition 2 on dc2 and dc0.
+        assert_eq!(partial.group(1).collect::<Vec<_>>(), vec![ServerId::new(1, 1), ServerId::new(2, 1)]);
+        assert_eq!(partial.nearest(0, 1), ServerId::new(1, 1));
+        let local = Topology::replicated(1, 2, 3);
+        assert_eq!(local.group(1).map(|s| s.to_string()).collect::<Vec<_>>(), ["dc0/p1", "dc0/p1/r1", "dc0/p1/r2"]);
+        assert_eq!("dc0/p1/r2".parse::<ServerId>(), Ok(ServerId::replica(0, 1, 2)));
     }
 }

@@ -26,7 +26,7 @@
 //!   `OpError::Unknown`: the outcome of a write is then unknown. Later completions are ignored.
 
 use crate::NetError;
-use crate::config::ClusterConfig;
+use crate::config::{ClusterConfig, Routes};
 use crate::conn::{self, NetIn, OutTx, PeerSpec};
 use crate::frame::Frame;
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64};
@@ -274,7 +274,7 @@ struct Driver<P: Protocol> {
     dc: DcId,
     prefix: u64,
     clients: HashMap<ClientId, ClientState<P>>,
-    node_of_server: Vec<usize>,
+    routes: Routes,
     peers: Vec<Option<OutTx<P::Msg>>>,
     net_tx: mpsc::UnboundedSender<NetIn<P::Msg>>,
     local: VecDeque<(ClientId, Addr, P::Msg)>,
@@ -292,17 +292,7 @@ enum Event<P: Protocol> {
 
 impl<P: Protocol> Driver<P> {
     fn new(config: Arc<ClusterConfig>, dc: DcId, prefix: u64) -> (Self, mpsc::UnboundedReceiver<NetIn<P::Msg>>) {
-        let topology = config.topology();
-        let node_of_server = topology
-            .servers()
-            .map(|s| {
-                config
-                    .nodes
-                    .iter()
-                    .position(|n| n.dc == s.dc && n.partitions.contains(&s.partition))
-                    .expect("validated")
-            })
-            .collect();
+        let routes = config.routes();
         let (net_tx, net_rx) = mpsc::unbounded_channel();
         let driver = Self {
             dc,
@@ -310,7 +300,7 @@ impl<P: Protocol> Driver<P> {
             peers: vec![None; config.nodes.len()],
             config,
             clients: HashMap::new(),
-            node_of_server,
+            routes,
             net_tx,
             local: VecDeque::new(),
             timers: TimerHeap::new(),
@@ -470,12 +460,10 @@ impl<P: Protocol> Driver<P> {
             }
             Addr::Server(s) => s,
         };
-        if s.dc >= self.config.dcs || s.partition >= self.config.partitions {
+        let Some(node) = self.routes.node_of(s) else {
             eprintln!("warning: client {from} sent a {} message to {s}, which does not exist", msg.kind());
             return;
-        }
-        let node =
-            self.node_of_server[usize::from(s.dc) * usize::from(self.config.partitions) + usize::from(s.partition)];
+        };
         if let Some(state) = self.clients.get_mut(&from)
             && !state.pending.is_empty()
             && !state.touched.contains(&node)

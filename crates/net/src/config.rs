@@ -4,6 +4,7 @@
 //! protocol = "cv"
 //! dcs = 2
 //! partitions = 4
+//! replicas = 2                                     # servers per partition; omitted => dcs (one per dc)
 //! inter_dc_latency_ms = [[0.0, 40.0], [40.0, 0.0]]   # one-way; emulated inside the runtime; omitted => 0
 //! max_frame_bytes = 8388608                        # omitted => 8 MiB
 //! [protocol_config]                                # snowline_core::ProtocolConfig, all fields optional
@@ -13,14 +14,16 @@
 //! addr = "127.0.0.1:7100"
 //! dc = 0
 //! partitions = [0]                                 # partitions of its dc this OS process hosts
+//! replica = 0                                      # which of their replicas in this dc; omitted => 0
 //! ```
 //!
-//! Every `(dc, partition)` of the topology is hosted by exactly one node; a node hosts partitions of one
-//! datacenter only (so that messages between partitions of one process never cross a WAN link).
+//! Every server of the topology (`Topology`'s placement of each partition's replica group) is hosted by
+//! exactly one node; a node hosts servers of one datacenter only (so that messages between partitions of one
+//! process never cross a WAN link).
 //! [`ClusterConfig::load`] validates all of this and reports the first problem with the file's path.
 
 use serde::{Deserialize, Serialize};
-use snowline_core::{DcId, PartitionId, ProtocolConfig, ServerId, Topology};
+use snowline_core::{DcId, PartitionId, ProtocolConfig, ReplicaId, ServerId, Topology};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -45,12 +48,25 @@ pub struct NodeConfig {
     pub dc: DcId,
     /// Partitions of `dc` hosted by this process.
     pub partitions: Vec<PartitionId>,
+    /// Which replica (in `dc`) of each of those partitions this process is; 0 unless a replica group has
+    /// several servers in one datacenter.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replica: ReplicaId,
+}
+
+fn is_zero(r: &ReplicaId) -> bool {
+    *r == 0
 }
 
 impl NodeConfig {
     /// The servers this node hosts.
     pub fn servers(&self) -> impl Iterator<Item = ServerId> + '_ {
-        self.partitions.iter().map(|p| ServerId::new(self.dc, *p))
+        self.partitions.iter().map(|p| ServerId::replica(self.dc, *p, self.replica))
+    }
+
+    /// Whether this node hosts `server`.
+    pub fn hosts(&self, server: ServerId) -> bool {
+        self.dc == server.dc && self.replica == server.replica && self.partitions.contains(&server.partition)
     }
 }
 
@@ -62,6 +78,9 @@ pub struct ClusterConfig {
     pub protocol: String,
     pub dcs: u16,
     pub partitions: u16,
+    /// Servers per partition (its replica group), placed as `Topology` says; omitted means one per datacenter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u16>,
     /// One-way latency in milliseconds from dc `i` (row) to dc `j` (column); empty means zero everywhere.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inter_dc_latency_ms: Vec<Vec<f64>>,
@@ -72,6 +91,21 @@ pub struct ClusterConfig {
     pub protocol_config: ProtocolConfig,
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeConfig>,
+}
+
+/// Server → index (in `ClusterConfig::nodes`) of the node hosting it.
+#[derive(Clone, Debug)]
+pub struct Routes {
+    topology: Topology,
+    /// By the server's position in `Topology::servers`.
+    node_of_server: Vec<usize>,
+}
+
+impl Routes {
+    /// The index of the node hosting `server`, or `None` if no such server exists.
+    pub fn node_of(&self, server: ServerId) -> Option<usize> {
+        self.node_of_server.get(self.topology.index_of(server)?).copied()
+    }
 }
 
 /// Why a cluster configuration could not be loaded, saved or used.
@@ -121,22 +155,33 @@ impl ClusterConfig {
         std::fs::write(path, text).map_err(|source| ConfigError::Write { path: path.to_owned(), source })
     }
 
-    /// A loopback cluster with one node per `(dc, partition)`: node `dc * partitions + p` listens on
-    /// `127.0.0.1:(base_port + id)`. No emulated latency (set `inter_dc_latency_ms` afterwards if wanted).
+    /// A loopback cluster with one node per server of the topology (full replication: one per
+    /// `(dc, partition)`): node `i`, the `i`-th of `Topology::servers`, listens on `127.0.0.1:(base_port + i)`.
+    /// No emulated latency (set `inter_dc_latency_ms` afterwards if wanted).
     pub fn local(protocol: &str, dcs: u16, partitions: u16, base_port: u16) -> Self {
+        Self::local_replicated(protocol, Topology::new(dcs, partitions), base_port)
+    }
+
+    /// [`ClusterConfig::local`] for any placement.
+    pub fn local_replicated(protocol: &str, topology: Topology, base_port: u16) -> Self {
         let mut nodes = Vec::new();
-        for dc in 0..dcs {
-            for p in 0..partitions {
-                let id = u32::from(dc) * u32::from(partitions) + u32::from(p);
-                let port = u32::from(base_port) + id;
-                assert!(port <= u32::from(u16::MAX), "base port {base_port} leaves no room for {id} nodes");
-                nodes.push(NodeConfig { id, addr: format!("127.0.0.1:{port}"), dc, partitions: vec![p] });
-            }
+        for (i, s) in topology.servers().enumerate() {
+            let id = i as u32;
+            let port = u32::from(base_port) + id;
+            assert!(port <= u32::from(u16::MAX), "base port {base_port} leaves no room for {id} nodes");
+            nodes.push(NodeConfig {
+                id,
+                addr: format!("127.0.0.1:{port}"),
+                dc: s.dc,
+                partitions: vec![s.partition],
+                replica: s.replica,
+            });
         }
         Self {
             protocol: protocol.to_owned(),
-            dcs,
-            partitions,
+            dcs: topology.dcs,
+            partitions: topology.partitions,
+            replicas: (!topology.one_replica_per_dc()).then_some(topology.replicas),
             inter_dc_latency_ms: Vec::new(),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             protocol_config: ProtocolConfig::default(),
@@ -157,10 +202,12 @@ impl ClusterConfig {
         if self.protocol.is_empty() {
             return bad("`protocol` is empty".into());
         }
-        if self.dcs == 0 || self.partitions == 0 {
+        if self.dcs == 0 || self.partitions == 0 || self.replicas == Some(0) {
             return bad(format!(
-                "need at least one dc and one partition (dcs = {}, partitions = {})",
-                self.dcs, self.partitions
+                "need at least one dc, one partition and one replica (dcs = {}, partitions = {}, replicas = {})",
+                self.dcs,
+                self.partitions,
+                self.replicas.unwrap_or(self.dcs)
             ));
         }
         if self.max_frame_bytes < MIN_MAX_FRAME_BYTES || self.max_frame_bytes > u32::MAX as usize {
@@ -218,6 +265,15 @@ impl ClusterConfig {
                         node.id, s.partition, self.partitions
                     ));
                 }
+                if !self.topology().contains(s) {
+                    let group: Vec<String> = self.topology().group(s.partition).map(|g| g.to_string()).collect();
+                    return bad(format!(
+                        "node {} hosts {s}, which is not a replica of partition {} (its group is {})",
+                        node.id,
+                        s.partition,
+                        group.join(", ")
+                    ));
+                }
                 if let Some(other) = host.insert(s, node.id) {
                     return bad(format!("{s} is hosted by both node {other} and node {}", node.id));
                 }
@@ -232,16 +288,26 @@ impl ClusterConfig {
     }
 
     pub fn topology(&self) -> Topology {
-        Topology::new(self.dcs, self.partitions)
+        Topology::replicated(self.dcs, self.partitions, self.replicas.unwrap_or(self.dcs))
     }
 
     pub fn node(&self, id: u32) -> Option<&NodeConfig> {
         self.nodes.iter().find(|n| n.id == id)
     }
 
+    /// Where each server lives: the one routing table the server and client runtimes share.
+    pub fn routes(&self) -> Routes {
+        let topology = self.topology();
+        let node_of_server = topology
+            .servers()
+            .map(|s| self.nodes.iter().position(|n| n.hosts(s)).expect("validated: every server is hosted"))
+            .collect();
+        Routes { topology, node_of_server }
+    }
+
     /// The node hosting `server`.
     pub fn node_hosting(&self, server: ServerId) -> Option<&NodeConfig> {
-        self.nodes.iter().find(|n| n.dc == server.dc && n.partitions.contains(&server.partition))
+        self.nodes.iter().find(|n| n.hosts(server))
     }
 
     /// Emulated one-way latency from `from` to `to`, in nanoseconds (0 if no matrix is configured).

@@ -30,7 +30,7 @@ pub use client::{ClientRuntime, DEFAULT_OP_TIMEOUT, Session, Txn};
 pub use cluster::{
     LocalCluster, LocalData, free_base_port, spawn_local_cluster, spawn_local_cluster_with, stop_cluster_dir,
 };
-pub use config::{ClusterConfig, ConfigError, NodeConfig};
+pub use config::{ClusterConfig, ConfigError, NodeConfig, Routes};
 pub use frame::{Frame, FrameError, WIRE_VERSION};
 pub use server::{Durability, run_server, run_server_with, shutdown_signal};
 

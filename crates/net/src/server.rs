@@ -25,13 +25,13 @@
 //! across processes), kept non-decreasing per node. Timers run on tokio's monotonic clock.
 
 use crate::NetError;
-use crate::config::ClusterConfig;
+use crate::config::{ClusterConfig, Routes};
 use crate::conn::{self, OutTx, PeerSpec};
 use crate::frame::{self, Frame};
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
 use futures::StreamExt;
 use rand::rngs::SmallRng;
-use snowline_core::{Addr, ClientId, Ctx, DcId, Effects, Message, Protocol, ServerId, ServerNode};
+use snowline_core::{Addr, ClientId, Ctx, DcId, Effects, Message, Protocol, ReplicaId, ServerId, ServerNode};
 use snowline_storage::{DurableHost, FsyncPolicy, Log, Output};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -248,11 +248,13 @@ pub async fn run_server_with<P: Protocol>(
 struct EventLoop<P: Protocol> {
     config: Arc<ClusterConfig>,
     dc: DcId,
+    /// The replica (in `dc`) of every hosted partition.
+    replica: ReplicaId,
     hosted: Vec<Hosted<P>>,
     /// Partition of our dc → index into `hosted`.
     by_partition: Vec<Option<usize>>,
-    /// `dc * partitions + partition` → index of the hosting node in `config.nodes`.
-    node_of_server: Vec<usize>,
+    /// Server → index of the hosting node in `config.nodes`.
+    routes: Routes,
     /// Outbound links, by node index; started on first use.
     peers: Vec<Option<OutTx<P::Msg>>>,
     conns: HashMap<u64, OutTx<P::Msg>>,
@@ -348,7 +350,7 @@ impl<P: Protocol> EventLoop<P> {
         let mut hosted = Vec::new();
         for id in me.servers() {
             by_partition[usize::from(id.partition)] = Some(hosted.len());
-            let salt = (u64::from(id.dc) << 16) | u64::from(id.partition);
+            let salt = (u64::from(id.replica) << 32) | (u64::from(id.dc) << 16) | u64::from(id.partition);
             hosted.push(Hosted {
                 id,
                 node: P::server(id, topology, &config.protocol_config),
@@ -356,24 +358,16 @@ impl<P: Protocol> EventLoop<P> {
                 clock: NodeClock::default(),
             });
         }
-        let node_of_server = topology
-            .servers()
-            .map(|s| {
-                config
-                    .nodes
-                    .iter()
-                    .position(|n| n.dc == s.dc && n.partitions.contains(&s.partition))
-                    .expect("validated")
-            })
-            .collect();
+        let routes = config.routes();
         let hello = Frame::Hello { protocol: P::NAME.to_owned(), from: Addr::Server(hosted[0].id) };
         Self {
             dc: me.dc,
+            replica: me.replica,
             peers: vec![None; config.nodes.len()],
             config,
             hosted,
             by_partition,
-            node_of_server,
+            routes,
             conns: HashMap::new(),
             clients: HashMap::new(),
             client_runtimes: HashMap::new(),
@@ -431,7 +425,7 @@ impl<P: Protocol> EventLoop<P> {
     }
 
     fn hosted_index(&self, s: ServerId) -> Option<usize> {
-        if s.dc != self.dc {
+        if s.dc != self.dc || s.replica != self.replica {
             return None;
         }
         self.by_partition.get(usize::from(s.partition)).copied().flatten()
@@ -534,7 +528,7 @@ impl<P: Protocol> EventLoop<P> {
                     self.local.push_back((idx, Addr::Server(from), msg));
                     return;
                 }
-                if s.dc >= self.config.dcs || s.partition >= self.config.partitions {
+                if !self.config.topology().contains(s) {
                     eprintln!("warning: {from} sent a {} message to {s}, which does not exist", msg.kind());
                     return;
                 }
@@ -552,11 +546,7 @@ impl<P: Protocol> EventLoop<P> {
 
     /// Queue `frame` on the link to the node hosting server `s` (of another process), starting it if needed.
     fn send_frame(&mut self, s: ServerId, frame: Frame<P::Msg>) {
-        if !self.config.topology().contains(s) {
-            return;
-        }
-        let node =
-            self.node_of_server[usize::from(s.dc) * usize::from(self.config.partitions) + usize::from(s.partition)];
+        let Some(node) = self.routes.node_of(s) else { return };
         {
             {
                 let tx = match &self.peers[node] {

@@ -5,10 +5,11 @@
 //! turns a name into a concrete protocol type for code generic over `P: Protocol`.
 
 pub mod causal;
+pub mod components;
 pub mod strong;
 
 pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
-pub use strong::{TwoPl, twopl};
+pub use strong::{RaftKv, TwoPl, raft_kv, twopl};
 
 #[doc(hidden)]
 pub use snowline_core as __core;
@@ -33,6 +34,7 @@ macro_rules! __registry {
             [$crate::Op, aliases [], claims "causal", orders_versions false]
             [$crate::Cv, aliases [], claims "rc", orders_versions false]
             [$crate::TwoPl, aliases ["2pl-2pc"], claims "strict-ser", orders_versions true]
+            [$crate::RaftKv, aliases ["raft"], claims "strict-ser", orders_versions true]
         }
     };
 }

@@ -228,7 +228,7 @@ pub struct Sim<P: Protocol> {
     queue: BinaryHeap<QueueEntry>,
     slab: Vec<Option<Payload<P>>>,
     free_slots: Vec<u32>,
-    /// Per node, servers first (index `dc · partitions + partition`), then clients (index `servers + id`).
+    /// Per node, servers first (in `Topology::servers` order), then clients (index `servers + id`).
     meta: Vec<NodeMeta<P>>,
     servers: Vec<ServerSlot<P>>,
     /// Per server: how many times it has been restarted (timers of earlier incarnations are stale).
@@ -678,9 +678,9 @@ impl<P: Protocol> Sim<P> {
     }
 
     fn server_index(&self, id: ServerId) -> u32 {
-        let t = self.config.topology;
-        assert!(id.dc < t.dcs && id.partition < t.partitions, "no server {id} in the topology");
-        u32::from(id.dc) * u32::from(t.partitions) + u32::from(id.partition)
+        // Servers were built in the topology's canonical order.
+        let index = self.config.topology.index_of(id);
+        index.unwrap_or_else(|| panic!("no server {id} in the topology")) as u32
     }
 
     fn client_index(&self, id: ClientId) -> Option<u32> {

@@ -112,9 +112,9 @@ impl Protocol for Reg {
 
 type Host = DurableHost<Reg, MemLog>;
 
-const TOPOLOGY: Topology = Topology { dcs: 2, partitions: 1 };
-const A: ServerId = ServerId { dc: 0, partition: 0 };
-const B: ServerId = ServerId { dc: 1, partition: 0 };
+const TOPOLOGY: Topology = Topology { dcs: 2, partitions: 1, replicas: 2 };
+const A: ServerId = ServerId::new(0, 0);
+const B: ServerId = ServerId::new(1, 0);
 const CLIENT: Addr = Addr::Client(ClientId(7));
 
 fn open(log: MemLog, id: ServerId, wall: u64) -> Result<Host, StorageError> {

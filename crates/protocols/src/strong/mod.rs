@@ -1,6 +1,8 @@
 //! The strong family: read-write transactions that lock, certify, vote and abort (2PL now; the Jessy
-//! family, Rococo and OCC to follow).
+//! family, Rococo and OCC to follow), and linearizable replicated storage (`raft-kv`).
 
+pub mod raft_kv;
 pub mod twopl;
 
+pub use raft_kv::RaftKv;
 pub use twopl::TwoPl;

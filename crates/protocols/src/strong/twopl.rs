@@ -1380,7 +1380,7 @@ mod tests {
 
     const NOW: u64 = 1_000_000_000_000;
     /// The coordinator in participant tests: another server, so votes and acks show up as messages.
-    const COORD: ServerId = ServerId { dc: 0, partition: 1 };
+    const COORD: ServerId = ServerId::new(0, 1);
 
     fn topo() -> Topology {
         Topology::new(2, 2)

@@ -1,0 +1,610 @@
+//! A replica group's consensus: tikv's raft-rs (`raft` 0.7, used unmodified) driven deterministically as a
+//! sans-IO component that any protocol's server can embed.
+//!
+//! # Embedding
+//!
+//! A server that is a member of its partition's replica group holds a [`RaftGroup`]. Its protocol's message
+//! type carries [`RaftWire`] (`P::Msg: From<RaftWire>`) and its timer type [`RaftTick`]
+//! (`P::Timer: From<RaftTick>`); the server hands the group what arrives for it ([`RaftGroup::on_wire`],
+//! [`RaftGroup::on_tick`]) and gets back, in order, the [`Event`]s to act on: a snapshot to restore, log
+//! entries to apply (every member applies the same entries in the same order), reads that became safe
+//! to serve, leadership changes. The group sends its own messages and sets its own timer through the
+//! handler's `Ctx`, so the protocol writes no consensus code.
+//!
+//! # Determinism
+//!
+//! raft-rs draws each randomized election timeout from a thread-local generator. The adapter fixes the
+//! library's range to a single value `E` (`min_election_tick = E`, `max_election_tick = E + 1`: the draw is
+//! always `E`) and randomizes by itself: whenever the election clock restarts (a heartbeat or an election
+//! reset `election_elapsed`), it draws a jitter `j` in `[0, E)` from the node's seeded generator
+//! (`Ctx::rng`) and withholds the next `j` ticks from a member that does not lead. So a follower campaigns
+//! after `E + j` ticks of silence, `j` fresh each time, as in Raft's randomized timeouts; a leader gets every
+//! tick (its heartbeats and quorum checks run on them). Everything else raft-rs does is deterministic (its
+//! maps hash with FxHash), so a simulated run stays reproducible from its seed.
+//!
+//! # State
+//!
+//! Raft's durable state — hard state (term, vote, commit), the voters, the log, and the latest snapshot
+//! (the application's state at an index, supplied by [`RaftGroup::compact`]) — lives in [`GroupLog`], the
+//! [`raft::Storage`] the node runs on, and is what the group serializes: a deserialized group restarts the
+//! way a Raft node restarts after a crash (a follower of its persisted term, with its log and snapshot).
+//! Volatile state (role, leader, progress of followers) is rebuilt by the protocol. Persistence happens
+//! synchronously inside each call: entries and hard state are in the log before any message that depends
+//! on them leaves the handler.
+//!
+//! Membership is static: the group is the topology's placement of the partition (`Topology::group`), with
+//! Raft id `member index + 1`.
+
+use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message as RaftMessage, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, RawNode, StateRole, Storage, StorageError};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use snowline_core::{Ctx, PartitionId, Protocol, ServerId, Topology};
+
+/// What a protocol sends to carry one Raft message between two members of a group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaftWire {
+    /// The group (a partition's replica group).
+    pub partition: PartitionId,
+    /// The protobuf encoding of raft-rs's `eraftpb::Message`.
+    pub bytes: Vec<u8>,
+}
+
+/// The group's periodic tick (every [`RaftParams::tick_ns`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaftTick {
+    pub partition: PartitionId,
+}
+
+/// Timing of a group, in ticks of `tick_ns` (etcd's defaults: 100 ms heartbeats, a 1 s election timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaftParams {
+    pub tick_ns: u64,
+    /// A leader sends heartbeats every this many ticks.
+    pub heartbeat_ticks: usize,
+    /// A follower that hears no leader for `election_ticks + jitter` ticks (jitter uniform in
+    /// `[0, election_ticks)`) campaigns.
+    pub election_ticks: usize,
+    /// Compact the log into a snapshot once it holds this many applied entries
+    /// ([`RaftGroup::wants_compaction`]).
+    pub compact_after: usize,
+}
+
+impl Default for RaftParams {
+    fn default() -> Self {
+        Self { tick_ns: 100_000_000, heartbeat_ticks: 1, election_ticks: 10, compact_after: 10_000 }
+    }
+}
+
+/// What the embedding protocol must act on, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Replace the application's state by this snapshot (taken at `index`): this member lagged behind a
+    /// compacted log.
+    Restore { index: u64, data: Vec<u8> },
+    /// Apply this committed command (log position `index`). Every member applies the same commands in the
+    /// same order, exactly once each.
+    Apply { index: u64, data: Vec<u8> },
+    /// The read registered with [`RaftGroup::read_index`] under `ctx` may now be served from the applied
+    /// state (ReadIndex: this member was the leader at a commit index the state has reached).
+    ReadReady { ctx: Vec<u8> },
+    /// The leader this member knows changed (`None`: an election is going on).
+    Leader { leader: Option<ServerId>, term: u64 },
+}
+
+/// A request that only the leader may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotLeader {
+    /// The member this one believes leads, if any: the client should ask it.
+    pub hint: Option<ServerId>,
+}
+
+/// One log entry as the group keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct StoredEntry {
+    term: u64,
+    index: u64,
+    /// `EntryType` as its protobuf number (normal entries only: membership is static).
+    kind: i32,
+    data: Vec<u8>,
+    context: Vec<u8>,
+}
+
+impl StoredEntry {
+    fn from_raft(e: &Entry) -> Self {
+        Self {
+            term: e.term,
+            index: e.index,
+            kind: e.get_entry_type() as i32,
+            data: e.data.to_vec(),
+            context: e.context.to_vec(),
+        }
+    }
+
+    fn to_raft(&self) -> Entry {
+        let mut e = Entry { term: self.term, index: self.index, ..Default::default() };
+        e.set_entry_type(if self.kind == EntryType::EntryConfChange as i32 {
+            EntryType::EntryConfChange
+        } else if self.kind == EntryType::EntryConfChangeV2 as i32 {
+            EntryType::EntryConfChangeV2
+        } else {
+            EntryType::EntryNormal
+        });
+        e.data = self.data.clone().into();
+        e.context = self.context.clone().into();
+        e
+    }
+}
+
+/// Raft's durable state for one member: the [`raft::Storage`] it runs on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupLog {
+    term: u64,
+    vote: u64,
+    commit: u64,
+    voters: Vec<u64>,
+    snap_index: u64,
+    snap_term: u64,
+    /// The application's state at `snap_index`.
+    snap_data: Vec<u8>,
+    /// `entries[i].index == snap_index + 1 + i`.
+    entries: Vec<StoredEntry>,
+}
+
+impl GroupLog {
+    fn first(&self) -> u64 {
+        self.snap_index + 1
+    }
+
+    fn last(&self) -> u64 {
+        self.snap_index + self.entries.len() as u64
+    }
+
+    fn hard_state(&self) -> HardState {
+        HardState { term: self.term, vote: self.vote, commit: self.commit, ..Default::default() }
+    }
+
+    fn conf_state(&self) -> ConfState {
+        ConfState { voters: self.voters.clone(), ..Default::default() }
+    }
+
+    /// Append entries from raft, replacing any conflicting suffix.
+    fn append(&mut self, entries: &[Entry]) {
+        let Some(first) = entries.first() else { return };
+        if first.index < self.first() {
+            // Entries already covered by the snapshot: skip those.
+            let skip = (self.first() - first.index) as usize;
+            return self.append(&entries[skip.min(entries.len())..]);
+        }
+        let keep = (first.index - self.first()) as usize;
+        self.entries.truncate(keep);
+        self.entries.extend(entries.iter().map(StoredEntry::from_raft));
+    }
+
+    fn install(&mut self, snapshot: &Snapshot) {
+        let meta = snapshot.get_metadata();
+        self.snap_index = meta.index;
+        self.snap_term = meta.term;
+        self.snap_data = snapshot.data.to_vec();
+        self.voters = meta.get_conf_state().voters.clone();
+        self.term = self.term.max(meta.term);
+        self.commit = self.commit.max(meta.index);
+        self.entries.clear();
+    }
+
+    /// Drop entries up to and including `index` (which must be applied), keeping `data` as the snapshot.
+    fn compact(&mut self, index: u64, data: Vec<u8>) {
+        if index <= self.snap_index || index > self.last() {
+            return;
+        }
+        let term = self.entries[(index - self.first()) as usize].term;
+        self.entries.drain(..(index - self.snap_index) as usize);
+        self.snap_index = index;
+        self.snap_term = term;
+        self.snap_data = data;
+    }
+}
+
+impl Storage for GroupLog {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState::new(self.hard_state(), self.conf_state()))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        if low < self.first() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > self.last() + 1 || low > high {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let lo = (low - self.first()) as usize;
+        let hi = (high - self.first()) as usize;
+        let mut out: Vec<Entry> = self.entries[lo..hi].iter().map(StoredEntry::to_raft).collect();
+        raft::util::limit_size(&mut out, max_size.into());
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx == self.snap_index {
+            return Ok(self.snap_term);
+        }
+        if idx < self.first() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if idx > self.last() {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        Ok(self.entries[(idx - self.first()) as usize].term)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.first())
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.last())
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        let mut snap = Snapshot::default();
+        let mut meta = SnapshotMetadata { index: self.snap_index, term: self.snap_term, ..Default::default() };
+        meta.set_conf_state(self.conf_state());
+        snap.set_metadata(meta);
+        snap.data = self.snap_data.clone().into();
+        Ok(snap)
+    }
+}
+
+/// What a group serializes: its identity, timing, applied index and durable log.
+#[derive(Serialize, Deserialize)]
+struct GroupState {
+    me: ServerId,
+    topology: Topology,
+    params: RaftParams,
+    applied: u64,
+    log: GroupLog,
+}
+
+/// One member of a partition's replica group. See the module docs.
+#[derive(Serialize, Deserialize)]
+#[serde(into = "GroupState", from = "GroupState")]
+pub struct RaftGroup {
+    me: ServerId,
+    topology: Topology,
+    params: RaftParams,
+    raw: RawNode<GroupLog>,
+    /// The highest index handed to the application (Apply or Restore).
+    applied: u64,
+    /// ReadIndex results waiting for `applied` to reach their index: (index, ctx).
+    pending_reads: Vec<(u64, Vec<u8>)>,
+    /// The leader and term last reported as [`Event::Leader`].
+    known_leader: (u64, u64),
+    /// Ticks still withheld from raft-rs (the seeded election jitter; see the module docs).
+    skip_ticks: usize,
+    /// raft-rs's `election_elapsed` after the last call into it.
+    last_elapsed: usize,
+}
+
+impl From<RaftGroup> for GroupState {
+    fn from(g: RaftGroup) -> Self {
+        GroupState { me: g.me, topology: g.topology, params: g.params, applied: g.applied, log: g.raw.store().clone() }
+    }
+}
+
+impl From<GroupState> for RaftGroup {
+    fn from(s: GroupState) -> Self {
+        RaftGroup::with_log(s.me, s.topology, s.params, s.log, s.applied)
+    }
+}
+
+impl Clone for RaftGroup {
+    fn clone(&self) -> Self {
+        RaftGroup::with_log(self.me, self.topology, self.params, self.raw.store().clone(), self.applied)
+    }
+}
+
+impl std::fmt::Debug for RaftGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftGroup")
+            .field("me", &self.me)
+            .field("term", &self.raw.raft.term)
+            .field("role", &self.raw.raft.state)
+            .field("leader", &self.raw.raft.leader_id)
+            .field("applied", &self.applied)
+            .finish()
+    }
+}
+
+fn quiet_logger() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
+}
+
+impl RaftGroup {
+    /// Member `me` of its partition's group, with an empty log.
+    pub fn new(me: ServerId, topology: Topology, params: RaftParams) -> Self {
+        let voters = (0..topology.replicas).map(|m| u64::from(m) + 1).collect();
+        let log = GroupLog { voters, ..GroupLog::default() };
+        Self::with_log(me, topology, params, log, 0)
+    }
+
+    fn with_log(me: ServerId, topology: Topology, params: RaftParams, log: GroupLog, applied: u64) -> Self {
+        let id = u64::from(topology.member_index(me).expect("a group member is a server of the topology")) + 1;
+        let applied = applied.max(log.snap_index);
+        let config = raft::Config {
+            id,
+            election_tick: params.election_ticks,
+            heartbeat_tick: params.heartbeat_ticks,
+            min_election_tick: params.election_ticks,
+            max_election_tick: params.election_ticks + 1,
+            applied,
+            check_quorum: true,
+            pre_vote: true,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            ..raft::Config::default()
+        };
+        let raw = RawNode::new(&config, log, &quiet_logger()).expect("a valid Raft configuration");
+        Self {
+            me,
+            topology,
+            params,
+            raw,
+            applied,
+            pending_reads: Vec::new(),
+            known_leader: (0, 0),
+            skip_ticks: 0,
+            last_elapsed: 0,
+        }
+    }
+
+    pub fn params(&self) -> RaftParams {
+        self.params
+    }
+
+    /// Arm the tick timer, and with `campaign` start an election at once; call once from the server's
+    /// `on_start`.
+    pub fn start<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>, campaign: bool) -> Vec<Event>
+    where
+        P::Msg: From<RaftWire>,
+        P::Timer: From<RaftTick>,
+    {
+        cx.set_timer(self.params.tick_ns, RaftTick { partition: self.me.partition }.into());
+        self.skip_ticks = cx.rng().random_range(0..self.params.election_ticks.max(1));
+        if campaign {
+            // Only fails for a member outside the voters, which a group built from the topology is not.
+            let _ = self.raw.campaign();
+        }
+        self.drive(cx)
+    }
+
+    /// The tick timer fired.
+    pub fn on_tick<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>) -> Vec<Event>
+    where
+        P::Msg: From<RaftWire>,
+        P::Timer: From<RaftTick>,
+    {
+        cx.set_timer(self.params.tick_ns, RaftTick { partition: self.me.partition }.into());
+        if self.skip_ticks > 0 && !self.is_leader() {
+            self.skip_ticks -= 1;
+            return Vec::new();
+        }
+        // A tick adds one to the election clock; anything lower afterwards means it restarted.
+        self.last_elapsed += 1;
+        self.raw.tick();
+        self.drive(cx)
+    }
+
+    /// A Raft message from `from`. A message that is not from a member of this group, not for this member,
+    /// or not decodable is refused with the reason, and changes nothing.
+    pub fn on_wire<P: Protocol>(
+        &mut self,
+        cx: &mut Ctx<'_, P>,
+        from: ServerId,
+        wire: RaftWire,
+    ) -> Result<Vec<Event>, String>
+    where
+        P::Msg: From<RaftWire>,
+        P::Timer: From<RaftTick>,
+    {
+        let msg = self.decode(from, &wire)?;
+        self.raw.step(msg).map_err(|e| format!("raft refused a message from {from}: {e}"))?;
+        Ok(self.drive(cx))
+    }
+
+    fn decode(&self, from: ServerId, wire: &RaftWire) -> Result<RaftMessage, String> {
+        use protobuf::Message as _;
+        if wire.partition != self.me.partition {
+            return Err(format!("a raft message for partition {} reached {}", wire.partition, self.me));
+        }
+        let member = self
+            .topology
+            .member_index(from)
+            .filter(|_| from.partition == self.me.partition)
+            .ok_or_else(|| format!("{from} is not a member of {}'s group", self.me))?;
+        let msg = RaftMessage::parse_from_bytes(&wire.bytes).map_err(|e| format!("undecodable raft message: {e}"))?;
+        if msg.from != u64::from(member) + 1 || msg.to != self.raw.raft.id {
+            return Err(format!("raft message from {from} names ids {} → {}", msg.from, msg.to));
+        }
+        if raft::raw_node::is_local_msg(msg.get_msg_type()) {
+            return Err(format!("{from} sent a local-only raft message ({:?})", msg.get_msg_type()));
+        }
+        Ok(msg)
+    }
+
+    /// Propose a command (leader only). It is applied, by every member, once committed; a leader that
+    /// loses its leadership before that may see it committed by its successor, or dropped.
+    pub fn propose<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>, data: Vec<u8>) -> Result<Vec<Event>, NotLeader>
+    where
+        P::Msg: From<RaftWire>,
+        P::Timer: From<RaftTick>,
+    {
+        if !self.is_leader() {
+            return Err(NotLeader { hint: self.leader() });
+        }
+        self.raw.propose(Vec::new(), data).map_err(|_| NotLeader { hint: self.leader() })?;
+        Ok(self.drive(cx))
+    }
+
+    /// Register a linearizable read under `ctx` (leader only; Raft's ReadIndex, as etcd serves reads): an
+    /// [`Event::ReadReady`] with `ctx` follows once a quorum has confirmed the leadership and the state has
+    /// applied everything committed when the read arrived. A leader that loses its leadership drops the
+    /// registered reads without an event: the protocol retries them elsewhere on [`Event::Leader`].
+    pub fn read_index<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>, ctx: Vec<u8>) -> Result<Vec<Event>, NotLeader>
+    where
+        P::Msg: From<RaftWire>,
+        P::Timer: From<RaftTick>,
+    {
+        if !self.is_leader() {
+            return Err(NotLeader { hint: self.leader() });
+        }
+        self.raw.read_index(ctx);
+        Ok(self.drive(cx))
+    }
+
+    /// Whether the log holds enough applied entries to compact ([`RaftParams::compact_after`]).
+    pub fn wants_compaction(&self) -> bool {
+        self.applied.saturating_sub(self.raw.store().snap_index) >= self.params.compact_after as u64
+    }
+
+    /// Replace the log up to the applied index by `state`, the application's state there (what a lagging
+    /// member will [`Event::Restore`]).
+    pub fn compact(&mut self, state: Vec<u8>) {
+        let applied = self.applied;
+        self.raw.mut_store().compact(applied, state);
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    /// The member this one believes leads the group.
+    pub fn leader(&self) -> Option<ServerId> {
+        self.server_of(self.raw.raft.leader_id)
+    }
+
+    pub fn term(&self) -> u64 {
+        self.raw.raft.term
+    }
+
+    /// The highest log index applied.
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// Entries in the log (after the snapshot).
+    pub fn log_len(&self) -> usize {
+        self.raw.store().entries.len()
+    }
+
+    /// The group's members, in member order.
+    pub fn members(&self) -> impl Iterator<Item = ServerId> + use<> {
+        self.topology.group(self.me.partition)
+    }
+
+    fn server_of(&self, raft_id: u64) -> Option<ServerId> {
+        let member = u16::try_from(raft_id.checked_sub(1)?).ok()?;
+        (member < self.topology.replicas).then(|| self.topology.member(self.me.partition, member))
+    }
+
+    /// Draw a fresh seeded jitter whenever raft-rs's election clock restarted (see the module docs).
+    fn rejitter<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>) {
+        let elapsed = self.raw.raft.election_elapsed;
+        if elapsed < self.last_elapsed {
+            self.skip_ticks = cx.rng().random_range(0..self.params.election_ticks.max(1));
+        }
+        self.last_elapsed = elapsed;
+    }
+
+    /// Process every pending `Ready`: persist, send, and turn what is committed into events.
+    fn drive<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>) -> Vec<Event>
+    where
+        P::Msg: From<RaftWire>,
+    {
+        let mut events = Vec::new();
+        while self.raw.has_ready() {
+            let mut rd = self.raw.ready();
+            self.send_all(cx, rd.take_messages());
+            if !rd.snapshot().is_empty() {
+                let snap = rd.snapshot().clone();
+                self.raw.mut_store().install(&snap);
+                let index = snap.get_metadata().index;
+                if index > self.applied {
+                    self.applied = index;
+                    self.pending_reads.retain(|(i, _)| *i > index);
+                    events.push(Event::Restore { index, data: snap.data.to_vec() });
+                }
+            }
+            self.apply_entries(rd.take_committed_entries(), &mut events);
+            self.raw.mut_store().append(rd.entries());
+            if let Some(hs) = rd.hs() {
+                let log = self.raw.mut_store();
+                log.term = hs.term;
+                log.vote = hs.vote;
+                log.commit = hs.commit;
+            }
+            for rs in rd.take_read_states() {
+                self.pending_reads.push((rs.index, rs.request_ctx));
+            }
+            self.send_all(cx, rd.take_persisted_messages());
+            let mut light = self.raw.advance(rd);
+            if let Some(commit) = light.commit_index() {
+                self.raw.mut_store().commit = commit;
+            }
+            self.send_all(cx, light.take_messages());
+            self.apply_entries(light.take_committed_entries(), &mut events);
+            self.raw.advance_apply();
+        }
+        let applied = self.applied;
+        let mut i = 0;
+        while i < self.pending_reads.len() {
+            if self.pending_reads[i].0 <= applied {
+                let (_, ctx) = self.pending_reads.remove(i);
+                events.push(Event::ReadReady { ctx });
+            } else {
+                i += 1;
+            }
+        }
+        let now = (self.raw.raft.leader_id, self.raw.raft.term);
+        if now != self.known_leader {
+            if now.0 != self.known_leader.0 && !self.is_leader() {
+                // Reads registered while leading are lost with the leadership.
+                self.pending_reads.clear();
+            }
+            self.known_leader = now;
+            events.push(Event::Leader { leader: self.server_of(now.0), term: now.1 });
+        }
+        self.rejitter(cx);
+        events
+    }
+
+    fn apply_entries(&mut self, entries: Vec<Entry>, events: &mut Vec<Event>) {
+        for e in entries {
+            if e.index <= self.applied {
+                continue;
+            }
+            self.applied = e.index;
+            // Empty entries are new leaders' no-ops; membership is static, so there are no others.
+            if e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty() {
+                events.push(Event::Apply { index: e.index, data: e.data.to_vec() });
+            }
+        }
+    }
+
+    fn send_all<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>, msgs: Vec<RaftMessage>)
+    where
+        P::Msg: From<RaftWire>,
+    {
+        use protobuf::Message as _;
+        for m in msgs {
+            let Some(to) = self.server_of(m.to) else { continue };
+            let bytes = m.write_to_bytes().expect("encoding a raft message into memory cannot fail");
+            cx.send(to, RaftWire { partition: self.me.partition, bytes }.into());
+        }
+    }
+}
