@@ -75,8 +75,15 @@ pub fn start_local_cluster(
         Some(p) => p,
         None => snowline_net::cluster::free_base_port(),
     };
-    let config =
-        ClusterConfig::local(protocol, topology.dcs, topology.partitions, port).with_uniform_latency_ms(latency_ms);
+    if data.is_some() {
+        let replayable = snowline_protocols::with_protocol!(protocol, P => P::REPLAYABLE)?;
+        anyhow::ensure!(
+            replayable,
+            "{protocol} cannot run durable servers yet: its servers are not made durable by replaying logged inputs \
+             (docs/DURABILITY.md); run it in memory (no --data-dir / --fsync memory)"
+        );
+    }
+    let config = ClusterConfig::local_replicated(protocol, topology, port).with_uniform_latency_ms(latency_ms);
     let exe = std::env::current_exe().context("locating the snowline executable")?;
     let cluster = spawn_local_cluster_with(&exe, &dir, &config, data)?;
     cluster
@@ -87,15 +94,20 @@ pub fn start_local_cluster(
 
 /// `snowline cluster up`.
 pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
-    let topology = Topology::new(args.dcs.max(1), args.partitions.max(1));
+    anyhow::ensure!(args.replicas != Some(0), "--replicas must be at least 1");
+    let (dcs, partitions) = (args.dcs.max(1), args.partitions.max(1));
+    let topology = Topology::replicated(dcs, partitions, args.replicas.unwrap_or(dcs));
+    snowline_protocols::with_protocol!(&args.protocol, P => P::check_topology(&topology))?
+        .map_err(|e| anyhow::anyhow!(e))?;
     let data = args.data_dir.clone().map(|root| LocalData { root, fsync: args.fsync });
     let (cluster, config, dir) =
         start_local_cluster(&args.protocol, topology, args.latency_ms, args.dir.clone(), args.base_port, data)?;
     println!(
-        "cluster up: protocol {}, {} datacenters × {} partitions, {} server processes",
+        "cluster up: protocol {}, {} datacenters × {} partitions × {} replicas, {} server processes",
         config.protocol,
         topology.dcs,
         topology.partitions,
+        topology.replicas,
         config.nodes.len()
     );
     match &args.data_dir {

@@ -127,6 +127,10 @@ pub struct ClusterUpArgs {
     pub dcs: u16,
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
+    /// Servers per partition (its replica group), spread over the datacenters. Default: one per datacenter,
+    /// which every protocol but raft-kv requires.
+    #[arg(long)]
+    pub replicas: Option<u16>,
     /// Where to write cluster.toml, pids and logs (default: a new temporary directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,

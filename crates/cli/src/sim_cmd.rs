@@ -18,6 +18,10 @@ pub struct WorkloadArgs {
     pub dcs: u16,
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
+    /// Servers per partition (its replica group), spread over the datacenters (docs/ARCHITECTURE.md,
+    /// placement). Default: one per datacenter, which every protocol but raft-kv requires.
+    #[arg(long)]
+    pub replicas: Option<u16>,
     /// Closed-loop clients per datacenter; a comma-separated list (10,50,100) sweeps them, one run each.
     #[arg(long, value_delimiter = ',', default_value = "50")]
     pub clients: Vec<usize>,
@@ -33,7 +37,8 @@ pub struct WorkloadArgs {
     /// Fig. 1: ACL then photo writes, and ROTs over both; --keys / 2 albums), contrarian (Contrarian Table 1:
     /// ROTs over --partitions-per-rot partitions and PUTs, --write-ratio w), eiger (SNOW §6.1: ROTs of
     /// --keys-per-op keys and writes of as many PUTs), tomsic-single (Tomsic §5.3.2: a ROT of --keys-per-op
-    /// reads, then an update of --update-keys of them, keys 80/20).
+    /// reads, then an update of --update-keys of them, keys 80/20), ycsb-t (NMSI's transactional YCSB, --mix),
+    /// kv (single-key GETs and PUTs, --write-ratio of PUTs: YCSB A by default; what raft-kv serves).
     #[arg(long, default_value = "mixed")]
     pub workload: snowline_harness::Pattern,
     /// Size of the key space (default: 1000; eiger and tomsic-single: 100000).
@@ -42,7 +47,8 @@ pub struct WorkloadArgs {
     /// Zipf constant (default: 0.8; contrarian: 0.99).
     #[arg(long)]
     pub zipf: Option<f64>,
-    /// contrarian: w = #PUT / (#PUT + #individual reads) (default 0.05); eiger: write fraction (default 0.1).
+    /// contrarian: w = #PUT / (#PUT + #individual reads) (default 0.05); eiger: write fraction (default 0.1); ycsb-t:
+    /// share of update transactions (default 0.2); kv: share of PUTs (default 0.5).
     #[arg(long)]
     pub write_ratio: Option<f64>,
     /// contrarian: partitions per ROT, one key on each (default 4).
@@ -99,6 +105,7 @@ impl WorkloadArgs {
             Pattern::TomsicSingle => MixedWorkload::tomsic_single(10),
             Pattern::TomsicMulti { .. } => MixedWorkload::tomsic_multi(100),
             Pattern::YcsbT { .. } => MixedWorkload::ycsb_t(self.mix),
+            Pattern::Kv => MixedWorkload::kv(),
             p => MixedWorkload { pattern: p, ..Default::default() },
         };
         if let Some(k) = self.keys {
@@ -176,7 +183,10 @@ impl WorkloadArgs {
 
     pub fn topology(&self) -> Result<Topology> {
         anyhow::ensure!(self.dcs >= 1 && self.partitions >= 1, "--dcs and --partitions must be at least 1");
-        Ok(Topology::new(self.dcs, self.partitions))
+        anyhow::ensure!(self.replicas != Some(0), "--replicas must be at least 1");
+        let topology = Topology::replicated(self.dcs, self.partitions, self.replicas.unwrap_or(self.dcs));
+        with_protocol!(&self.protocol, P => P::check_topology(&topology))?.map_err(|e| anyhow::anyhow!(e))?;
+        Ok(topology)
     }
 
     fn record(&self, runtime: &str, report: RunReport, clients: usize, wall_s: f64) -> RunRecord {
@@ -293,6 +303,12 @@ pub fn sim(args: SimArgs) -> Result<()> {
         (0..dcs).map(|a| (0..dcs).map(|b| if a == b { 0 } else { wan_ns }).collect()).collect();
     config.clocks.max_skew_ns = (args.skew_ms * 1e6) as u64;
     if !args.crash.is_empty() {
+        let replayable = with_protocol!(&args.run.protocol, P => P::REPLAYABLE)?;
+        anyhow::ensure!(
+            replayable,
+            "--crash restarts servers from their logged inputs, which {} does not support (docs/DURABILITY.md)",
+            args.run.protocol
+        );
         config.durable = true;
         config.op_timeout_ns = Some(args.op_timeout.as_nanos() as u64);
         config.crashes = args.crash.clone();

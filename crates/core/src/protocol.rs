@@ -122,6 +122,12 @@ pub trait Protocol: Sized + 'static {
 
     fn links() -> LinkAssumptions;
 
+    /// Whether a server's whole state round-trips through its serialization, so that a durable host may
+    /// checkpoint it and replay the inputs logged after the checkpoint (`snowline-storage`'s `DurableHost`).
+    /// `raft-kv` keeps Raft's volatile state (role, followers' progress) outside what it serializes, as a
+    /// Raft node does; it is not made durable by input replay.
+    const REPLAYABLE: bool = true;
+
     /// Whether the protocol runs on `topology`'s placement; `Err` says why not, for the user. By default a
     /// protocol needs full replication with one server per partition per datacenter, as every protocol
     /// written before replica groups assumes.

@@ -123,6 +123,11 @@ pub enum Pattern {
     /// (read-modify-write, YCSB's update of a record it read), so its writes depend on its reads and lost
     /// updates are observable. Keys are distinct within a transaction, over `keys` keys.
     YcsbT { mix: YcsbMix },
+    /// Single-key operations, as YCSB's core workloads run them against a key-value store (etcd, TiKV,
+    /// redis): each operation is a PUT with probability `write_ratio` (default 0.5, YCSB's workload A;
+    /// 0.05 is B, 0 is C), otherwise a GET; keys Zipfian (`zipf`, YCSB's 0.99) over `keys`. What a
+    /// linearizable store such as `raft-kv` serves.
+    Kv,
 }
 
 /// The three transactional YCSB mixes of the NMSI paper (§V, Fig. 2b).
@@ -175,7 +180,7 @@ pub struct TxnPlan {
 impl Pattern {
     /// Every pattern's name, as `--workload` takes it.
     pub const NAMES: &'static [&'static str] =
-        &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single", "tomsic-multi", "ycsb-t"];
+        &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single", "tomsic-multi", "ycsb-t", "kv"];
 
     /// A request of the kind this pattern needs that not every protocol offers (checked up front).
     pub fn needs(&self) -> Option<Request> {
@@ -195,6 +200,7 @@ impl Pattern {
             Pattern::TomsicSingle => "tomsic-single",
             Pattern::TomsicMulti { .. } => "tomsic-multi",
             Pattern::YcsbT { .. } => "ycsb-t",
+            Pattern::Kv => "kv",
         }
     }
 }
@@ -210,6 +216,7 @@ impl std::str::FromStr for Pattern {
             "tomsic-single" => Ok(Pattern::TomsicSingle),
             "tomsic-multi" => Ok(Pattern::TomsicMulti { rounds: 10 }),
             "ycsb-t" => Ok(Pattern::YcsbT { mix: YcsbMix::A }),
+            "kv" => Ok(Pattern::Kv),
             other => Err(format!("unknown workload {other:?}; valid workloads: {}", Pattern::NAMES.join(", "))),
         }
     }
@@ -313,6 +320,11 @@ impl MixedWorkload {
         Self { pattern: Pattern::YcsbT { mix }, write_ratio: 0.2, zipf: 0.99, value_bytes: 1024, ..Self::default() }
     }
 
+    /// Single-key GETs and PUTs (YCSB workload A by default: half PUTs; Zipf 0.99).
+    pub fn kv() -> Self {
+        Self { pattern: Pattern::Kv, write_ratio: 0.5, zipf: 0.99, ..Self::default() }
+    }
+
     /// Reject parameters the pattern cannot use.
     pub fn validate(&self, topology: Topology) -> Result<(), String> {
         if !(self.zipf >= 0.0 && self.zipf.is_finite()) {
@@ -382,6 +394,11 @@ impl MixedWorkload {
                         "ycsb-t mix {mix:?} reads {} keys per transaction; --keys must be at least that",
                         ro.max(rw)
                     ));
+                }
+            }
+            Pattern::Kv => {
+                if !(0.0..=1.0).contains(&self.write_ratio) {
+                    return Err(format!("the write ratio must be in [0, 1], not {}", self.write_ratio));
                 }
             }
             Pattern::Mixed | Pattern::PhotoAcl { .. } => {}
@@ -598,6 +615,14 @@ impl Generator {
                 vec![Request::RotRounds { rounds }, self.update(written, writer, seq + 1)]
             }
             Pattern::Mixed => vec![self.mixed(rng, writer, seq)],
+            Pattern::Kv => {
+                let key = self.key(rng);
+                if rng.random::<f64>() < self.spec.write_ratio {
+                    vec![Request::Put { key, value: self.value(writer, seq, 0) }]
+                } else {
+                    vec![Request::Rot { keys: vec![key] }]
+                }
+            }
             Pattern::YcsbT { .. } => unreachable!("ycsb-t runs transactions: Generator::next_jobs"),
         }
     }

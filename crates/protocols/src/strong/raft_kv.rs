@@ -68,6 +68,8 @@ impl Protocol for RaftKv {
         LinkAssumptions { fifo: false }
     }
 
+    const REPLAYABLE: bool = false;
+
     fn check_topology(_topology: &Topology) -> Result<(), String> {
         Ok(())
     }
