@@ -20,13 +20,15 @@ impl Hlc {
 
     /// A new timestamp for a local event, strictly greater than every earlier one.
     pub fn tick(&mut self, physical_ns: u64) -> u64 {
-        self.last = physical_ns.max(self.last + 1);
+        // Saturating: a clock pushed to the end of time stays there rather than wrapping to the past
+        // (servers refuse such timestamps before they reach a clock: `validate`).
+        self.last = physical_ns.max(self.last.saturating_add(1));
         self.last
     }
 
     /// Merge a timestamp received in a message; returns a new local timestamp greater than both.
     pub fn observe(&mut self, physical_ns: u64, remote: u64) -> u64 {
-        self.last = physical_ns.max(self.last.max(remote) + 1);
+        self.last = physical_ns.max(self.last.max(remote).saturating_add(1));
         self.last
     }
 
@@ -46,10 +48,13 @@ impl VectorClock {
         Self(vec![0; dcs as usize])
     }
 
+    /// Entry `dc`. Panics if out of range: servers check vector lengths and datacenter ids of what they
+    /// receive (`validate`) before using them.
     pub fn get(&self, dc: u16) -> u64 {
         self.0[dc as usize]
     }
 
+    /// Set entry `dc` (panics if out of range, as [`VectorClock::get`]).
     pub fn set(&mut self, dc: u16, v: u64) {
         self.0[dc as usize] = v;
     }
@@ -97,6 +102,14 @@ mod tests {
         let r = c.observe(1_000, a + 100);
         assert!(r > a + 100);
         assert_eq!(c.tick(9_000_000), 9_000_000, "it follows physical time when that is ahead");
+    }
+
+    #[test]
+    fn hlc_saturates_instead_of_wrapping() {
+        let mut c = Hlc::default();
+        assert_eq!(c.observe(5, u64::MAX), u64::MAX);
+        assert_eq!(c.tick(7), u64::MAX, "never wraps back to the past");
+        assert_eq!(c.observe(7, u64::MAX - 1), u64::MAX);
     }
 
     #[test]

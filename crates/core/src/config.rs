@@ -29,6 +29,10 @@ pub struct ProtocolConfig {
     /// after it was inserted there (Contrarian §5.1: 500 ms; the original COPS-SNOW used 5 s). A ROT whose
     /// reads take longer than this to reach their partitions may observe a causality gap.
     pub old_readers_gc_ms: u64,
+    /// All protocols: a timestamp in a message more than this far ahead of the receiving server's physical
+    /// clock is refused as invalid input (`snowline_core::validate`), so a forged or corrupt timestamp cannot
+    /// push a clock to the end of time. Must exceed the clock skew between any two servers.
+    pub max_clock_ahead_ms: u64,
 }
 
 impl Default for ProtocolConfig {
@@ -42,6 +46,7 @@ impl Default for ProtocolConfig {
             gss_interval_ms: 5,
             heartbeat_ms: 1,
             old_readers_gc_ms: 500,
+            max_clock_ahead_ms: 60_000,
         }
     }
 }

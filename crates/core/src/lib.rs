@@ -17,6 +17,7 @@ pub mod protocol;
 pub mod request;
 pub mod store;
 pub mod topology;
+pub mod validate;
 
 pub use clock::{Hlc, VectorClock};
 pub use config::ProtocolConfig;
@@ -28,3 +29,4 @@ pub use request::{
 };
 pub use store::{GcPolicy, MvStore, StoredVersion};
 pub use topology::Topology;
+pub use validate::{Check, InvalidInput, InvalidKind};

@@ -32,6 +32,7 @@ use crate::config::ProtocolConfig;
 use crate::ids::{Addr, ClientId, DcId, OpId, ServerId};
 use crate::request::{OpError, Reply, Request};
 use crate::topology::Topology;
+use crate::validate::InvalidInput;
 use rand::rngs::SmallRng;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -154,7 +155,12 @@ pub trait Protocol: Sized + 'static {
 /// a correct restart needs must be in the struct (and nothing may depend on hashing or addresses).
 pub trait ServerNode<P: Protocol>: Serialize + DeserializeOwned + Send + 'static {
     fn on_start(&mut self, cx: &mut Ctx<'_, P>);
-    fn on_message(&mut self, cx: &mut Ctx<'_, P>, from: Addr, msg: P::Msg);
+    /// Handle a message from a peer server or a client. `from` and `msg` are untrusted input: the server
+    /// validates them against the topology and its clock ([`crate::validate`]) before touching its state and
+    /// returns [`InvalidInput`] for a message that does not fit; no message may make it panic. The host
+    /// decides what to do with the connection (the networked server answers with an `Error` frame and counts
+    /// it; the simulator counts it). Effects emitted before an error are still carried out.
+    fn on_message(&mut self, cx: &mut Ctx<'_, P>, from: Addr, msg: P::Msg) -> Result<(), InvalidInput>;
     fn on_timer(&mut self, cx: &mut Ctx<'_, P>, timer: P::Timer);
     /// Versions currently stored (for memory metrics).
     fn stored_versions(&self) -> usize;

@@ -2,6 +2,7 @@
 //! delay queue, and outbound peer links that connect lazily and reconnect with backoff.
 
 use crate::frame::{self, Frame};
+use crate::limits::ConnQueue;
 use bytes::BytesMut;
 use futures::StreamExt;
 use snowline_core::{Addr, Message};
@@ -35,6 +36,7 @@ pub(crate) enum WriteEnd {
 /// call (batching is what makes throughput), repeat. A frame is held until `delay` after its stamp; the
 /// delay is constant per connection so order is kept. When every sender is gone, the rest is written at
 /// once (ignoring the delay) and the write half is shut down.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn write_loop<M: Message>(
     wr: &mut OwnedWriteHalf,
     rx: &mut UnboundedReceiver<Out<M>>,
@@ -42,6 +44,7 @@ pub(crate) async fn write_loop<M: Message>(
     delay: Duration,
     max_frame: usize,
     label: &str,
+    queue: Option<&ConnQueue>,
     stop: impl Future<Output = ()>,
 ) -> WriteEnd {
     let mut stop = std::pin::pin!(stop);
@@ -61,6 +64,9 @@ pub(crate) async fn write_loop<M: Message>(
                 break;
             }
             let (_, f) = pending.pop_front().expect("front exists");
+            if let Some(q) = queue {
+                q.pop();
+            }
             if let Err(e) = frame::encode_into(&f, max_frame, &mut buf) {
                 eprintln!("warning: {label}: dropping an outgoing {}: {e}", describe(&f));
             }
@@ -190,10 +196,11 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
         let reader =
             tokio::spawn(read_peer(rd, spec.label.clone(), spec.max_frame, spec.read_delay, spec.inbound.clone()));
         let abort = reader.abort_handle();
-        let end = write_loop(&mut wr, &mut rx, &mut pending, spec.write_delay, spec.max_frame, &spec.label, async {
-            let _ = reader.await;
-        })
-        .await;
+        let end =
+            write_loop(&mut wr, &mut rx, &mut pending, spec.write_delay, spec.max_frame, &spec.label, None, async {
+                let _ = reader.await;
+            })
+            .await;
         abort.abort();
         if end == WriteEnd::Drained {
             return;

@@ -23,6 +23,7 @@ pub mod cluster;
 pub mod config;
 mod conn;
 pub mod frame;
+pub mod limits;
 pub mod server;
 mod util;
 

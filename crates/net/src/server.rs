@@ -28,10 +28,16 @@ use crate::NetError;
 use crate::config::{ClusterConfig, Routes};
 use crate::conn::{self, OutTx, PeerSpec};
 use crate::frame::{self, Frame};
+use crate::limits::{
+    BudgetedCodec, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT,
+    MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
+};
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
 use futures::StreamExt;
 use rand::rngs::SmallRng;
-use snowline_core::{Addr, ClientId, Ctx, DcId, Effects, Message, Protocol, ReplicaId, ServerId, ServerNode};
+use snowline_core::{
+    Addr, ClientId, Ctx, DcId, Effects, InvalidInput, Message, Protocol, ReplicaId, ServerId, ServerNode,
+};
 use snowline_storage::{DurableHost, FsyncPolicy, Log, Output};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -55,6 +61,7 @@ enum Inbound<M> {
         conn: u64,
         from: Addr,
         tx: OutTx<M>,
+        queue: Arc<ConnQueue>,
     },
     Msg {
         conn: u64,
@@ -143,9 +150,10 @@ pub async fn run_server_with<P: Protocol>(
     let config = Arc::new(config);
     let (inbox_tx, mut inbox) = mpsc::channel(INBOX);
     let (stop_accept, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let accept = tokio::spawn(accept_loop::<P>(listener, inbox_tx, config.max_frame_bytes, stop_rx));
+    let shared = Arc::new(Shared { budget: FrameBudget::new(FRAME_BUFFER_BUDGET), log: RateLimitedLog::default() });
+    let accept = tokio::spawn(accept_loop::<P>(listener, inbox_tx, config.max_frame_bytes, stop_rx, shared.clone()));
 
-    let mut server = EventLoop::<P>::new(config, node_id);
+    let mut server = EventLoop::<P>::new(config, node_id, shared);
     if let Some(((log, recovered), fsync)) = opened {
         let (records, from_checkpoint) = (recovered.records.len(), recovered.checkpoint.is_some());
         let hosted: Vec<ServerId> = server.hosted.iter().map(|h| h.id).collect();
@@ -257,7 +265,7 @@ struct EventLoop<P: Protocol> {
     routes: Routes,
     /// Outbound links, by node index; started on first use.
     peers: Vec<Option<OutTx<P::Msg>>>,
-    conns: HashMap<u64, OutTx<P::Msg>>,
+    conns: HashMap<u64, (OutTx<P::Msg>, Arc<ConnQueue>)>,
     clients: HashMap<ClientId, u64>,
     /// Client runtime id prefix (high 32 bits of its client ids, from its `Hello`) → connection: reaches
     /// a client of that runtime that has not sent anything on a connection to this process yet.
@@ -271,6 +279,15 @@ struct EventLoop<P: Protocol> {
     now: Instant,
     /// With a data directory: the hosted servers live in the durable host instead of `hosted[..].node`.
     durable: Option<DurableState<P>>,
+    /// Messages the hosted servers refused as invalid input (each answered with an `Error` frame).
+    invalid_inputs: u64,
+    shared: Arc<Shared>,
+}
+
+/// What the event loop and every connection task share.
+struct Shared {
+    budget: Arc<FrameBudget>,
+    log: RateLimitedLog,
 }
 
 /// When [`EventLoop::flush_durable`] is called.
@@ -343,7 +360,7 @@ impl<P: Protocol> DurableState<P> {
 }
 
 impl<P: Protocol> EventLoop<P> {
-    fn new(config: Arc<ClusterConfig>, node_id: u32) -> Self {
+    fn new(config: Arc<ClusterConfig>, node_id: u32, shared: Arc<Shared>) -> Self {
         let me = config.node(node_id).expect("checked by the caller").clone();
         let topology = config.topology();
         let mut by_partition = vec![None; usize::from(config.partitions)];
@@ -378,6 +395,8 @@ impl<P: Protocol> EventLoop<P> {
             tasks: JoinSet::new(),
             now: Instant::now(),
             durable: None,
+            invalid_inputs: 0,
+            shared,
         }
     }
 
@@ -433,8 +452,8 @@ impl<P: Protocol> EventLoop<P> {
 
     fn on_inbound(&mut self, ev: Inbound<P::Msg>) {
         match ev {
-            Inbound::Connected { conn, from, tx } => {
-                self.conns.insert(conn, tx);
+            Inbound::Connected { conn, from, tx, queue } => {
+                self.conns.insert(conn, (tx, queue));
                 if let Addr::Client(c) = from {
                     self.client_runtimes.insert(c.0 >> 32, conn);
                 }
@@ -461,6 +480,9 @@ impl<P: Protocol> EventLoop<P> {
                     if !d.host.on_message(to_server, from, seq, msg, wall_ns()) {
                         eprintln!("warning: dropping a message from {from} to {to}: not hosted here");
                     }
+                    for e in d.host.take_invalid() {
+                        self.refuse(conn, e);
+                    }
                     return;
                 }
                 let Some(idx) = self.hosted_index(to_server) else {
@@ -470,8 +492,22 @@ impl<P: Protocol> EventLoop<P> {
                 if let Addr::Client(c) = from {
                     self.clients.insert(c, conn);
                 }
-                self.handle(idx, Input::Msg(from, msg));
+                if let Some(e) = self.handle(idx, Input::Msg(from, msg)) {
+                    self.refuse(conn, e);
+                }
             }
+        }
+    }
+
+    /// A hosted server refused a message that arrived on connection `conn`: count it, say why on that
+    /// connection (an `Error` frame; the connection stays open) and in the log (rate-limited).
+    fn refuse(&mut self, conn: u64, e: InvalidInput) {
+        self.invalid_inputs += 1;
+        let n = self.invalid_inputs;
+        self.shared.log.warn(|| format!("connection {conn}: refused {e} ({n} refused so far)"));
+        if let Some((tx, queue)) = self.conns.get(&conn) {
+            queue.push();
+            let _ = tx.send((self.now, Frame::Error { message: format!("refused: {e}") }));
         }
     }
 
@@ -491,19 +527,24 @@ impl<P: Protocol> EventLoop<P> {
 
     fn drain_local(&mut self) {
         while let Some((idx, from, msg)) = self.local.pop_front() {
-            self.handle(idx, Input::Msg(from, msg));
+            if let Some(e) = self.handle(idx, Input::Msg(from, msg)) {
+                // Between servers of one process: a protocol bug, not hostile input.
+                self.invalid_inputs += 1;
+                eprintln!("warning: a hosted server refused a message from another: {e}");
+            }
         }
     }
 
-    /// Feed one input to hosted node `idx` and carry out its effects in order.
-    fn handle(&mut self, idx: usize, input: Input<P>) {
+    /// Feed one input to hosted node `idx` and carry out its effects in order; a refused message's error.
+    fn handle(&mut self, idx: usize, input: Input<P>) -> Option<InvalidInput> {
         self.now = Instant::now();
         let h = &mut self.hosted[idx];
         let now_ns = h.clock.read();
         let mut cx = Ctx::new(now_ns, &mut h.rng, &mut self.effects);
+        let mut refused = None;
         match input {
             Input::Start => h.node.on_start(&mut cx),
-            Input::Msg(from, msg) => h.node.on_message(&mut cx, from, msg),
+            Input::Msg(from, msg) => refused = h.node.on_message(&mut cx, from, msg).err(),
             Input::Timer(t) => h.node.on_timer(&mut cx, t),
         }
         let me = h.id;
@@ -519,6 +560,7 @@ impl<P: Protocol> EventLoop<P> {
         }
         effects.clear();
         self.effects = effects;
+        refused
     }
 
     fn send(&mut self, from: ServerId, to: Addr, msg: P::Msg) {
@@ -538,7 +580,8 @@ impl<P: Protocol> EventLoop<P> {
                 let Some(conn) = self.clients.get(&c).or_else(|| self.client_runtimes.get(&(c.0 >> 32))) else {
                     return;
                 };
-                let Some(tx) = self.conns.get(conn) else { return };
+                let Some((tx, queue)) = self.conns.get(conn) else { return };
+                queue.push();
                 let _ = tx.send((self.now, Frame::Msg { from: Addr::Server(from), to, msg }));
             }
         }
@@ -579,6 +622,7 @@ async fn accept_loop<P: Protocol>(
     inbox: mpsc::Sender<Inbound<P::Msg>>,
     max_frame: usize,
     mut stop: tokio::sync::oneshot::Receiver<()>,
+    shared: Arc<Shared>,
 ) {
     // Connection tasks live in this set: aborting the accept task closes every inbound connection.
     let mut conns = JoinSet::new();
@@ -594,11 +638,11 @@ async fn accept_loop<P: Protocol>(
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
                 next_conn += 1;
-                conns.spawn(serve_conn::<P>(stream, peer, next_conn, inbox.clone(), max_frame));
+                conns.spawn(serve_conn::<P>(stream, peer, next_conn, inbox.clone(), max_frame, shared.clone()));
             }
             Err(e) => {
                 // Typically out of file descriptors: back off instead of spinning.
-                eprintln!("warning: accept failed: {e}");
+                shared.log.warn(|| format!("accept failed: {e}"));
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
@@ -608,70 +652,172 @@ async fn accept_loop<P: Protocol>(
     while conns.join_next().await.is_some() {}
 }
 
+/// How a connection's reader ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadEnd {
+    /// The client closed its side cleanly (EOF between frames): its replies are still written.
+    HalfClosed,
+    /// A bad frame, a timeout, a failed read or the event loop gone: close now.
+    Closed,
+}
+
 /// One inbound connection: handshake, then frames into the inbox; replies to clients are written by a
-/// batching writer running alongside.
+/// batching writer running alongside. See `limits` for the bounds and timeouts.
+///
+/// Security note: `from` in a `Msg` frame is whatever the connection wrote there, so any client can claim
+/// to be a server; servers validate every message against the topology (`snowline_core::validate`), which
+/// stops malformed and out-of-range input but not a well-formed message in a peer's name. Authenticating
+/// peers (mutual TLS, the identity taken from the certificate rather than the frame) is the next step.
 async fn serve_conn<P: Protocol>(
     stream: TcpStream,
     peer: SocketAddr,
     conn: u64,
     inbox: mpsc::Sender<Inbound<P::Msg>>,
     max_frame: usize,
+    shared: Arc<Shared>,
 ) {
     let (rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let queue = Arc::new(ConnQueue::default());
     let label = format!("connection from {peer}");
     let mut pending = VecDeque::new();
     let mut registered = false;
-    {
-        let writer =
-            conn::write_loop(&mut wr, &mut rx, &mut pending, Duration::ZERO, max_frame, &label, std::future::pending());
-        let mut writer = std::pin::pin!(writer);
-        let reader = read_conn::<P>(rd, &label, conn, &tx, &inbox, max_frame, &mut registered);
-        tokio::select! {
-            _ = reader => {}
-            _ = &mut writer => {}
+    let writer = conn::write_loop(
+        &mut wr,
+        &mut rx,
+        &mut pending,
+        Duration::ZERO,
+        max_frame,
+        &label,
+        Some(&queue),
+        std::future::pending(),
+    );
+    let mut writer = std::pin::pin!(writer);
+    let reader = read_conn::<P>(rd, &label, conn, &tx, &queue, &inbox, max_frame, &shared, &mut registered);
+    // The writer future must not be polled again once it has completed.
+    let (end, mut writer_done) = tokio::select! {
+        end = reader => (end, false),
+        _ = &mut writer => (ReadEnd::Closed, true),
+    };
+    if end == ReadEnd::HalfClosed && !writer_done {
+        // A client that shut down its sending side still gets its replies: keep the connection registered
+        // while replies keep being written.
+        let mut taken = queue.taken();
+        loop {
+            tokio::select! {
+                _ = &mut writer => {
+                    writer_done = true;
+                    break;
+                }
+                _ = tokio::time::sleep(HALF_CLOSED_LINGER) => {
+                    let now = queue.taken();
+                    if now == taken && queue.queued() == 0 {
+                        break;
+                    }
+                    taken = now;
+                }
+            }
         }
-        if registered {
-            let _ = inbox.send(Inbound::Closed { conn }).await;
-        }
-        drop(tx);
+    }
+    if registered {
+        let _ = inbox.send(Inbound::Closed { conn }).await;
+    }
+    drop(tx);
+    if !writer_done {
         // Write what is still queued (an Error frame, replies), then close.
         let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn read_conn<P: Protocol>(
     rd: tokio::net::tcp::OwnedReadHalf,
     label: &str,
     conn: u64,
     tx: &OutTx<P::Msg>,
+    queue: &Arc<ConnQueue>,
     inbox: &mpsc::Sender<Inbound<P::Msg>>,
     max_frame: usize,
+    shared: &Shared,
     registered: &mut bool,
-) {
-    let mut frames = FramedRead::new(rd, frame::codec(max_frame));
+) -> ReadEnd {
+    let mut frames = FramedRead::new(rd, BudgetedCodec::new(max_frame, shared.budget.clone()));
     let reject = |why: String| {
-        eprintln!("warning: {label}: closing connection: {why}");
+        shared.log.warn(|| format!("{label}: closing connection: {why}"));
+        queue.push();
         let _ = tx.send((Instant::now(), Frame::Error { message: why }));
+        ReadEnd::Closed
     };
-    while let Some(next) = frames.next().await {
-        let bytes = match next {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return reject(format!("bad frame: {e} (max_frame_bytes = {max_frame})"));
+    let mut last_frame = Instant::now();
+    let mut check_at = last_frame + if *registered { PARTIAL_FRAME_TIMEOUT } else { HANDSHAKE_TIMEOUT };
+    // A partial frame was buffered at the last check and no frame has completed since.
+    let mut partial_seen = false;
+    loop {
+        if queue.queued() >= MAX_QUEUED_REPLIES {
+            // Backpressure: a client that does not read its replies stops being read, and is dropped if it
+            // takes none of them for SLOW_READER_TIMEOUT.
+            let (mut taken, mut since) = (queue.taken(), Instant::now());
+            while queue.queued() >= MAX_QUEUED_REPLIES {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                if queue.taken() != taken {
+                    (taken, since) = (queue.taken(), Instant::now());
+                } else if since.elapsed() >= SLOW_READER_TIMEOUT {
+                    shared.log.warn(|| {
+                        format!(
+                            "{label}: closing connection: {MAX_QUEUED_REPLIES} replies queued and none read for {:?}",
+                            SLOW_READER_TIMEOUT
+                        )
+                    });
+                    return ReadEnd::Closed;
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return reject(format!("truncated frame at end of stream: {e}"));
-            }
-            Err(e) => {
-                eprintln!("warning: {label}: read failed: {e}");
-                return;
+            last_frame = Instant::now();
+            check_at = last_frame + PARTIAL_FRAME_TIMEOUT;
+        }
+        let next = tokio::select! {
+            next = frames.next() => next,
+            _ = tokio::time::sleep_until(check_at) => {
+                if !*registered {
+                    return reject(format!("no Hello within {HANDSHAKE_TIMEOUT:?}"));
+                }
+                if !frames.read_buffer().is_empty() {
+                    if partial_seen {
+                        return reject(format!(
+                            "a frame has been incomplete for over {PARTIAL_FRAME_TIMEOUT:?} ({} bytes received)",
+                            frames.read_buffer().len()
+                        ));
+                    }
+                    partial_seen = true;
+                } else if last_frame.elapsed() >= IDLE_TIMEOUT {
+                    return reject(format!("idle for {IDLE_TIMEOUT:?}"));
+                }
+                check_at = Instant::now() + PARTIAL_FRAME_TIMEOUT;
+                continue;
             }
         };
+        let bytes = match next {
+            None => return ReadEnd::HalfClosed,
+            Some(Ok(b)) => b,
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return reject(format!("bad frame: {e} (max_frame_bytes = {max_frame})"));
+            }
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return reject(format!("truncated frame at end of stream: {e}"));
+            }
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::OutOfMemory => return reject(format!("busy: {e}")),
+            Some(Err(e)) => {
+                shared.log.warn(|| format!("{label}: read failed: {e}"));
+                return ReadEnd::Closed;
+            }
+        };
+        last_frame = Instant::now();
+        check_at = last_frame + PARTIAL_FRAME_TIMEOUT;
+        partial_seen = false;
         let frame = match frame::decode::<P::Msg>(&bytes) {
             Ok(f) => f,
             Err(e) => return reject(format!("bad frame: {e}")),
         };
+        drop(bytes);
         match frame {
             Frame::Hello { protocol, from } => {
                 if *registered {
@@ -683,8 +829,9 @@ async fn read_conn<P: Protocol>(
                         P::NAME
                     ));
                 }
-                if inbox.send(Inbound::Connected { conn, from, tx: tx.clone() }).await.is_err() {
-                    return;
+                let ev = Inbound::Connected { conn, from, tx: tx.clone(), queue: queue.clone() };
+                if inbox.send(ev).await.is_err() {
+                    return ReadEnd::Closed;
                 }
                 *registered = true;
             }
@@ -693,21 +840,21 @@ async fn read_conn<P: Protocol>(
             }
             Frame::Msg { from, to, msg } => {
                 if inbox.send(Inbound::Msg { conn, from, to, seq: None, msg }).await.is_err() {
-                    return;
+                    return ReadEnd::Closed;
                 }
             }
             Frame::Seq { from, to, seq, msg } => {
                 let ev = Inbound::Msg { conn, from: Addr::Server(from), to: Addr::Server(to), seq: Some(seq), msg };
                 if inbox.send(ev).await.is_err() {
-                    return;
+                    return ReadEnd::Closed;
                 }
             }
             Frame::Ack { from, to, seq, resend } => {
                 if inbox.send(Inbound::Ack { from, to, seq, resend }).await.is_err() {
-                    return;
+                    return ReadEnd::Closed;
                 }
             }
-            Frame::Error { message } => eprintln!("warning: {label}: peer reports: {message}"),
+            Frame::Error { message } => shared.log.warn(|| format!("{label}: peer reports: {message}")),
         }
     }
 }

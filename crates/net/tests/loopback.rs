@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, LinkAssumptions, Message, OpError, OpId, Protocol, ProtocolConfig,
-    ReadResult, Reply, Request, ServerId, ServerNode, Topology, Version,
+    Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, LinkAssumptions, Message, OpError, OpId, Protocol,
+    ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology, Version,
 };
 use snowline_net::frame::{self, Frame};
 use snowline_net::{ClientRuntime, ClusterConfig, free_base_port, run_server};
@@ -50,7 +50,7 @@ impl ServerNode<Kv> for KvServer {
         cx.set_timer(1_000_000, ()); // exercise timers: a periodic no-op
     }
 
-    fn on_message(&mut self, cx: &mut Ctx<'_, Kv>, from: Addr, msg: KvMsg) {
+    fn on_message(&mut self, cx: &mut Ctx<'_, Kv>, from: Addr, msg: KvMsg) -> Result<(), InvalidInput> {
         match msg {
             KvMsg::Put { op, key, value } => {
                 self.data.insert(key.clone(), value.clone());
@@ -68,6 +68,7 @@ impl ServerNode<Kv> for KvServer {
             }
             KvMsg::PutOk { .. } | KvMsg::GetOk { .. } => {}
         }
+        Ok(())
     }
 
     fn on_timer(&mut self, cx: &mut Ctx<'_, Kv>, _: ()) {

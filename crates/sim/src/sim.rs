@@ -4,8 +4,8 @@ use crate::model::{CLOCK_BASE_NS, ClockModel, NetworkModel, SimConfig};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, Reply, Request, ServerId,
-    ServerNode, Topology,
+    Addr, ClientId, ClientNode, Ctx, DcId, Effects, InvalidInput, Message, OpError, OpId, Protocol, Reply, Request,
+    ServerId, ServerNode, Topology,
 };
 use snowline_storage::{DurableHost, MemLog, Output, Recovered};
 use std::cmp::Ordering;
@@ -249,6 +249,9 @@ pub struct Sim<P: Protocol> {
     ready: VecDeque<Completion>,
     events: u64,
     inputs: u64,
+    /// Messages servers refused as invalid input, and the first few of them (for a failing test's message).
+    invalid: u64,
+    invalid_first: Vec<InvalidInput>,
     messages_sent: u64,
     messages_dropped: u64,
     kinds: Vec<(&'static str, u64)>,
@@ -288,6 +291,8 @@ impl<P: Protocol> Sim<P> {
             ready: VecDeque::new(),
             events: 0,
             inputs: 0,
+            invalid: 0,
+            invalid_first: Vec::new(),
             messages_sent: 0,
             messages_dropped: 0,
             kinds: Vec::new(),
@@ -528,6 +533,25 @@ impl<P: Protocol> Sim<P> {
     /// Handler calls so far (`on_start` excluded).
     pub fn inputs_handled(&self) -> u64 {
         self.inputs
+    }
+
+    /// Messages servers refused as invalid input (`ServerNode::on_message` returned `Err`). A run of
+    /// well-behaved nodes has none: tests assert that.
+    pub fn invalid_inputs(&self) -> u64 {
+        self.invalid
+    }
+
+    /// The first (up to 16) refused messages, with why.
+    pub fn invalid_examples(&self) -> &[InvalidInput] {
+        &self.invalid_first
+    }
+
+    /// Deliver `msg` to server `to` now, as if `from` had sent it: a forged or malformed message from the
+    /// outside (hostile-input tests). It is handled like any message (`to`'s CPU queue, its durable host).
+    pub fn inject(&mut self, from: Addr, to: ServerId, msg: P::Msg) {
+        let to_idx = self.server_index(to);
+        let env = Envelope { from, to: Addr::Server(to), msg, sent_at_ns: self.now, seq: None };
+        self.schedule(self.now, Payload::Net(to_idx, env));
     }
 
     /// Events waiting in the queue.
@@ -789,11 +813,16 @@ impl<P: Protocol> Sim<P> {
         let mut cx = Ctx::new(clock, &mut m.rng, &mut fx);
         let i = idx as usize;
         let mut durable = false;
+        let mut invalid = Vec::new();
         let cost = if i < n_servers {
             match &mut self.servers[i] {
                 ServerSlot::Plain(node) => match input {
                     None => node.on_start(&mut cx),
-                    Some(Input::Message(env)) => node.on_message(&mut cx, env.from, env.msg),
+                    Some(Input::Message(env)) => {
+                        if let Err(e) = node.on_message(&mut cx, env.from, env.msg) {
+                            invalid.push(e);
+                        }
+                    }
                     Some(Input::Timer(t)) => node.on_timer(&mut cx, t),
                     Some(Input::Request(..) | Input::HostTimer { .. } | Input::Ack { .. }) => {
                         unreachable!("requests go to clients; host inputs to durable servers")
@@ -812,6 +841,7 @@ impl<P: Protocol> Sim<P> {
                         Some(Input::Ack { from, to, seq, resend }) => host.on_ack(from, to, seq, resend, clock),
                         _ => {}
                     }
+                    invalid.extend(host.take_invalid());
                     // `per-write`: every input is committed before its effects leave (MemLog cannot fail).
                     host.commit().expect("an in-memory log does not fail");
                     fx.work += host.take_work();
@@ -831,6 +861,13 @@ impl<P: Protocol> Sim<P> {
             }
             0
         };
+        for e in invalid {
+            self.invalid += 1;
+            if self.invalid_first.len() < 16 {
+                self.invalid_first.push(e);
+            }
+        }
+        let m = &mut self.meta[idx as usize];
         let done = now + cost;
         m.busy_until = done;
         m.busy_ns += cost;

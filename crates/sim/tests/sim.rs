@@ -6,8 +6,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, LinkAssumptions, Message, OpError, OpId, Protocol, ProtocolConfig,
-    ReadResult, Reply, Request, ServerId, ServerNode, Topology, Version,
+    Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, LinkAssumptions, Message, OpError, OpId, Protocol,
+    ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology, Version,
 };
 use snowline_sim::{CLOCK_BASE_NS, ClockModel, Completion, CpuModel, NetworkModel, Sim, SimConfig};
 use std::collections::BTreeMap;
@@ -61,7 +61,7 @@ impl<const F: bool> ServerNode<Echo<F>> for EchoServer {
         }
     }
 
-    fn on_message(&mut self, cx: &mut Ctx<'_, Echo<F>>, from: Addr, msg: Msg) {
+    fn on_message(&mut self, cx: &mut Ctx<'_, Echo<F>>, from: Addr, msg: Msg) -> Result<(), InvalidInput> {
         self.clock_readings.push(cx.now_ns());
         match msg {
             Msg::Get { op, key } => {
@@ -88,6 +88,7 @@ impl<const F: bool> ServerNode<Echo<F>> for EchoServer {
             }
             Msg::Value { .. } => panic!("server got a reply"),
         }
+        Ok(())
     }
 
     fn on_timer(&mut self, cx: &mut Ctx<'_, Echo<F>>, _timer: Tick) {

@@ -44,7 +44,7 @@ use crate::{Lsn, RecordLog, Recovered, StorageError};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::{Deserialize, Serialize};
-use snowline_core::{Addr, Ctx, Effects, Protocol, ProtocolConfig, ServerId, ServerNode, Topology};
+use snowline_core::{Addr, Ctx, Effects, InvalidInput, Protocol, ProtocolConfig, ServerId, ServerNode, Topology};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -158,6 +158,8 @@ pub struct DurableHost<P: Protocol, L: RecordLog> {
     buf: Vec<u8>,
     /// CPU work the handlers reported (`Ctx::charge`) since the last `take_work`.
     work: u64,
+    /// Messages the hosted servers refused since the last `take_invalid` (not counted again on replay).
+    invalid: Vec<InvalidInput>,
 }
 
 impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
@@ -230,6 +232,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             held: Vec::new(),
             ready: Vec::new(),
             effects: Effects::default(),
+            invalid: Vec::new(),
             replaying: true,
             records_since_checkpoint: recovered.records.len() as u64,
             checkpoint_every: CHECKPOINT_EVERY,
@@ -295,6 +298,12 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             .iter()
             .flat_map(|n| n.out.iter().map(move |(to, l)| (n.id, *to, l.unacked.len())))
             .max_by_key(|(_, _, len)| *len)
+    }
+
+    /// The messages the hosted servers refused as invalid input since the last call (the runtime reports
+    /// them and decides what to do with the connection they came on).
+    pub fn take_invalid(&mut self) -> Vec<InvalidInput> {
+        std::mem::take(&mut self.invalid)
     }
 
     /// Everything the runtime should do now, in order.
@@ -512,7 +521,11 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         self.note_delivered(idx, from, seq);
         let now = self.state.nodes[idx].clock.max(wall_ns);
         self.append(&InputRecord::Msg { node: idx as u16, now, from, seq, msg: &msg });
-        self.handle(idx, now, |server, cx| server.on_message(cx, from, msg));
+        if let Err(e) = self.handle(idx, now, |server, cx| server.on_message(cx, from, msg))
+            && !self.replaying
+        {
+            self.invalid.push(e);
+        }
     }
 
     fn start(&mut self, idx: usize, seed: u64, wall_ns: u64) {
@@ -559,7 +572,8 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             }
             InputRecord::Msg { now, from, seq, msg, .. } => {
                 self.note_delivered(node, from, seq);
-                self.handle(node, now, |server, cx| server.on_message(cx, from, msg));
+                // Refused again, as when it was logged (the refusal was reported then).
+                let _ = self.handle(node, now, |server, cx| server.on_message(cx, from, msg));
             }
             InputRecord::Timer { now, id, .. } => {
                 let Some((_, timer)) = self.state.nodes[node].timers.remove(&id) else {
@@ -613,16 +627,16 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     }
 
     /// Runs one handler of node `idx` at clock reading `now` and routes its effects.
-    fn handle(&mut self, idx: usize, now: u64, f: impl FnOnce(&mut P::Server, &mut Ctx<'_, P>)) {
+    fn handle<R>(&mut self, idx: usize, now: u64, f: impl FnOnce(&mut P::Server, &mut Ctx<'_, P>) -> R) -> R {
         let n = &mut self.state.nodes[idx];
         n.clock = n.clock.max(now);
         let mut rng = SmallRng::seed_from_u64(n.seed ^ n.inputs.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         n.inputs += 1;
         let mut effects = std::mem::take(&mut self.effects);
-        {
+        let result = {
             let mut cx = Ctx::new(now, &mut rng, &mut effects);
-            f(&mut n.server, &mut cx);
-        }
+            f(&mut n.server, &mut cx)
+        };
         let me = n.id;
         for (delay_ns, timer) in effects.timers.drain(..) {
             let n = &mut self.state.nodes[idx];
@@ -664,5 +678,6 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         self.work += effects.work;
         effects.clear();
         self.effects = effects;
+        result
     }
 }

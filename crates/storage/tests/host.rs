@@ -5,8 +5,8 @@
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, LinkAssumptions, Message, OpId, Protocol, ProtocolConfig, Request, ServerId,
-    ServerNode, Topology,
+    Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, LinkAssumptions, Message, OpId, Protocol, ProtocolConfig,
+    Request, ServerId, ServerNode, Topology,
 };
 use snowline_storage::{DurableHost, MemLog, Output, RecordLog, StorageError};
 use std::collections::BTreeMap;
@@ -52,7 +52,7 @@ impl ServerNode<Reg> for RegServer {
         cx.set_timer(1_000_000, Tick);
     }
 
-    fn on_message(&mut self, cx: &mut Ctx<'_, Reg>, from: Addr, msg: RegMsg) {
+    fn on_message(&mut self, cx: &mut Ctx<'_, Reg>, from: Addr, msg: RegMsg) -> Result<(), InvalidInput> {
         match msg {
             RegMsg::Put { key, value } => {
                 self.puts += 1;
@@ -70,6 +70,7 @@ impl ServerNode<Reg> for RegServer {
             }
             RegMsg::PutOk { .. } => {}
         }
+        Ok(())
     }
 
     fn on_timer(&mut self, cx: &mut Ctx<'_, Reg>, _timer: Tick) {

@@ -68,9 +68,9 @@
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Hlc, Key, LinkAssumptions, Message, MvStore, OpError, OpId, OpMetrics,
-    PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, StoredVersion, Topology,
-    Value, VectorClock, Version,
+    Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
+    MvStore, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId,
+    ServerNode, StoredVersion, Topology, Value, VectorClock, Version,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -326,6 +326,53 @@ impl ContrarianServer {
         }
     }
 
+    // ---- Input validation ----
+
+    /// Everything a message says that the handlers rely on, checked against the topology and this server's
+    /// clock before the message touches any state (`snowline_core::validate`).
+    fn validate(&self, now_ns: u64, from: Addr, msg: &ContrarianMsg) -> Result<(), InvalidInput> {
+        let check = Check::new(&self.topology, &self.config, now_ns, from, msg.kind());
+        let me = self.id;
+        match msg {
+            ContrarianMsg::Put { dv, .. } | ContrarianMsg::Snapshot { dv, .. } => {
+                check.client()?;
+                check.vector(dv, "dependency vector")?;
+            }
+            ContrarianMsg::Read { keys, sv, .. } => {
+                check.client()?;
+                check.vector(sv, "snapshot vector")?;
+                keys.iter().try_for_each(|k| check.key_on(k, me.partition))?;
+            }
+            ContrarianMsg::PutDone { .. }
+            | ContrarianMsg::SnapshotIs { .. }
+            | ContrarianMsg::ReadReply { .. }
+            | ContrarianMsg::ReadStale { .. } => {
+                return Err(check.fail(InvalidKind::Sender, "only a client is sent this"));
+            }
+            ContrarianMsg::Replicate { key, version, dv, .. } => {
+                let sibling = check.sibling(me)?;
+                check.ensure(version.dc == sibling.dc, InvalidKind::Sender, || {
+                    format!("{sibling} replicates a version of dc{}", version.dc)
+                })?;
+                check.version(version, "version")?;
+                check.vector(dv, "dependency vector")?;
+                check.ensure(dv.get(version.dc) == version.time, InvalidKind::Malformed, || {
+                    "the dependency vector's entry of the version's datacenter is not its time".into()
+                })?;
+                check.key_on(key, me.partition)?;
+            }
+            ContrarianMsg::Heartbeat { time } => {
+                check.sibling(me)?;
+                check.time(*time, "heartbeat time")?;
+            }
+            ContrarianMsg::Vv { vv } => {
+                check.local_peer(me)?;
+                check.vector(vv, "version vector")?;
+            }
+        }
+        Ok(())
+    }
+
     // ---- Replication and stabilization (§4.1) ----
 
     fn replicated(&mut self, from: ServerId, key: Key, value: Value, version: Version, dv: VectorClock) {
@@ -395,8 +442,9 @@ impl ServerNode<Contrarian> for ContrarianServer {
         cx.set_timer((self.config.gc_interval_ms * MS).max(1), ContrarianTimer::Gc);
     }
 
-    fn on_message(&mut self, cx: &mut Ctx<'_, Contrarian>, from: Addr, msg: ContrarianMsg) {
+    fn on_message(&mut self, cx: &mut Ctx<'_, Contrarian>, from: Addr, msg: ContrarianMsg) -> Result<(), InvalidInput> {
         cx.charge(1);
+        self.validate(cx.now_ns(), from, &msg)?;
         match (from, msg) {
             (Addr::Client(client), ContrarianMsg::Put { op, key, value, dv }) => {
                 self.put(cx, client, op, key, value, dv)
@@ -410,21 +458,19 @@ impl ServerNode<Contrarian> for ContrarianServer {
             (Addr::Server(from), ContrarianMsg::Replicate { key, value, version, dv }) => {
                 self.replicated(from, key, value, version, dv)
             }
-            (Addr::Server(from), ContrarianMsg::Heartbeat { time }) if from.dc != self.dc() => {
+            (Addr::Server(from), ContrarianMsg::Heartbeat { time }) => {
                 self.vv.set(from.dc, self.vv.get(from.dc).max(time));
             }
-            (Addr::Server(from), ContrarianMsg::Vv { vv })
-                if from.dc == self.dc() && from.partition != self.id.partition && vv.0.len() == self.vv.0.len() =>
-            {
+            (Addr::Server(from), ContrarianMsg::Vv { vv }) => {
                 // "The partitions also move their local clocks forward, if needed, to match the highest
                 // timestamp corresponding to the local entry in any of the exchanged VVs."
                 self.clock.advance_to(vv.get(self.dc()));
                 self.peer_vvs.insert(from.partition, vv);
                 self.recompute_gss();
             }
-            // A message that does not fit its sender's role is a peer bug or a forged frame: ignore it.
-            (_, _) => {}
+            (from, msg) => unreachable!("validate admits no {} from {from}", msg.kind()),
         }
+        Ok(())
     }
 
     fn on_timer(&mut self, cx: &mut Ctx<'_, Contrarian>, timer: ContrarianTimer) {
@@ -684,7 +730,9 @@ mod tests {
         msg: ContrarianMsg,
     ) -> Effects<Contrarian> {
         let from = from.into();
-        with_ctx(now, |cx| node.on_message(cx, from, msg))
+        with_ctx(now, |cx| {
+            let _ = node.on_message(cx, from, msg);
+        })
     }
 
     fn fire(node: &mut ContrarianServer, now: u64, timer: ContrarianTimer) -> Effects<Contrarian> {

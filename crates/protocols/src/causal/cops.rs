@@ -107,9 +107,9 @@
 
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Hlc, Key, LinkAssumptions, Message, MvStore, OpError, OpId, OpMetrics,
-    PartitionId, Protocol, ProtocolConfig, ReadResult, ReadersCheckCost, Reply, Request, ServerId, ServerNode,
-    StoredVersion, Topology, Value, Version,
+    Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
+    MvStore, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, ReadersCheckCost, Reply,
+    Request, ServerId, ServerNode, StoredVersion, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -177,8 +177,8 @@ macro_rules! cops_protocol {
             fn on_start(&mut self, cx: &mut Ctx<'_, $P>) {
                 self.start(cx);
             }
-            fn on_message(&mut self, cx: &mut Ctx<'_, $P>, from: Addr, msg: CopsMsg) {
-                self.message(cx, from, msg);
+            fn on_message(&mut self, cx: &mut Ctx<'_, $P>, from: Addr, msg: CopsMsg) -> Result<(), InvalidInput> {
+                self.message(cx, from, msg)
             }
             fn on_timer(&mut self, cx: &mut Ctx<'_, $P>, timer: CopsTimer) {
                 self.timer(cx, timer);
@@ -346,6 +346,8 @@ struct PendingWrite {
     deps: Vec<Dep>,
     origin: WriteOrigin,
     awaiting: usize,
+    /// The partitions whose `DepOk` is still awaited (a second or unasked one is refused).
+    asked: BTreeSet<PartitionId>,
     /// The highest clock among the `DepOk`s.
     dep_clock: u64,
     /// Old readers collected, one per client (the latest ROT).
@@ -492,10 +494,81 @@ impl CopsServer {
         }
     }
 
-    fn message<P: CopsFamily>(&mut self, cx: &mut Ctx<'_, P>, from: Addr, msg: CopsMsg) {
+    /// Everything a message says that the handlers rely on, checked against the topology, this server's
+    /// clock and the origin order of replicated versions before the message touches any state
+    /// (`snowline_core::validate`).
+    fn validate(&self, now_ns: u64, from: Addr, msg: &CopsMsg) -> Result<(), InvalidInput> {
+        let check = Check::new(&self.topology, &self.config, now_ns, from, msg.kind());
+        let me = self.id;
+        let deps_valid = |deps: &[Dep]| deps.iter().try_for_each(|d| check.version(&d.version, "dependency"));
+        match msg {
+            CopsMsg::Read { rot, keys, ts, .. } => {
+                let c = check.client()?;
+                check.ensure(rot.client == c, InvalidKind::Sender, || format!("{c} sends a ROT of {}", rot.client))?;
+                check.time(*ts, "causal time")?;
+                keys.iter().try_for_each(|k| check.key_on(k, me.partition))?;
+            }
+            CopsMsg::ReadAt { keys, at, .. } => {
+                check.client()?;
+                check.time(*at, "read time")?;
+                keys.iter().try_for_each(|k| check.key_on(k, me.partition))?;
+            }
+            CopsMsg::Put { key, deps, ts, .. } => {
+                check.client()?;
+                check.key_on(key, me.partition)?;
+                check.time(*ts, "causal time")?;
+                deps_valid(deps)?;
+            }
+            CopsMsg::ReadReply { .. } | CopsMsg::PutReply { .. } => {
+                return Err(check.fail(InvalidKind::Sender, "only a client is sent this"));
+            }
+            CopsMsg::Replicate { key, version, deps, .. } => {
+                let sibling = check.sibling(me)?;
+                check.ensure(version.dc == sibling.dc, InvalidKind::Sender, || {
+                    format!("{sibling} replicates a version of dc{}", version.dc)
+                })?;
+                check.version(version, "version")?;
+                check.key_on(key, me.partition)?;
+                deps_valid(deps)?;
+                // Versions of a key from one origin arrive in origin order (FIFO links, increasing clocks):
+                // one that does not follow the last one applied or queued is a duplicate or a forgery.
+                let applied = self.applied.get(key).map_or(0, |a| a[usize::from(version.dc)]);
+                let queued = self
+                    .apply_queue
+                    .get(&(key.clone(), version.dc))
+                    .and_then(|q| q.back())
+                    .and_then(|id| self.writes.get(id))
+                    .map_or(0, |w| match w.origin {
+                        WriteOrigin::Remote { version } => version.time,
+                        WriteOrigin::Local { .. } => 0,
+                    });
+                check.ensure(version.time > applied.max(queued), InvalidKind::Unexpected, || {
+                    format!(
+                        "version {} of {key:?} from dc{} does not follow {}",
+                        version.time,
+                        version.dc,
+                        applied.max(queued)
+                    )
+                })?;
+            }
+            CopsMsg::DepCheck { deps, .. } => {
+                check.local_peer(me)?;
+                deps_valid(deps)?;
+                deps.iter().try_for_each(|d| check.key_on(&d.key, me.partition))?;
+            }
+            CopsMsg::DepOk { clock, .. } => {
+                check.local_peer(me)?;
+                check.time(*clock, "clock")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn message<P: CopsFamily>(&mut self, cx: &mut Ctx<'_, P>, from: Addr, msg: CopsMsg) -> Result<(), InvalidInput> {
         cx.charge(1);
+        self.validate(cx.now_ns(), from, &msg)?;
         match (from, msg) {
-            (Addr::Client(c), CopsMsg::Read { op, rot, keys, ts }) if rot.client == c => {
+            (Addr::Client(c), CopsMsg::Read { op, rot, keys, ts }) => {
                 let items = self.read(cx, rot, keys, ts);
                 cx.send(c, CopsMsg::ReadReply { op, round: 1, items });
             }
@@ -513,7 +586,7 @@ impl CopsServer {
                         self.config.max_value_bytes
                     );
                     cx.send(client, CopsMsg::PutReply { op, result: Err(OpError::Rejected(reason)) });
-                    return;
+                    return Ok(());
                 }
                 cx.charge(1 + deps.len() as u64);
                 // COPS applies a local PUT at once (its dependencies are visible here); COPS-SNOW runs the
@@ -531,15 +604,15 @@ impl CopsServer {
                 let check = WaitingCheck { reply_to: s, write, deps, next: 0, readers };
                 self.advance_check(cx, check);
             }
-            (Addr::Server(_), CopsMsg::DepOk { write, clock, old_readers }) => {
-                self.dep_ok(cx, write, clock, old_readers);
+            (Addr::Server(s), CopsMsg::DepOk { write, clock, old_readers }) => {
+                self.dep_ok(cx, s.partition, write, clock, old_readers);
             }
-            // A message that does not fit its sender's role is a peer bug or a forged frame: ignore it.
-            (_, _) => {}
+            (from, msg) => unreachable!("validate admits no {} from {from}", msg.kind()),
         }
         while let Some((write, clock, old_readers)) = self.internal.pop_front() {
-            self.dep_ok(cx, write, clock, old_readers);
+            self.dep_ok(cx, self.id.partition, write, clock, old_readers);
         }
+        Ok(())
     }
 
     // ---- Reads ----
@@ -637,6 +710,7 @@ impl CopsServer {
             deps,
             origin,
             awaiting: by_partition.len(),
+            asked: by_partition.keys().copied().collect(),
             dep_clock: 0,
             collected: BTreeMap::new(),
             distinct: BTreeSet::new(),
@@ -659,9 +733,16 @@ impl CopsServer {
     }
 
     /// A `DepOk` for one of this server's pending writes.
-    fn dep_ok<P: CopsFamily>(&mut self, cx: &mut Ctx<'_, P>, write: WriteId, clock: u64, old_readers: Vec<RotId>) {
+    fn dep_ok<P: CopsFamily>(
+        &mut self,
+        cx: &mut Ctx<'_, P>,
+        from: PartitionId,
+        write: WriteId,
+        clock: u64,
+        old_readers: Vec<RotId>,
+    ) {
         let Some(w) = self.writes.get_mut(&write) else { return };
-        if w.awaiting == 0 {
+        if w.awaiting == 0 || !w.asked.remove(&from) {
             return;
         }
         cx.charge(1 + old_readers.len() as u64);
@@ -1055,7 +1136,7 @@ mod tests {
     {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut out = Effects::default();
-        ServerNode::<P>::on_message(node, &mut Ctx::new(now, &mut rng, &mut out), from.into(), msg);
+        let _ = ServerNode::<P>::on_message(node, &mut Ctx::new(now, &mut rng, &mut out), from.into(), msg);
         out
     }
 

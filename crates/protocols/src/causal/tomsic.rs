@@ -70,11 +70,11 @@
 
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Hlc, Key, LinkAssumptions, Message, MvStore, OpError, OpId, OpMetrics,
-    PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, StoredVersion, Topology,
-    Value, VectorClock, Version,
+    Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
+    MvStore, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId,
+    ServerNode, StoredVersion, Topology, Value, VectorClock, Version,
 };
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;
 
 /// Where the algorithms branch on `protocol` in the paper's pseudocode.
@@ -287,7 +287,7 @@ enum Coordinated {
         dep: VectorClock,
         /// Result slots in request order, filled as partitions answer.
         results: Vec<Option<ReadResult>>,
-        /// For each partition asked, the request positions of the keys sent to it.
+        /// For each partition asked and not yet answered, the request positions of the keys sent to it.
         slots: BTreeMap<PartitionId, Vec<usize>>,
         pending: usize,
         blocked_ns: u64,
@@ -307,6 +307,8 @@ enum Coordinated {
         /// The maximum time proposed so far (Alg. 1 line 25).
         ct: u64,
         pending: usize,
+        /// The participants that have not answered yet (a second answer from one is refused).
+        awaiting: BTreeSet<PartitionId>,
     },
 }
 
@@ -555,8 +557,11 @@ impl<F: Flavour> TomsicServer<F> {
                 // write that causally follows a remote version is then ordered after it (needed for read your
                 // writes and causal order under clock skew).
                 let ct = dep.0.iter().copied().max().unwrap_or(0) + 1;
-                self.coordinated
-                    .insert(txn, Coordinated::Write { client, op, ss, dep: dep.clone(), participants, ct, pending });
+                let awaiting = participants.iter().copied().collect();
+                self.coordinated.insert(
+                    txn,
+                    Coordinated::Write { client, op, ss, dep: dep.clone(), participants, ct, pending, awaiting },
+                );
                 let single = pending == 1;
                 for (p, writes) in by_partition {
                     let dep = dep.clone();
@@ -610,30 +615,46 @@ impl<F: Flavour> TomsicServer<F> {
     /// Send a partition → TC reply, or handle it in place when the TC is this server.
     fn reply_to_coordinator(&mut self, cx: &mut Cx<'_, F>, tc: ServerId, msg: TomsicMsg) {
         if tc == self.id {
-            self.as_coordinator(cx, msg);
+            // This server's own answer to its own request always fits the transaction.
+            let _ = self.as_coordinator(cx, self.id.partition, msg);
         } else {
             cx.send(tc, msg);
         }
     }
 
-    /// A partition's answer reaches the TC.
-    fn as_coordinator(&mut self, cx: &mut Cx<'_, F>, msg: TomsicMsg) {
+    /// A partition's answer reaches the TC. Checked against the transaction before anything changes: the
+    /// answer must come from a partition that was asked and has not answered yet, with one result per key
+    /// asked, in order.
+    fn as_coordinator(&mut self, cx: &mut Cx<'_, F>, from: PartitionId, msg: TomsicMsg) -> Result<(), InvalidInput> {
+        let kind = msg.kind();
+        let sender = Addr::Server(ServerId::new(self.id.dc, from));
+        let bad = |k: InvalidKind, detail: String| InvalidInput::new(k, kind, sender, detail);
         let txn = match &msg {
             TomsicMsg::ReadReply { txn, .. }
             | TomsicMsg::ReadRefused { txn, .. }
             | TomsicMsg::Prepared { txn, .. }
             | TomsicMsg::Committed { txn, .. } => *txn,
-            other => unreachable!("not a partition reply: {other:?}"),
+            _ => return Err(bad(InvalidKind::Sender, "not a partition's reply".into())),
         };
-        let Some(state) = self.coordinated.get_mut(&txn) else { return };
+        // A reply to a finished transaction is a late duplicate: nothing to do.
+        let Some(state) = self.coordinated.get_mut(&txn) else { return Ok(()) };
         match (state, msg) {
             (
                 Coordinated::Read { results, slots, pending, dep, blocked_ns, .. },
                 TomsicMsg::ReadReply { results: got, max_cv, blocked_ns: waited, .. },
             ) => {
-                let Some(first) = got.first() else { return };
-                let positions = &slots[&self.topology.partition_of(&first.key)];
-                assert_eq!(positions.len(), got.len(), "a partition answers every key it was asked");
+                let Some(positions) = slots.get(&from) else {
+                    return Err(bad(
+                        InvalidKind::Unexpected,
+                        format!("transaction {txn} expects no reads from p{from}"),
+                    ));
+                };
+                let fits =
+                    positions.len() == got.len() && got.iter().all(|r| self.topology.partition_of(&r.key) == from);
+                if !fits || max_cv.0.len() != dep.0.len() {
+                    return Err(bad(InvalidKind::Malformed, format!("the reply does not match transaction {txn}")));
+                }
+                let positions = slots.remove(&from).expect("checked above");
                 for (pos, r) in positions.iter().zip(got) {
                     results[*pos] = Some(r);
                 }
@@ -641,19 +662,33 @@ impl<F: Flavour> TomsicServer<F> {
                 if F::VARIANT == Variant::Op {
                     dep.merge_max(&max_cv);
                 }
-                *blocked_ns += waited;
+                *blocked_ns = blocked_ns.saturating_add(waited);
                 *pending -= 1;
             }
-            (Coordinated::Read { pending, refused, .. }, TomsicMsg::ReadRefused { reason, .. }) => {
+            (Coordinated::Read { pending, refused, slots, .. }, TomsicMsg::ReadRefused { reason, .. }) => {
+                if slots.remove(&from).is_none() {
+                    return Err(bad(
+                        InvalidKind::Unexpected,
+                        format!("transaction {txn} expects no reads from p{from}"),
+                    ));
+                }
                 *refused = Some(reason);
                 *pending -= 1;
             }
-            (Coordinated::Write { ct, pending, .. }, TomsicMsg::Prepared { time, .. })
-            | (Coordinated::Write { ct, pending, .. }, TomsicMsg::Committed { time, .. }) => {
+            (Coordinated::Write { ct, pending, awaiting, .. }, TomsicMsg::Prepared { time, .. })
+            | (Coordinated::Write { ct, pending, awaiting, .. }, TomsicMsg::Committed { time, .. }) => {
+                if !awaiting.remove(&from) {
+                    return Err(bad(
+                        InvalidKind::Unexpected,
+                        format!("transaction {txn} expects no answer from p{from}"),
+                    ));
+                }
                 *ct = (*ct).max(time);
                 *pending -= 1;
             }
-            (_, other) => unreachable!("reply {other:?} does not match transaction {txn}"),
+            (_, other) => {
+                return Err(bad(InvalidKind::Unexpected, format!("a {} does not fit transaction {txn}", other.kind())));
+            }
         }
         let (done, more_rounds) = match &self.coordinated[&txn] {
             Coordinated::Read { pending, remaining, refused, .. } => {
@@ -667,6 +702,7 @@ impl<F: Flavour> TomsicServer<F> {
             let state = self.coordinated.remove(&txn).expect("present");
             self.finish(cx, txn, state);
         }
+        Ok(())
     }
 
     fn finish(&mut self, cx: &mut Cx<'_, F>, txn: TxnId, state: Coordinated) {
@@ -847,6 +883,83 @@ impl<F: Flavour> TomsicServer<F> {
         }
     }
 
+    // ---- Input validation ----
+
+    /// Everything a message says that the handlers rely on, checked against the topology and this server's
+    /// clock before the message touches any state (`snowline_core::validate`).
+    fn validate(&self, now_ns: u64, from: Addr, msg: &TomsicMsg) -> Result<(), InvalidInput> {
+        let check = Check::new(&self.topology, &self.config, now_ns, from, msg.kind());
+        let me = self.id;
+        let writes_here = |writes: &[(Key, Value)]| -> Result<(), InvalidInput> {
+            writes.iter().try_for_each(|(k, _)| check.key_on(k, me.partition))
+        };
+        let multi = Self::VARIANT.multi_version();
+        let variant =
+            |ok: bool| check.ensure(ok, InvalidKind::Sender, || format!("{} servers send no such message", F::NAME));
+        match msg {
+            TomsicMsg::Begin { session, .. } => {
+                check.client()?;
+                // Empty: a session that has seen nothing yet.
+                check.vector_or_empty(&session.dep, "session dependency vector")?;
+                check.vector_or_empty(&session.ss, "session snapshot")?;
+                check.vector_or_empty(&session.observed, "session observed vector")?;
+            }
+            TomsicMsg::Done { .. } => return Err(check.fail(InvalidKind::Sender, "only a client is sent this")),
+            TomsicMsg::Read { keys, ss, .. } => {
+                check.local_peer(me)?;
+                keys.iter().try_for_each(|k| check.key_on(k, me.partition))?;
+                check.vector(ss, "snapshot")?;
+            }
+            TomsicMsg::ReadReply { max_cv, .. } => {
+                check.local_peer(me)?;
+                check.vector(max_cv, "commit vector")?;
+            }
+            TomsicMsg::ReadRefused { .. } => {
+                check.local_peer(me)?;
+            }
+            TomsicMsg::Prepared { time, .. } | TomsicMsg::Committed { time, .. } => {
+                check.local_peer(me)?;
+                check.time(*time, "time")?;
+            }
+            TomsicMsg::Prepare { writes, dep, ct, .. } | TomsicMsg::CommitSingle { writes, dep, ct, .. } => {
+                check.local_peer(me)?;
+                writes_here(writes)?;
+                check.vector(dep, "dependency vector")?;
+                check.time(*ct, "commit time")?;
+            }
+            TomsicMsg::Commit { ct, .. } => {
+                check.local_peer(me)?;
+                check.time(*ct, "commit time")?;
+            }
+            TomsicMsg::Replicate { writes, version } => {
+                variant(!multi)?;
+                let sibling = check.sibling(me)?;
+                check.ensure(version.dc == sibling.dc, InvalidKind::Sender, || {
+                    format!("{sibling} replicates a version of dc{}", version.dc)
+                })?;
+                check.version(version, "version")?;
+                writes_here(writes)?;
+            }
+            TomsicMsg::Updates { updates, stable } => {
+                variant(multi)?;
+                check.sibling(me)?;
+                check.time(*stable, "stable time")?;
+                for u in updates {
+                    writes_here(&u.writes)?;
+                    check.vector(&u.dep, "dependency vector")?;
+                    check.time(u.ct, "commit time")?;
+                }
+            }
+            TomsicMsg::Stable { vec, stable } => {
+                variant(multi)?;
+                check.local_peer(me)?;
+                check.vector(vec, "version vector")?;
+                check.vector(stable, "stable vector")?;
+            }
+        }
+        Ok(())
+    }
+
     // ---- Stabilisation (Alg. 3) ----
 
     fn stabilise(&mut self, cx: &mut Cx<'_, F>) {
@@ -925,8 +1038,9 @@ impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
         }
     }
 
-    fn on_message(&mut self, cx: &mut Cx<'_, F>, from: Addr, msg: TomsicMsg) {
+    fn on_message(&mut self, cx: &mut Cx<'_, F>, from: Addr, msg: TomsicMsg) -> Result<(), InvalidInput> {
         cx.charge(1);
+        self.validate(cx.now_ns(), from, &msg)?;
         match (from, msg) {
             (Addr::Client(client), TomsicMsg::Begin { op, request, session }) => {
                 self.begin(cx, client, op, request, session)
@@ -953,12 +1067,12 @@ impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
                 self.start_parked(cx);
             }
             (
-                Addr::Server(_),
+                Addr::Server(peer),
                 msg @ (TomsicMsg::ReadReply { .. }
                 | TomsicMsg::ReadRefused { .. }
                 | TomsicMsg::Prepared { .. }
                 | TomsicMsg::Committed { .. }),
-            ) => self.as_coordinator(cx, msg),
+            ) => self.as_coordinator(cx, peer.partition, msg)?,
             (
                 Addr::Server(tc),
                 msg @ (TomsicMsg::Read { .. }
@@ -966,9 +1080,9 @@ impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
                 | TomsicMsg::Commit { .. }
                 | TomsicMsg::CommitSingle { .. }),
             ) => self.as_partition(cx, tc, msg),
-            // A message that does not fit its sender's role is a peer bug or a forged frame: ignore it.
-            (_, _) => {}
+            (from, msg) => unreachable!("validate admits no {} from {from}", msg.kind()),
         }
+        Ok(())
     }
 
     fn on_timer(&mut self, cx: &mut Cx<'_, F>, timer: TomsicTimer) {
@@ -1124,7 +1238,7 @@ mod tests {
     ) -> Effects<Tomsic<F>> {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut out = Effects::default();
-        node.on_message(&mut Ctx::new(now, &mut rng, &mut out), from.into(), msg);
+        let _ = node.on_message(&mut Ctx::new(now, &mut rng, &mut out), from.into(), msg);
         out
     }
 

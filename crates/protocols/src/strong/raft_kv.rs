@@ -37,8 +37,9 @@
 use crate::components::consensus::{Event, RaftGroup, RaftParams, RaftTick, RaftWire};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Key, LinkAssumptions, Message, Offers, OpError, OpId, OpMetrics,
-    PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology, Value, Version,
+    Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions, Message, Offers, OpError,
+    OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
+    Value, Version,
 };
 use std::collections::BTreeMap;
 
@@ -330,17 +331,27 @@ impl ServerNode<RaftKv> for RaftKvServer {
         self.handle(cx, events);
     }
 
-    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: KvMsg) {
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: KvMsg) -> Result<(), InvalidInput> {
+        let kind = msg.kind();
         match (from, msg) {
-            (Addr::Server(from), KvMsg::Raft(wire)) => {
-                // A message that is not from this group's members is dropped: it changes nothing.
-                if let Ok(events) = self.group.on_wire(cx, from, wire) {
-                    self.handle(cx, events);
-                }
+            (Addr::Server(server), KvMsg::Raft(wire)) => {
+                // The group checks the sender is a member and the message is addressed to this one; a message
+                // it refuses changes nothing.
+                let events = self
+                    .group
+                    .on_wire(cx, server, wire)
+                    .map_err(|why| InvalidInput::new(InvalidKind::Malformed, kind, from, why))?;
+                self.handle(cx, events);
             }
             (Addr::Client(client), KvMsg::Request { op, attempt, kv }) => self.on_request(cx, client, op, attempt, kv),
-            _ => {}
+            (Addr::Client(_), _) => {
+                return Err(InvalidInput::new(InvalidKind::Sender, kind, from, "a client sends only requests"));
+            }
+            (Addr::Server(_), _) => {
+                return Err(InvalidInput::new(InvalidKind::Sender, kind, from, "servers exchange only raft messages"));
+            }
         }
+        Ok(())
     }
 
     fn on_timer(&mut self, cx: &mut Cx<'_>, timer: KvTimer) {

@@ -119,9 +119,9 @@
 use serde::{Deserialize, Serialize};
 use snowline_core::procedure::{self, Piece, Procedure};
 use snowline_core::{
-    Abort, AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, Key, LinkAssumptions, Message, Offers, OpError, OpId,
-    OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
-    Value, Version,
+    Abort, AbortCause, Addr, Check, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions,
+    Message, Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request,
+    ServerId, ServerNode, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -158,8 +158,8 @@ impl Protocol for TwoPl {
         LinkAssumptions { fifo: true }
     }
 
-    fn server(id: ServerId, topology: Topology, _config: &ProtocolConfig) -> TwoPlServer {
-        TwoPlServer::new(id, topology)
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> TwoPlServer {
+        TwoPlServer::with_config(id, topology, config)
     }
 
     fn client(id: ClientId, _dc: DcId, topology: Topology, config: &ProtocolConfig) -> TwoPlClient {
@@ -339,13 +339,20 @@ pub struct TwoPlServer {
     /// Messages to this server itself, drained before the handler returns (empty between handler calls).
     #[serde(skip)]
     loopback: VecDeque<(ServerId, TwoPlMsg)>,
+    /// The bound on timestamps in messages (`ProtocolConfig::max_clock_ahead_ms`).
+    max_clock_ahead_ms: u64,
 }
 
 type Cx<'a> = Ctx<'a, TwoPl>;
 
 impl TwoPlServer {
     pub fn new(id: ServerId, topology: Topology) -> Self {
+        Self::with_config(id, topology, &ProtocolConfig::default())
+    }
+
+    pub fn with_config(id: ServerId, topology: Topology, config: &ProtocolConfig) -> Self {
         Self {
+            max_clock_ahead_ms: config.max_clock_ahead_ms,
             id,
             topology,
             store: BTreeMap::new(),
@@ -454,6 +461,55 @@ impl TwoPlServer {
             // A message that does not fit its sender's role is a peer bug or a forged frame: ignore it.
             _ => {}
         }
+    }
+
+    /// Everything a message says that the handlers rely on, checked against the topology and this server's
+    /// clock before the message touches any state (`snowline_core::validate`). Requests a client may get
+    /// wrong by mistake (a commit naming a partition twice) are answered with a refusal instead.
+    fn validate(&self, now_ns: u64, from: Addr, msg: &TwoPlMsg) -> Result<(), InvalidInput> {
+        let config = ProtocolConfig { max_clock_ahead_ms: self.max_clock_ahead_ms, ..ProtocolConfig::default() };
+        let check = Check::new(&self.topology, &config, now_ns, from, msg.kind());
+        let home_server = || -> Result<ServerId, InvalidInput> {
+            let s = check.server()?;
+            check.ensure(s.dc == HOME_DC && s != self.id, InvalidKind::Sender, || {
+                format!("{s} is not another server of datacenter {HOME_DC}")
+            })?;
+            Ok(s)
+        };
+        match msg {
+            // The handlers answer a client that names another's transaction with a refusal.
+            TwoPlMsg::Read { age, .. } | TwoPlMsg::Commit { age, .. } => {
+                check.client()?;
+                check.time(age.time, "age")?;
+            }
+            TwoPlMsg::Release { .. } => {
+                check.client()?;
+            }
+            TwoPlMsg::ReadReply { .. } | TwoPlMsg::Released { .. } | TwoPlMsg::Outcome { .. } => {
+                return Err(check.fail(InvalidKind::Sender, "only a client is sent this"));
+            }
+            // A participant votes no on writes of another partition.
+            TwoPlMsg::Prepare { age, .. } => {
+                home_server()?;
+                check.time(age.time, "age")?;
+            }
+            TwoPlMsg::Vote { vote, .. } => {
+                home_server()?;
+                if let Ok(time) = vote {
+                    check.time(*time, "proposed commit time")?;
+                }
+            }
+            TwoPlMsg::Decide { commit, .. } => {
+                home_server()?;
+                if let Some(v) = commit {
+                    check.version(v, "commit version")?;
+                }
+            }
+            TwoPlMsg::Ack { .. } | TwoPlMsg::Wound { .. } => {
+                home_server()?;
+            }
+        }
+        Ok(())
     }
 
     // ---- participant ----
@@ -662,7 +718,7 @@ impl TwoPlServer {
                 cx.send(client, TwoPlMsg::ReadReply { txn, result: Ok(results), blocked_ns });
             }
             Waiting::Prepare { coordinator, writes } => {
-                let time = now.max(self.clock + 1);
+                let time = now.max(self.clock.saturating_add(1));
                 self.clock = time;
                 if let Some(t) = self.txns.get_mut(&txn) {
                     t.prepared = Some(Prepared { coordinator, writes, wound_sent: false });
@@ -853,7 +909,7 @@ impl TwoPlServer {
         if slot.is_some() {
             return;
         }
-        c.blocked_ns += blocked_ns;
+        c.blocked_ns = c.blocked_ns.saturating_add(blocked_ns);
         match vote {
             Err(abort) => self.decide(cx, txn, Err(abort)),
             Ok(time) => {
@@ -907,10 +963,12 @@ impl ServerNode<TwoPl> for TwoPlServer {
         }
     }
 
-    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TwoPlMsg) {
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TwoPlMsg) -> Result<(), InvalidInput> {
         cx.charge(1);
+        self.validate(cx.now_ns(), from, &msg)?;
         self.handle(cx, from, msg);
         self.drain_loopback(cx);
+        Ok(())
     }
 
     fn on_timer(&mut self, cx: &mut Cx<'_>, timer: TwoPlTimer) {
@@ -1393,7 +1451,7 @@ mod tests {
     fn deliver_at(node: &mut TwoPlServer, now: u64, from: impl Into<Addr>, msg: TwoPlMsg) -> Effects<TwoPl> {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut out = Effects::default();
-        node.on_message(&mut Ctx::new(now, &mut rng, &mut out), from.into(), msg);
+        let _ = node.on_message(&mut Ctx::new(now, &mut rng, &mut out), from.into(), msg);
         out
     }
 

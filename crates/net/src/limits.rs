@@ -1,0 +1,250 @@
+//! Bounds on what one connection, and all of them together, may make a server hold; and rate-limited
+//! logging of bad connections. The numbers are documented in `docs/ARCHITECTURE.md` ("Limits").
+
+use bytes::BytesMut;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use tokio::time::{Duration, Instant};
+use tokio_util::codec::{Decoder, LengthDelimitedCodec};
+
+/// Replies queued for one connection (not yet handed to its socket) before the server stops reading that
+/// connection's requests: a client that pipelines requests and never reads its replies stops being read.
+pub const MAX_QUEUED_REPLIES: usize = 1024;
+/// A connection that is not being read (its reply queue full) and whose client takes none of its replies
+/// for this long is dropped.
+pub const SLOW_READER_TIMEOUT: Duration = Duration::from_secs(30);
+/// A frame whose first bytes have arrived must be complete this long after the previous frame (or the
+/// connection's start); otherwise the connection is closed with an `Error` frame.
+pub const PARTIAL_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection must send its `Hello` within this long.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection that sends nothing for this long is closed (the client runtime reconnects on its next
+/// request). Long, because a client may wait for a blocked operation that long.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// After a client half-closes its side (`SHUT_WR`), the server still writes its replies; it closes the
+/// connection once no reply has been written for this long.
+pub const HALF_CLOSED_LINGER: Duration = Duration::from_secs(5);
+/// All connections of a server together may buffer this many bytes of frames that have not fully arrived
+/// (beyond [`UNBUDGETED_FRAME_BYTES`] each); a frame that would exceed it is refused with an `Error` frame.
+pub const FRAME_BUFFER_BUDGET: usize = 64 << 20;
+/// Frames up to this size are read without drawing on the global budget.
+pub const UNBUDGETED_FRAME_BYTES: usize = 64 << 10;
+/// At most this many warnings about bad connections per [`LOG_WINDOW`]; the rest are counted and summed up.
+pub const LOG_BURST: u32 = 10;
+pub const LOG_WINDOW: Duration = Duration::from_secs(10);
+
+/// The bytes of partially received frames, shared by every connection of a server.
+#[derive(Debug, Default)]
+pub struct FrameBudget {
+    used: AtomicUsize,
+    limit: usize,
+}
+
+impl FrameBudget {
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self { used: AtomicUsize::new(0), limit })
+    }
+
+    fn reserve(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| u.checked_add(n).filter(|t| *t <= self.limit))
+            .is_ok()
+    }
+
+    fn release(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Bytes currently reserved.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+}
+
+/// [`LengthDelimitedCodec`] that reserves a large frame's length from a [`FrameBudget`] as soon as its
+/// length prefix arrives, and releases it when the frame is complete or the connection ends.
+pub struct BudgetedCodec {
+    inner: LengthDelimitedCodec,
+    budget: Arc<FrameBudget>,
+    reserved: usize,
+}
+
+impl BudgetedCodec {
+    pub fn new(max_frame: usize, budget: Arc<FrameBudget>) -> Self {
+        Self { inner: crate::frame::codec(max_frame), budget, reserved: 0 }
+    }
+
+    fn settle(&mut self) {
+        if self.reserved > 0 {
+            self.budget.release(self.reserved);
+            self.reserved = 0;
+        }
+    }
+}
+
+impl Drop for BudgetedCodec {
+    fn drop(&mut self) {
+        self.settle();
+    }
+}
+
+impl Decoder for BudgetedCodec {
+    type Item = BytesMut;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, std::io::Error> {
+        if self.reserved == 0 && src.len() >= crate::frame::LENGTH_PREFIX {
+            let len = u32::from_be_bytes([src[0], src[1], src[2], src[3]]) as usize;
+            // Oversized frames are the inner codec's error; only a frame it would read is budgeted.
+            if len > UNBUDGETED_FRAME_BYTES && len <= self.inner.max_frame_length() {
+                if !self.budget.reserve(len) {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::OutOfMemory,
+                        format!(
+                            "a frame of {len} bytes does not fit the server's budget for partly received frames \
+                             ({FRAME_BUFFER_BUDGET} bytes over all connections); retry later"
+                        ),
+                    ));
+                }
+                self.reserved = len;
+                // Reserve the memory now, so a stalled frame cannot make it grow later unaccounted.
+            }
+        }
+        let out = self.inner.decode(src)?;
+        if out.is_some() {
+            self.settle();
+        }
+        Ok(out)
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<BytesMut>, std::io::Error> {
+        match self.decode(buf)? {
+            Some(frame) => Ok(Some(frame)),
+            None if buf.is_empty() => Ok(None),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the stream ended {} bytes into a frame", buf.len()),
+            )),
+        }
+    }
+}
+
+/// What the event loop and a connection's tasks share about its reply queue.
+#[derive(Debug, Default)]
+pub struct ConnQueue {
+    /// Replies queued and not yet taken by the writer.
+    queued: AtomicUsize,
+    /// Replies taken by the writer so far (progress, for the slow-reader and linger timeouts).
+    taken: AtomicU64,
+}
+
+impl ConnQueue {
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    pub fn taken(&self) -> u64 {
+        self.taken.load(Ordering::Acquire)
+    }
+
+    pub fn push(&self) {
+        self.queued.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn pop(&self) {
+        // Saturating: frames queued by others than the event loop (Error frames) are not counted.
+        let _ = self.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| q.checked_sub(1));
+        self.taken.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Warnings about bad connections, at most [`LOG_BURST`] per [`LOG_WINDOW`]; the rest are counted and
+/// reported in one line when the next window opens.
+pub struct RateLimitedLog {
+    state: Mutex<(Instant, u32, u64)>,
+}
+
+impl Default for RateLimitedLog {
+    fn default() -> Self {
+        Self { state: Mutex::new((Instant::now(), 0, 0)) }
+    }
+}
+
+impl RateLimitedLog {
+    pub fn warn(&self, line: impl FnOnce() -> String) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (start, shown, suppressed) = &mut *s;
+        if start.elapsed() >= LOG_WINDOW {
+            if *suppressed > 0 {
+                eprintln!("warning: {suppressed} more warnings about bad connections were not shown");
+            }
+            *start = Instant::now();
+            *shown = 0;
+            *suppressed = 0;
+        }
+        if *shown < LOG_BURST {
+            *shown += 1;
+            eprintln!("warning: {}", line());
+        } else {
+            *suppressed += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BufMut;
+
+    #[test]
+    fn large_frames_draw_on_the_shared_budget_until_complete() {
+        let budget = FrameBudget::new(300_000);
+        let mut a = BudgetedCodec::new(1 << 20, budget.clone());
+        let mut b = BudgetedCodec::new(1 << 20, budget.clone());
+        let mut buf_a = BytesMut::new();
+        buf_a.put_u32(200_000);
+        buf_a.put_slice(&[1; 1000]);
+        assert!(a.decode(&mut buf_a).unwrap().is_none());
+        assert_eq!(budget.used(), 200_000);
+        let mut buf_b = BytesMut::new();
+        buf_b.put_u32(200_000);
+        let err = b.decode(&mut buf_b).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::OutOfMemory, "{err}");
+        // Completing a frame returns its reservation; so does dropping a connection.
+        buf_a.put_slice(&vec![2; 199_000]);
+        assert_eq!(a.decode(&mut buf_a).unwrap().map(|f| f.len()), Some(200_000));
+        assert_eq!(budget.used(), 0);
+        let mut buf_b = BytesMut::new();
+        buf_b.put_u32(200_000);
+        assert!(b.decode(&mut buf_b).unwrap().is_none());
+        assert_eq!(budget.used(), 200_000);
+        drop(b);
+        assert_eq!(budget.used(), 0);
+        // Small frames are not budgeted.
+        let mut buf = BytesMut::new();
+        buf.put_u32(10);
+        assert!(a.decode(&mut buf).unwrap().is_none());
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn truncated_frame_at_eof_is_unexpected_eof() {
+        let mut c = BudgetedCodec::new(1 << 20, FrameBudget::new(1 << 20));
+        let mut buf = BytesMut::new();
+        buf.put_u32(10);
+        buf.put_slice(b"abc");
+        let err = c.decode_eof(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+        assert!(c.decode_eof(&mut BytesMut::new()).unwrap().is_none());
+    }
+
+    #[test]
+    fn reply_queue_counts_saturate() {
+        let q = ConnQueue::default();
+        q.push();
+        q.pop();
+        q.pop();
+        assert_eq!((q.queued(), q.taken()), (0, 2));
+    }
+}
