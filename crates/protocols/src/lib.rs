@@ -6,6 +6,7 @@
 
 pub mod causal;
 pub mod components;
+pub mod fuzz;
 pub mod strong;
 
 pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
