@@ -68,3 +68,102 @@ proptest! {
         server_inputs(PROTOCOLS[p], &data);
     }
 }
+
+mod in_the_simulator {
+    //! The same property in the simulator (its network, clock and CPU models; durable hosts too): forged
+    //! messages decoded from arbitrary bytes, injected from arbitrary senders among a client workload,
+    //! never make a server panic, and the workload's operations still complete. A run without them has no
+    //! refused message at all.
+
+    use proptest::prelude::*;
+    use snowline_core::{Addr, ClientId, Message, OpId, Protocol, ProtocolConfig, Request, ServerId, Topology};
+    use snowline_protocols::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TwoPl};
+    use snowline_sim::{Sim, SimConfig};
+
+    /// Runs 24 operations from two clients with `forgeries` injected among them; returns (completed,
+    /// refused).
+    fn run<P: Protocol>(seed: u64, durable: bool, forgeries: &[(u8, u8, Vec<u8>)]) -> (usize, u64) {
+        let topology = Topology::new(2, 2);
+        let mut config = SimConfig::new(seed, topology, ProtocolConfig::default());
+        config.durable = durable;
+        let mut sim = Sim::<P>::new(config);
+        let clients = [sim.add_client(0), sim.add_client(1)];
+        let mut forged = forgeries.iter();
+        let mut completed = 0;
+        for op in 0..12u64 {
+            for (i, c) in clients.iter().enumerate() {
+                let key = format!("k{}", (op + i as u64) % 5);
+                let request = if op % 2 == 0 {
+                    Request::Put { key: key.into(), value: format!("v{op}").into() }
+                } else {
+                    Request::Rot { keys: vec![key.into()] }
+                };
+                sim.submit(*c, OpId(op), request);
+            }
+            if let Some((sender, target, bytes)) = forged.next()
+                && let Ok(msg) = postcard::from_bytes::<P::Msg>(bytes)
+            {
+                let to = topology.server_at(usize::from(*target) % topology.server_count()).unwrap();
+                let from = match sender % 3 {
+                    0 => Addr::Client(ClientId(u64::from(sender / 3) % 4)),
+                    1 => Addr::Server(ServerId::new(u16::from(sender / 3) % 4, u16::from(*target) % 3)),
+                    _ => Addr::Server(topology.server_at(usize::from(sender / 3) % topology.server_count()).unwrap()),
+                };
+                // raft-rs trusts its group's members (see `snowline_protocols::fuzz`).
+                let member = matches!(from, Addr::Server(s) if topology.contains(s) && s.partition == to.partition);
+                if !(msg.kind() == "raft" && member) {
+                    sim.inject(from, to, msg);
+                }
+            }
+            completed += sim.advance(2_000_000_000).len();
+        }
+        (completed, sim.invalid_inputs())
+    }
+
+    fn check<P: Protocol>(seed: u64, forgeries: &[(u8, u8, Vec<u8>)]) {
+        for durable in [false, true] {
+            if durable && !P::REPLAYABLE {
+                continue;
+            }
+            let (completed, refused) = run::<P>(seed, durable, forgeries);
+            assert_eq!(completed, 24, "{} (durable {durable}): operations lost", P::NAME);
+            if forgeries.is_empty() {
+                assert_eq!(refused, 0, "{}: a well-behaved run refused messages", P::NAME);
+            }
+        }
+    }
+
+    #[test]
+    fn well_behaved_runs_refuse_nothing() {
+        check::<Cops>(1, &[]);
+        check::<CopsSnow>(1, &[]);
+        check::<Contrarian>(1, &[]);
+        check::<Cure>(1, &[]);
+        check::<Av>(1, &[]);
+        check::<Op>(1, &[]);
+        check::<Cv>(1, &[]);
+        check::<TwoPl>(1, &[]);
+        check::<RaftKv>(1, &[]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+        #[test]
+        fn forged_messages_in_a_simulated_run(
+            seed in any::<u64>(),
+            forgeries in proptest::collection::vec(
+                (any::<u8>(), any::<u8>(), proptest::collection::vec(any::<u8>(), 0..48)), 0..12),
+        ) {
+            check::<Cops>(seed, &forgeries);
+            check::<CopsSnow>(seed, &forgeries);
+            check::<Contrarian>(seed, &forgeries);
+            check::<Cure>(seed, &forgeries);
+            check::<Av>(seed, &forgeries);
+            check::<Op>(seed, &forgeries);
+            check::<Cv>(seed, &forgeries);
+            check::<TwoPl>(seed, &forgeries);
+            check::<RaftKv>(seed, &forgeries);
+        }
+    }
+}
