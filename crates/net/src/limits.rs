@@ -19,8 +19,9 @@ pub const SLOW_READER_TIMEOUT: Duration = Duration::from_secs(30);
 pub const PARTIAL_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection must send its `Hello` within this long.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// A connection that sends nothing for this long is closed (the client runtime reconnects on its next
-/// request). Long, because a client may wait for a blocked operation that long.
+/// A client connection that sends nothing for this long is closed (the client runtime reconnects on its
+/// next request). Long, because a client may wait for a blocked operation that long. Peer links never
+/// time out when idle.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// After a client half-closes its side (`SHUT_WR`), the server still writes its replies; it closes the
 /// connection once no reply has been written for this long.

@@ -699,7 +699,7 @@ async fn serve_conn<P: Protocol>(
         end = reader => (end, false),
         _ = &mut writer => (ReadEnd::Closed, true),
     };
-    if end == ReadEnd::HalfClosed && !writer_done {
+    if end == ReadEnd::HalfClosed && registered && !writer_done {
         // A client that shut down its sending side still gets its replies: keep the connection registered
         // while replies keep being written.
         let mut taken = queue.taken();
@@ -752,6 +752,9 @@ async fn read_conn<P: Protocol>(
     let mut check_at = last_frame + if *registered { PARTIAL_FRAME_TIMEOUT } else { HANDSHAKE_TIMEOUT };
     // A partial frame was buffered at the last check and no frame has completed since.
     let mut partial_seen = false;
+    // Only client connections time out when idle: a peer's link may be quiet for long, and closing it under
+    // a frame in flight would lose that frame.
+    let mut client = false;
     loop {
         if queue.queued() >= MAX_QUEUED_REPLIES {
             // Backpressure: a client that does not read its replies stops being read, and is dropped if it
@@ -788,7 +791,7 @@ async fn read_conn<P: Protocol>(
                         ));
                     }
                     partial_seen = true;
-                } else if last_frame.elapsed() >= IDLE_TIMEOUT {
+                } else if client && last_frame.elapsed() >= IDLE_TIMEOUT {
                     return reject(format!("idle for {IDLE_TIMEOUT:?}"));
                 }
                 check_at = Instant::now() + PARTIAL_FRAME_TIMEOUT;
@@ -829,6 +832,7 @@ async fn read_conn<P: Protocol>(
                         P::NAME
                     ));
                 }
+                client = matches!(from, Addr::Client(_));
                 let ev = Inbound::Connected { conn, from, tx: tx.clone(), queue: queue.clone() };
                 if inbox.send(ev).await.is_err() {
                     return ReadEnd::Closed;

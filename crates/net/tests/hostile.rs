@@ -496,3 +496,32 @@ fn frame_decoder_corpus_runs_clean() {
     let issue = std::fs::read(dir.join("issue16")).unwrap();
     assert_eq!(fuzz_decode_stream::<TomsicMsg>(&issue, 8 << 20), 1, "the Hello decodes, the stale Msg does not");
 }
+
+/// Connections that each start a large frame and stall share one budget (`FRAME_BUFFER_BUDGET`, 64 MiB): a
+/// frame that does not fit is refused with an `Error` frame as soon as its length prefix arrives, instead of
+/// pinning its bytes, and the server keeps serving.
+#[tokio::test]
+async fn stalled_large_frames_share_a_bounded_budget() {
+    use snowline_net::limits::FRAME_BUFFER_BUDGET;
+    let cluster = start::<Cv>(1, 1).await;
+    let addr = cluster.config.nodes[0].addr.clone();
+    let frame_len: u32 = 4 << 20;
+    let fit = FRAME_BUFFER_BUDGET / frame_len as usize;
+    let mut conns = Vec::new();
+    for _ in 0..fit + 24 {
+        let mut s = raw::<Cv>(&addr).await;
+        s.write_all(&frame_len.to_be_bytes()).await.unwrap();
+        s.write_all(&vec![0u8; 256 << 10]).await.unwrap();
+        conns.push(s);
+    }
+    let backs =
+        futures::future::join_all(conns.into_iter().map(|s| frames_back::<Cv>(s, Duration::from_secs(2)))).await;
+    let busy: usize = backs.iter().map(|back| errors(back).iter().filter(|m| m.contains("budget")).count()).sum();
+    assert!(busy >= 24, "{busy} of {} stalled frames refused; {fit} fit the budget", fit + 24);
+    let client = ClientRuntime::<Cv>::connect(&cluster.config, 0).await.unwrap();
+    let session = client.session();
+    timeout(Duration::from_secs(5), session.execute(put("k", "v"))).await.expect("served").unwrap();
+    drop(session);
+    drop(client);
+    cluster.stop().await;
+}
