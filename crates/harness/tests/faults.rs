@@ -62,6 +62,8 @@ fn run_and_check<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec, replay: &str) ->
     let verdict = snowline_checker::check(&history, level);
     assert!(verdict.ok, "{replay}: {verdict}");
     assert_eq!(report.converged, Some(true), "{replay}: datacenters diverge on {:?}", report.divergent);
+    // Validation at the sans-IO boundary refuses nothing a correct peer sends, whatever the faults.
+    assert_eq!(sim.invalid_inputs(), 0, "{replay}: messages refused: {:?}", sim.invalid_examples());
     history
 }
 

@@ -72,6 +72,7 @@ fn run_seed<P: Protocol>(seed: u64) -> (Vec<HistoryEvent>, String) {
     let replay = format!("seed {seed}: {topology:?}, {workload:?}, crash {crash:?}");
     let report = drive_sim(&mut sim, &spec);
     assert_eq!(report.converged, Some(true), "{replay}: datacenters diverge on {:?}", report.divergent);
+    assert_eq!(sim.invalid_inputs(), 0, "{replay}: messages refused: {:?}", sim.invalid_examples());
     (report.history.expect("recorded"), replay)
 }
 
