@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 pub struct ProtocolConfig {
     /// Largest value a write may carry, in bytes (all protocols; larger writes are rejected).
     pub max_value_bytes: usize,
+    /// Longest key a request may name, in bytes (all protocols; 10 KiB, FoundationDB's limit).
+    pub max_key_bytes: usize,
     /// Largest number of keys in one request (all protocols).
     pub max_keys_per_request: usize,
     /// Period of the stabilisation protocol (Tomsic Alg. 3; AV, OP, Cure): 10 ms as in the paper.
@@ -39,6 +41,7 @@ impl Default for ProtocolConfig {
     fn default() -> Self {
         Self {
             max_value_bytes: 1 << 20,
+            max_key_bytes: 10 << 10,
             max_keys_per_request: 10_000,
             stabilisation_interval_ms: 10,
             gc_retain_ms: 1_000,
@@ -71,9 +74,26 @@ impl ProtocolConfig {
             Commit { writes } => writes.len().max(1),
             Call { procedure, args } => {
                 let (_, pieces) = crate::procedure::plan_call(procedure, args)?;
+                if let Some(key) =
+                    pieces.iter().flat_map(|p| p.reads.iter().chain(&p.writes)).find(|k| self.key_too_long(k))
+                {
+                    return Err(self.key_error(key));
+                }
                 pieces.iter().map(|p| p.reads.len() + p.writes.len()).sum()
             }
         };
+        let named: Box<dyn Iterator<Item = &crate::Key>> = match req {
+            Rot { keys } | Read { keys } => Box::new(keys.iter()),
+            RotRounds { rounds } => Box::new(rounds.iter().flatten()),
+            Put { key, .. } => Box::new(std::iter::once(key)),
+            Update { writes } | Commit { writes } => Box::new(writes.iter().map(|(k, _)| k)),
+            Begin | Abort | Call { .. } => Box::new(std::iter::empty()),
+        };
+        for key in named {
+            if self.key_too_long(key) {
+                return Err(self.key_error(key));
+            }
+        }
         if keys == 0 {
             return Err("a request must name at least one key".into());
         }
@@ -90,5 +110,35 @@ impl ProtocolConfig {
             }
         }
         Ok(())
+    }
+
+    fn key_too_long(&self, key: &str) -> bool {
+        key.len() > self.max_key_bytes
+    }
+
+    fn key_error(&self, key: &str) -> String {
+        let head: String = key.chars().take(32).collect();
+        format!("key {head:?}… is {} bytes; the limit is {} (max_key_bytes)", key.len(), self.max_key_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Request;
+
+    #[test]
+    fn long_keys_are_refused_with_the_limit_named() {
+        let c = ProtocolConfig::default();
+        let long = "k".repeat(c.max_key_bytes + 1);
+        for req in [
+            Request::Put { key: long.clone().into(), value: "v".into() },
+            Request::Rot { keys: vec!["a".into(), long.clone().into()] },
+            Request::Commit { writes: vec![(long.clone().into(), "v".into())] },
+        ] {
+            let err = c.check_request(&req).unwrap_err();
+            assert!(err.contains("max_key_bytes") && err.contains(&(c.max_key_bytes + 1).to_string()), "{err}");
+        }
+        assert!(c.check_request(&Request::Put { key: "k".repeat(c.max_key_bytes).into(), value: "v".into() }).is_ok());
     }
 }

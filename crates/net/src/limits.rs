@@ -8,6 +8,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::time::{Duration, Instant};
 use tokio_util::codec::{Decoder, LengthDelimitedCodec};
 
+/// Inbound connections one server keeps at once; a connection beyond this gets an `Error` frame and is
+/// closed at once.
+pub const MAX_CONNECTIONS: usize = 8192;
 /// Replies queued for one connection (not yet handed to its socket) before the server stops reading that
 /// connection's requests: a client that pipelines requests and never reads its replies stops being read.
 pub const MAX_QUEUED_REPLIES: usize = 1024;

@@ -30,7 +30,7 @@ use crate::conn::{self, OutTx, PeerSpec};
 use crate::frame::{self, Frame};
 use crate::limits::{
     BudgetedCodec, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT,
-    MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
+    MAX_CONNECTIONS, MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
 };
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
 use futures::StreamExt;
@@ -636,6 +636,16 @@ async fn accept_loop<P: Protocol>(
         };
         match accepted {
             Ok((stream, peer)) => {
+                if conns.len() >= MAX_CONNECTIONS {
+                    shared.log.warn(|| format!("refusing a connection from {peer}: {MAX_CONNECTIONS} already open"));
+                    let why = format!("too many connections: this server keeps at most {MAX_CONNECTIONS}");
+                    let mut buf = bytes::BytesMut::new();
+                    if frame::encode_into(&Frame::<P::Msg>::Error { message: why }, max_frame, &mut buf).is_ok() {
+                        // Best effort, without waiting: a new connection's send buffer is empty.
+                        let _ = stream.try_write(&buf);
+                    }
+                    continue;
+                }
                 let _ = stream.set_nodelay(true);
                 next_conn += 1;
                 conns.spawn(serve_conn::<P>(stream, peer, next_conn, inbox.clone(), max_frame, shared.clone()));

@@ -515,6 +515,9 @@ impl CopsServer {
             }
             CopsMsg::Put { key, deps, ts, .. } => {
                 check.client()?;
+                check.ensure(key.len() <= self.config.max_key_bytes, InvalidKind::Malformed, || {
+                    format!("a key of {} bytes; the limit is {} (max_key_bytes)", key.len(), self.config.max_key_bytes)
+                })?;
                 check.key_on(key, me.partition)?;
                 check.time(*ts, "causal time")?;
                 deps_valid(deps)?;
