@@ -36,7 +36,7 @@ use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
 use futures::StreamExt;
 use rand::rngs::SmallRng;
 use snowline_core::{
-    Addr, ClientId, Ctx, DcId, Effects, InvalidInput, Message, Protocol, ReplicaId, ServerId, ServerNode,
+    Addr, ClientId, Ctx, DcId, Effects, InvalidInput, InvalidKind, Message, Protocol, ReplicaId, ServerId, ServerNode,
 };
 use snowline_storage::{DurableHost, FsyncPolicy, Log, Output};
 use std::collections::{HashMap, VecDeque};
@@ -72,6 +72,7 @@ enum Inbound<M> {
         msg: M,
     },
     Ack {
+        conn: u64,
         from: ServerId,
         to: ServerId,
         seq: u64,
@@ -265,7 +266,8 @@ struct EventLoop<P: Protocol> {
     routes: Routes,
     /// Outbound links, by node index; started on first use.
     peers: Vec<Option<OutTx<P::Msg>>>,
-    conns: HashMap<u64, (OutTx<P::Msg>, Arc<ConnQueue>)>,
+    /// Per connection: its write queue and who its `Hello` said it is.
+    conns: HashMap<u64, (OutTx<P::Msg>, Arc<ConnQueue>, Addr)>,
     clients: HashMap<ClientId, u64>,
     /// Client runtime id prefix (high 32 bits of its client ids, from its `Hello`) → connection: reaches
     /// a client of that runtime that has not sent anything on a connection to this process yet.
@@ -453,7 +455,7 @@ impl<P: Protocol> EventLoop<P> {
     fn on_inbound(&mut self, ev: Inbound<P::Msg>) {
         match ev {
             Inbound::Connected { conn, from, tx, queue } => {
-                self.conns.insert(conn, (tx, queue));
+                self.conns.insert(conn, (tx, queue, from));
                 if let Addr::Client(c) = from {
                     self.client_runtimes.insert(c.0 >> 32, conn);
                 }
@@ -463,12 +465,18 @@ impl<P: Protocol> EventLoop<P> {
                 self.clients.retain(|_, c| *c != conn);
                 self.client_runtimes.retain(|_, c| *c != conn);
             }
-            Inbound::Ack { from, to, seq, resend } => {
+            Inbound::Ack { conn, from, to, seq, resend } => {
+                if let Err(e) = self.check_sender(conn, Addr::Server(from), "ack") {
+                    return self.refuse(conn, e);
+                }
                 if let Some(d) = &mut self.durable {
                     d.host.on_ack(from, to, seq, resend, wall_ns());
                 }
             }
             Inbound::Msg { conn, from, to, seq, msg } => {
+                if let Err(e) = self.check_sender(conn, from, msg.kind()) {
+                    return self.refuse(conn, e);
+                }
                 let Addr::Server(to_server) = to else {
                     eprintln!("warning: dropping a {} message from {from} addressed to client {to}", msg.kind());
                     return;
@@ -499,13 +507,35 @@ impl<P: Protocol> EventLoop<P> {
         }
     }
 
+    /// A message's sender must fit what the connection's `Hello` said: a client connection speaks only for
+    /// client ids of its runtime (the prefix in its `Hello`), so it can neither pose as a server nor take
+    /// over another runtime's replies; a server's connection speaks only for the servers of its node. The
+    /// `Hello` itself is not authenticated yet (mutual TLS is the next step), so this stops the forgeries a
+    /// plain client connection could make, and the protocols' validation stops malformed ones from anyone.
+    fn check_sender(&self, conn: u64, from: Addr, kind: &'static str) -> Result<(), InvalidInput> {
+        let Some((_, _, hello)) = self.conns.get(&conn) else { return Ok(()) };
+        let fits = match (*hello, from) {
+            (Addr::Client(h), Addr::Client(c)) => h.0 >> 32 == c.0 >> 32,
+            (Addr::Server(h), Addr::Server(s)) => {
+                self.routes.node_of(h).is_some_and(|node| self.routes.node_of(s) == Some(node))
+            }
+            _ => false,
+        };
+        if fits {
+            Ok(())
+        } else {
+            let why = format!("this connection's Hello named {hello}, which does not speak for {from}");
+            Err(InvalidInput::new(InvalidKind::Sender, kind, from, why))
+        }
+    }
+
     /// A hosted server refused a message that arrived on connection `conn`: count it, say why on that
     /// connection (an `Error` frame; the connection stays open) and in the log (rate-limited).
     fn refuse(&mut self, conn: u64, e: InvalidInput) {
         self.invalid_inputs += 1;
         let n = self.invalid_inputs;
         self.shared.log.warn(|| format!("connection {conn}: refused {e} ({n} refused so far)"));
-        if let Some((tx, queue)) = self.conns.get(&conn) {
+        if let Some((tx, queue, _)) = self.conns.get(&conn) {
             queue.push();
             let _ = tx.send((self.now, Frame::Error { message: format!("refused: {e}") }));
         }
@@ -580,7 +610,7 @@ impl<P: Protocol> EventLoop<P> {
                 let Some(conn) = self.clients.get(&c).or_else(|| self.client_runtimes.get(&(c.0 >> 32))) else {
                     return;
                 };
-                let Some((tx, queue)) = self.conns.get(conn) else { return };
+                let Some((tx, queue, _)) = self.conns.get(conn) else { return };
                 queue.push();
                 let _ = tx.send((self.now, Frame::Msg { from: Addr::Server(from), to, msg }));
             }
@@ -674,10 +704,11 @@ enum ReadEnd {
 /// One inbound connection: handshake, then frames into the inbox; replies to clients are written by a
 /// batching writer running alongside. See `limits` for the bounds and timeouts.
 ///
-/// Security note: `from` in a `Msg` frame is whatever the connection wrote there, so any client can claim
-/// to be a server; servers validate every message against the topology (`snowline_core::validate`), which
-/// stops malformed and out-of-range input but not a well-formed message in a peer's name. Authenticating
-/// peers (mutual TLS, the identity taken from the certificate rather than the frame) is the next step.
+/// Security note: a message's `from` must fit the connection's `Hello` (`EventLoop::check_sender`), and
+/// servers validate every message against the topology (`snowline_core::validate`); but the `Hello` is not
+/// authenticated, so a connection that claims to be a server can still send a well-formed message in that
+/// server's name. Authenticating peers (mutual TLS, the identity taken from the certificate rather than the
+/// frame) is the next step.
 async fn serve_conn<P: Protocol>(
     stream: TcpStream,
     peer: SocketAddr,
@@ -864,7 +895,7 @@ async fn read_conn<P: Protocol>(
                 }
             }
             Frame::Ack { from, to, seq, resend } => {
-                if inbox.send(Inbound::Ack { from, to, seq, resend }).await.is_err() {
+                if inbox.send(Inbound::Ack { conn, from, to, seq, resend }).await.is_err() {
                     return ReadEnd::Closed;
                 }
             }

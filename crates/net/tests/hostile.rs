@@ -77,8 +77,13 @@ fn encode<M: serde::Serialize>(f: &Frame<M>) -> BytesMut {
 
 /// A raw connection that has said Hello as a client of protocol `P`.
 async fn raw<P: Protocol>(addr: &str) -> TcpStream {
+    raw_as::<P>(addr, Addr::Client(ClientId(0xdead_0000_0001))).await
+}
+
+/// A raw connection whose Hello claims to be `who` (nothing authenticates it yet).
+async fn raw_as<P: Protocol>(addr: &str, who: Addr) -> TcpStream {
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let hello = Frame::<P::Msg>::Hello { protocol: P::NAME.into(), from: Addr::Client(ClientId(0xdead_0000_0001)) };
+    let hello = Frame::<P::Msg>::Hello { protocol: P::NAME.into(), from: who };
     s.write_all(&encode(&hello)).await.unwrap();
     s
 }
@@ -336,16 +341,26 @@ async fn survives_forgeries<P: Protocol>(forge: impl FnOnce(Topology, &Key, &Key
     session.execute(put(&key, "v1")).await.unwrap_or_else(|e| panic!("{}: put: {e}", P::NAME));
 
     let forgeries = forge(t, &key, &victim);
-    let n = forgeries.len();
     let target = cluster.addr_of(ServerId::new(0, 0));
-    let mut conn = raw::<P>(&target).await;
-    for (from, to, msg) in forgeries {
-        conn.write_all(&encode(&Frame::Msg { from, to: Addr::Server(to), msg })).await.unwrap();
+    // Each forgery on the client port twice: from a client connection (refused for its sender), and from a
+    // connection whose Hello claims the forged sender (it reaches the protocol, which refuses it).
+    let mut conns = Vec::new();
+    for (from, to, msg) in &forgeries {
+        for who in [Addr::Client(ClientId(0xdead_0000_0001)), *from] {
+            let mut conn = raw_as::<P>(&target, who).await;
+            let frame = Frame::Msg { from: *from, to: Addr::Server(*to), msg: msg.clone() };
+            conn.write_all(&encode(&frame)).await.unwrap();
+            conns.push(conn);
+        }
     }
-    let back = frames_back::<P>(conn, Duration::from_millis(800)).await;
-    let refused = errors(&back);
-    assert_eq!(refused.len(), n, "{}: every forged message is refused with a reason: {refused:#?}", P::NAME);
+    let backs =
+        futures::future::join_all(conns.into_iter().map(|c| frames_back::<P>(c, Duration::from_millis(800)))).await;
+    let refused: Vec<&str> = backs.iter().flat_map(|b| errors(b)).collect();
+    assert_eq!(refused.len(), 2 * forgeries.len(), "{}: every forged message is refused: {refused:#?}", P::NAME);
     assert!(refused.iter().all(|m| m.starts_with("refused: invalid")), "{}: {refused:#?}", P::NAME);
+    // Where the Hello matched the forged sender, the protocol itself refused the message.
+    let by_protocol = refused.iter().filter(|m| !m.contains("does not speak for")).count();
+    assert!(by_protocol >= forgeries.len() / 2, "{}: {refused:#?}", P::NAME);
 
     // Still serving: the acknowledged write is visible, a new one is acknowledged and visible (a forged
     // u64::MAX timestamp would have hidden it), and nothing forged was applied.
