@@ -267,7 +267,7 @@ struct EventLoop<P: Protocol> {
     /// Outbound links, by node index; started on first use.
     peers: Vec<Option<OutTx<P::Msg>>>,
     /// Per connection: its write queue and who its `Hello` said it is.
-    conns: HashMap<u64, (OutTx<P::Msg>, Arc<ConnQueue>, Addr)>,
+    conns: HashMap<u64, ConnEntry<P::Msg>>,
     clients: HashMap<ClientId, u64>,
     /// Client runtime id prefix (high 32 bits of its client ids, from its `Hello`) → connection: reaches
     /// a client of that runtime that has not sent anything on a connection to this process yet.
@@ -285,6 +285,9 @@ struct EventLoop<P: Protocol> {
     invalid_inputs: u64,
     shared: Arc<Shared>,
 }
+
+/// An inbound connection as the event loop knows it: its write queue and who its `Hello` said it is.
+type ConnEntry<M> = (OutTx<M>, Arc<ConnQueue>, Addr);
 
 /// What the event loop and every connection task share.
 struct Shared {
