@@ -263,7 +263,8 @@ async fn read_peer<M: Message>(
                     held.push_back((Instant::now() + delay, m));
                 }
             }
-            Ok(Frame::Error { message }) => eprintln!("warning: {label}: peer closed the connection: {message}"),
+            // A server says why it closes the connection, or why it refused one message.
+            Ok(Frame::Error { message }) => eprintln!("warning: {label}: peer reports: {message}"),
             // Clients are never sent sequenced messages or acknowledgements.
             Ok(Frame::Hello { .. } | Frame::Seq { .. } | Frame::Ack { .. }) => {}
             Err(e) => {
