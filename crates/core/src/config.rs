@@ -29,6 +29,9 @@ pub struct ProtocolConfig {
     /// after it was inserted there (Contrarian §5.1: 500 ms; the original COPS-SNOW used 5 s). A ROT whose
     /// reads take longer than this to reach their partitions may observe a causality gap.
     pub old_readers_gc_ms: u64,
+    /// Components (the atomic multicast) record every step and delivery for the test suite's checkers.
+    /// Memory grows without bound: tests and benchmarks only.
+    pub record_components: bool,
 }
 
 impl Default for ProtocolConfig {
@@ -42,6 +45,7 @@ impl Default for ProtocolConfig {
             gss_interval_ms: 5,
             heartbeat_ms: 1,
             old_readers_gc_ms: 500,
+            record_components: false,
         }
     }
 }
