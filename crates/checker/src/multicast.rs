@@ -101,7 +101,7 @@ pub fn check(h: &McastHistory) -> Vec<Violation> {
     const MAX_EACH: usize = 5;
     let mut out = Vec::new();
     let messages: HashMap<&str, &Multicast> = h.messages.iter().map(|m| (m.id.as_str(), m)).collect();
-    let mut push = |out: &mut Vec<Violation>, v: Violation| {
+    let push = |out: &mut Vec<Violation>, v: Violation| {
         if out.iter().filter(|w: &&Violation| w.property() == v.property()).count() < MAX_EACH {
             out.push(v);
         }

@@ -32,6 +32,10 @@ pub struct ProtocolConfig {
     /// Components (the atomic multicast) record every step and delivery for the test suite's checkers.
     /// Memory grows without bound: tests and benchmarks only.
     pub record_components: bool,
+    /// A deliberately broken atomic multicast (each group delivers at its own local timestamp, skipping
+    /// the final-timestamp step) that the multicast checker's tests must catch. Never for real use.
+    #[doc(hidden)]
+    pub multicast_skip_final: bool,
 }
 
 impl Default for ProtocolConfig {
@@ -46,6 +50,7 @@ impl Default for ProtocolConfig {
             heartbeat_ms: 1,
             old_readers_gc_ms: 500,
             record_components: false,
+            multicast_skip_final: false,
         }
     }
 }

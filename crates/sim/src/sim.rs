@@ -214,7 +214,8 @@ fn derive_seed(seed: u64, stream: u64, id: u64) -> u64 {
 
 fn addr_code(addr: Addr) -> u64 {
     match addr {
-        Addr::Server(s) => (1 << 63) | (u64::from(s.dc) << 16) | u64::from(s.partition),
+        // Replica 0 keeps the code it had before replica groups, so older seeds replay unchanged.
+        Addr::Server(s) => (1 << 63) | (u64::from(s.replica) << 32) | (u64::from(s.dc) << 16) | u64::from(s.partition),
         Addr::Client(c) => c.0 & !(1 << 63),
     }
 }

@@ -54,7 +54,7 @@
 use super::consensus::{Event, RaftGroup, RaftParams, RaftTick, RaftWire};
 use serde::{Deserialize, Serialize};
 use snowline_core::{Addr, Ctx, PartitionId, Protocol, ServerId, Topology};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A multicast message's identity: who multicast it, and its number there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -91,6 +91,9 @@ pub enum McastWire {
     Submit(McastMsg),
     /// The leader of `group` → the members of `m`'s other destination groups: `group`'s local timestamp.
     Proposal { id: McastId, group: PartitionId, ts: u64 },
+    /// A member of a group where `m` is final → a proposer that is still waiting: `m`'s final timestamp
+    /// (the proposal it needs may have been lost after this group stopped re-sending it).
+    Decided { id: McastId, ts: u64 },
 }
 
 /// The multicast's periodic timer at a member (re-sends proposals).
@@ -174,7 +177,16 @@ struct GroupState {
     /// 1, 2, 3…, so this is a watermark plus the few delivered out of order.
     delivered: BTreeMap<Addr, Delivered>,
     deliveries: u64,
+    /// Final timestamps of the latest [`KEEP_DECIDED`] delivered messages, to answer groups still waiting
+    /// for them ([`McastWire::Decided`]).
+    decided: BTreeMap<McastId, u64>,
+    decided_order: VecDeque<McastId>,
 }
+
+/// How many delivered messages' final timestamps a group keeps for laggards. A group that waits longer
+/// than this many deliveries for a decided message's final timestamp waits for good: far beyond any retry
+/// schedule (a group waits at most a few retry ticks while the others deliver).
+const KEEP_DECIDED: usize = 100_000;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Delivered {
@@ -353,7 +365,20 @@ impl McastMember {
                     return Err(format!("{sender} proposed a timestamp for {}'s own group", self.me));
                 }
                 self.record(McastRecord::Step { id });
-                if self.state.is_delivered(&id) || self.state.undelivered.get(&id).is_some_and(|u| u.is_final) {
+                let decided = match self.state.undelivered.get(&id) {
+                    Some(u) if u.is_final => Some(u.ts),
+                    Some(_) => None,
+                    None => self.state.decided.get(&id).copied(),
+                };
+                if let Some(ts) = decided {
+                    // The proposer still waits for this group's proposal: tell it the outcome instead
+                    // (the leader does; a follower's answer would only repeat it).
+                    if self.is_leader() {
+                        cx.send(sender, McastWire::Decided { id, ts }.into());
+                    }
+                    return Ok(Vec::new());
+                }
+                if self.state.is_delivered(&id) {
                     return Ok(Vec::new());
                 }
                 if !self.state.undelivered.contains_key(&id) && self.proposals.len() >= MAX_EARLY_PROPOSALS {
@@ -361,6 +386,26 @@ impl McastMember {
                 }
                 self.proposals.entry(id).or_default().insert(group, ts);
                 Ok(self.try_finish(cx, id))
+            }
+            McastWire::Decided { id, ts } => {
+                let Addr::Server(sender) = from else {
+                    return Err(format!("a decision for {id} from {from}, not a server"));
+                };
+                self.record(McastRecord::Step { id });
+                let Some(u) = self.state.undelivered.get(&id).filter(|u| !u.is_final) else { return Ok(Vec::new()) };
+                if sender.partition == self.me.partition
+                    || !u.msg.dest.contains(&sender.partition)
+                    || self.topology.member_index(sender).is_none()
+                {
+                    return Err(format!("{sender} sent a decision for {id}, not addressed to its group"));
+                }
+                if ts < u.ts {
+                    return Err(format!("{sender} decided {id} at {ts}, below this group's proposal {}", u.ts));
+                }
+                if !self.is_leader() || !self.finishing.insert(id) {
+                    return Ok(Vec::new());
+                }
+                Ok(self.propose(cx, Command::Final { id, ts }))
             }
         }
     }
@@ -549,6 +594,13 @@ impl McastMember {
             let u = self.state.undelivered.remove(&id).expect("queued messages are undelivered");
             self.state.delivered.entry(id.origin).or_default().insert(id.seq);
             self.state.deliveries += 1;
+            self.state.decided.insert(id, ts);
+            self.state.decided_order.push_back(id);
+            if self.state.decided_order.len() > KEEP_DECIDED
+                && let Some(old) = self.state.decided_order.pop_front()
+            {
+                self.state.decided.remove(&old);
+            }
             self.proposals.remove(&id);
             self.record(McastRecord::Deliver { id, ts });
             out.push(McastEvent::Deliver { msg: u.msg, ts, position: self.state.deliveries });
@@ -593,13 +645,22 @@ pub struct McastOrigin {
     /// Per partition: the member believed to lead.
     leaders: Vec<ServerId>,
     in_flight: BTreeMap<u64, InFlight>,
+    /// Every message multicast, with its destinations (when recording).
+    sent: Option<Vec<(McastId, Vec<PartitionId>)>>,
 }
 
 impl McastOrigin {
-    /// An origin at `me`, first trying the members nearest `dc`.
-    pub fn new(me: Addr, dc: snowline_core::DcId, topology: Topology, retry_ns: u64) -> Self {
+    /// An origin at `me`, first trying the members nearest `dc`; with `record` it remembers what it
+    /// multicast ([`McastOrigin::sent`]).
+    pub fn new(me: Addr, dc: snowline_core::DcId, topology: Topology, retry_ns: u64, record: bool) -> Self {
         let leaders = (0..topology.partitions).map(|p| topology.nearest(dc, p)).collect();
-        Self { me, topology, retry_ns, next_seq: 0, leaders, in_flight: BTreeMap::new() }
+        let sent = record.then(Vec::new);
+        Self { me, topology, retry_ns, next_seq: 0, leaders, in_flight: BTreeMap::new(), sent }
+    }
+
+    /// Every message multicast so far and its destinations (empty unless recording).
+    pub fn sent(&self) -> &[(McastId, Vec<PartitionId>)] {
+        self.sent.as_deref().unwrap_or(&[])
     }
 
     /// Multicast `payload` to `dest` (deduplicated); returns its id.
@@ -616,6 +677,9 @@ impl McastOrigin {
         self.next_seq += 1;
         let id = McastId { origin: self.me, seq: self.next_seq };
         let msg = McastMsg::new(id, dest, payload);
+        if let Some(sent) = &mut self.sent {
+            sent.push((id, msg.dest.clone()));
+        }
         let waiting = msg.dest.iter().map(|p| (*p, self.leaders[usize::from(*p)])).collect();
         self.in_flight.insert(id.seq, InFlight { msg, waiting, attempt: 0 });
         self.send(cx, id.seq);

@@ -78,7 +78,7 @@ impl Protocol for AmcastKv {
 }
 
 fn params(config: &ProtocolConfig) -> McastParams {
-    McastParams { record: config.record_components, ..McastParams::default() }
+    McastParams { record: config.record_components, skip_final: config.multicast_skip_final, ..McastParams::default() }
 }
 
 /// One destination group's part of an operation's answer.
@@ -107,6 +107,7 @@ impl Message for AmMsg {
             AmMsg::Raft(_) => "raft",
             AmMsg::Mcast(McastWire::Submit(_)) => "submit",
             AmMsg::Mcast(McastWire::Proposal { .. }) => "proposal",
+            AmMsg::Mcast(McastWire::Decided { .. }) => "decided",
             AmMsg::Done { .. } => "done",
         }
     }
@@ -300,13 +301,19 @@ pub struct AmcastKvClient {
 
 impl AmcastKvClient {
     pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
-        let origin = McastOrigin::new(Addr::Client(id), dc, topology, params(&config).retry_ns);
+        let p = params(&config);
+        let origin = McastOrigin::new(Addr::Client(id), dc, topology, p.retry_ns, p.record);
         Self { dc, topology, config, origin, pending: None }
     }
 
     /// The datacenter this session runs in.
     pub fn dc(&self) -> DcId {
         self.dc
+    }
+
+    /// The session's multicast origin (what it multicast, with [`ProtocolConfig::record_components`]).
+    pub fn origin(&self) -> &McastOrigin {
+        &self.origin
     }
 }
 
