@@ -331,10 +331,8 @@ impl McastMember {
         if !self.is_leader() {
             return Vec::new();
         }
-        let waiting: Vec<(McastMsg, u64)> =
-            self.state.undelivered.values().filter(|u| !u.is_final).map(|u| (u.msg.clone(), u.ts)).collect();
         let mut events = Vec::new();
-        for (msg, ts) in waiting {
+        for (msg, ts) in self.waiting() {
             self.send_proposal(cx, &msg, ts);
             events.extend(self.try_finish(cx, msg.id));
         }
@@ -520,14 +518,7 @@ impl McastMember {
                 Event::Leader { leader, term } => {
                     if self.raft.is_leader() {
                         // A new leader takes over the exchange for what waits (proposals may have been lost).
-                        let waiting: Vec<(McastMsg, u64)> = self
-                            .state
-                            .undelivered
-                            .values()
-                            .filter(|u| !u.is_final)
-                            .map(|u| (u.msg.clone(), u.ts))
-                            .collect();
-                        for (msg, ts) in waiting {
+                        for (msg, ts) in self.waiting() {
                             self.send_proposal(cx, &msg, ts);
                         }
                         took_over = true;
@@ -616,6 +607,11 @@ impl McastMember {
     pub fn compact(&mut self, host: Vec<u8>) {
         let snap = Snapshot { group: self.state.clone(), host };
         self.raft.compact(postcard::to_stdvec(&snap).expect("a snapshot serializes"));
+    }
+
+    /// Messages still without a final timestamp here, with this group's proposal.
+    fn waiting(&self) -> Vec<(McastMsg, u64)> {
+        self.state.undelivered.values().filter(|u| !u.is_final).map(|u| (u.msg.clone(), u.ts)).collect()
     }
 
     fn record(&mut self, r: McastRecord) {
