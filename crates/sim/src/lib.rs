@@ -50,8 +50,10 @@
 //! hash-map iteration reaches an output. The same config and the same sequence of API calls produce the same
 //! events, completions, times and traces, on every platform.
 
+mod faults;
 mod model;
 mod sim;
 
+pub use faults::{Fault, FaultKind, FaultSchedule, SwarmOptions};
 pub use model::{CLOCK_BASE_NS, ClockModel, CpuModel, CrashPlan, DEFAULT_INTER_DC_LATENCY_NS, NetworkModel, SimConfig};
-pub use sim::{Completion, Envelope, HoldId, Sim};
+pub use sim::{Completion, Envelope, HoldId, Restart, Side, Sim};

@@ -70,6 +70,8 @@ impl Protocol for RaftKv {
 
     const REPLAYABLE: bool = false;
 
+    const TOLERATES_LOSS: bool = true;
+
     fn check_topology(_topology: &Topology) -> Result<(), String> {
         Ok(())
     }
@@ -353,6 +355,10 @@ impl ServerNode<RaftKv> for RaftKvServer {
     fn stored_versions(&self) -> usize {
         self.state.store.len()
     }
+
+    fn leads(&self) -> Option<u64> {
+        self.group.is_leader().then(|| self.group.term())
+    }
 }
 
 /// The operation a session runs.
@@ -412,10 +418,11 @@ impl ClientNode<RaftKv> for RaftKvClient {
             cx.complete(op, Err(OpError::Rejected(reason)));
             return;
         }
-        if self.pending.is_some() {
-            cx.complete(op, Err(OpError::Rejected("this session already runs an operation".into())));
-            return;
-        }
+        // A session runs one operation at a time, so a new one means the runtime gave up on the previous one
+        // (driver contract 4: a timeout, outcome unknown). Forget it: its late answers no longer match. A PUT
+        // already proposed may still be applied, once; the next PUT's higher sequence number keeps a late
+        // duplicate of it from being applied after it.
+        self.pending = None;
         let kv = match request {
             Request::Rot { mut keys } if keys.len() == 1 => KvOp::Get { key: keys.remove(0) },
             Request::Rot { .. } => {
