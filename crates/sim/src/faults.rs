@@ -68,7 +68,7 @@ pub enum Fault {
 }
 
 /// What a swarm schedule may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SwarmOptions {
     /// The run's length: faults start after a tenth of it and have all healed by 70 % of it, so the system
     /// has time to recover before the run ends.
@@ -77,6 +77,8 @@ pub struct SwarmOptions {
     /// replayable protocol); at most `max(1, (n-1)/2)` members of a group of `n` are down at once. Otherwise
     /// crashes are crash-stop: at most `(n-1)/2` members of each group ever crash, so a majority stays up.
     pub restart_with_disk: bool,
+    /// Kinds enabled whatever the seed draws (e.g. to test every seed with leader crashes).
+    pub required: Vec<FaultKind>,
 }
 
 /// Faults to inject into one run. [`FaultSchedule::swarm`] draws one from a seed; [`FaultSchedule::apply`]
@@ -102,7 +104,8 @@ impl FaultSchedule {
     pub fn swarm(seed: u64, topology: Topology, options: &SwarmOptions) -> Self {
         let mut rng = SmallRng::seed_from_u64(derive_seed(seed, STREAM_FAULTS, 0));
         let d = options.duration_ns.max(1_000);
-        let mut kinds: Vec<FaultKind> = FaultKind::ALL.into_iter().filter(|_| rng.random_bool(0.5)).collect();
+        let mut kinds: Vec<FaultKind> =
+            FaultKind::ALL.into_iter().filter(|k| rng.random_bool(0.5) || options.required.contains(k)).collect();
         if kinds.is_empty() {
             kinds.push(FaultKind::ALL[rng.random_range(0..FaultKind::ALL.len())]);
         }
