@@ -433,7 +433,8 @@ impl<P: Protocol> Sim<P> {
             }
         }
         for c in sim.config.crashes.clone() {
-            sim.schedule_crash(c.server, c.at_ns, c.down_ns);
+            let restart = c.down_ns.map_or(Restart::Never, |after_ns| Restart::WithDisk { after_ns });
+            sim.schedule_crash_with(c.server, c.at_ns, restart);
         }
         sim
     }
