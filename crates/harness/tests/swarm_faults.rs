@@ -57,8 +57,8 @@ fn raft_seed(seed: u64) -> RaftRun {
     config.op_timeout_ns = Some(3_000 * MS);
     let duration_ns = 4_000 * MS;
     let required = vec![
-        if seed % 2 == 0 { FaultKind::LeaderCrash } else { FaultKind::LeaderKill },
-        if seed % 3 == 0 { FaultKind::Isolate } else { FaultKind::Partition },
+        if seed.is_multiple_of(2) { FaultKind::LeaderCrash } else { FaultKind::LeaderKill },
+        if seed.is_multiple_of(3) { FaultKind::Isolate } else { FaultKind::Partition },
     ];
     let options = SwarmOptions { duration_ns, restart_with_disk: false, required };
     let schedule = FaultSchedule::swarm(seed, topology, &options);
@@ -182,4 +182,3 @@ fn causal_protocols_keep_their_claims_under_swarm_faults_with_dropping_partition
     }
     assert!(causal_seed::<snowline_protocols::Cv>(1) == causal_seed::<snowline_protocols::Cv>(1), "reproducible");
 }
-

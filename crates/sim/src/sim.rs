@@ -810,7 +810,8 @@ impl<P: Protocol> Sim<P> {
         self.messages_sent
     }
 
-    /// Messages lost: matched by [`Sim::drop_matching`], dropped from the held set, or sent to no client.
+    /// Messages lost: matched by [`Sim::drop_matching`], dropped from the held set, sent to no client, cut by a
+    /// [`Sim::partition`] or [`Sim::isolate`], taken by [`Sim::lose`], or reaching a crashed server.
     pub fn messages_dropped(&self) -> u64 {
         self.messages_dropped
     }
