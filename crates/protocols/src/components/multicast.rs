@@ -502,6 +502,21 @@ impl McastMember {
                 Event::Restore { data, .. } => {
                     // Only snapshots this component wrote reach here.
                     if let Ok(snap) = postcard::from_bytes::<Snapshot>(&data) {
+                        if self.params.record {
+                            // The snapshot delivers, in the group's order, what this member had not
+                            // delivered yet (as far as the kept final timestamps reach).
+                            let old = &self.state;
+                            let caught_up: Vec<McastRecord> = snap
+                                .group
+                                .decided_order
+                                .iter()
+                                .filter(|id| !old.is_delivered(id))
+                                .filter_map(|id| {
+                                    Some(McastRecord::Deliver { id: *id, ts: *snap.group.decided.get(id)? })
+                                })
+                                .collect();
+                            self.log.extend(caught_up);
+                        }
                         self.state = snap.group;
                         out.push(McastEvent::Restore { data: snap.host });
                     }

@@ -63,6 +63,9 @@ impl Protocol for AmcastKv {
     }
 
     const REPLAYABLE: bool = false;
+    // Raft resends what a follower lacks; proposals and decisions between groups are re-sent on the
+    // origin's retry timer until every destination has answered.
+    const TOLERATES_LOSS: bool = true;
 
     fn check_topology(_topology: &Topology) -> Result<(), String> {
         Ok(())
@@ -274,6 +277,10 @@ impl ServerNode<AmcastKv> for AmcastKvServer {
             AmTimer::Retry(_) => return,
         };
         self.handle(cx, events);
+    }
+
+    fn leads(&self) -> Option<u64> {
+        self.member.is_leader().then(|| self.member.raft().term())
     }
 
     fn stored_versions(&self) -> usize {
