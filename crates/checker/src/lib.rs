@@ -134,6 +134,7 @@ mod cycles;
 pub mod graph;
 pub mod input;
 pub mod level;
+pub mod multicast;
 
 pub use anomaly::{Anomaly, AnomalyKind, Edge, EdgeKind, OpRef, Verdict};
 pub use graph::Graph;

@@ -258,7 +258,21 @@ async fn execute<P: Protocol>(config: &ClusterConfig, dc: u16, request: Request)
     let runtime = snowline_net::ClientRuntime::<P>::connect(config, dc).await?;
     let session = runtime.session();
     let read_only = request.is_read_only();
-    let reply = session.execute(request).await?;
+    // An operation whose outcome is unknown (a server that is down refused the connection, or no answer in
+    // time) is retried where that is safe: a read, or any request to raft-kv, whose session resubmits a PUT
+    // under its old sequence number (applied at most once) and tries the next member of the group — so a
+    // client survives a dead leader while the group elects another.
+    let retry = read_only || P::NAME == snowline_protocols::RaftKv::NAME;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let reply = loop {
+        match session.execute(request.clone()).await {
+            Err(snowline_core::OpError::Unknown(why)) if retry && tokio::time::Instant::now() < deadline => {
+                eprintln!("outcome unknown ({why}); retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            result => break result?,
+        }
+    };
     let json = if read_only {
         serde_json::to_string_pretty(&serde_json::json!({
             "reads": reply.reads.iter().map(|r| serde_json::json!({

@@ -6,6 +6,7 @@ mod check_cmd;
 mod client_cmd;
 mod demo;
 mod duration;
+mod multicast_bench;
 mod progress;
 mod reproduce;
 mod sim_cmd;
@@ -59,6 +60,10 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a closed-loop workload against a real local cluster that this command starts and stops.
     Bench(sim_cmd::BenchArgs),
+    /// Measure genuine atomic multicast (Skeen over Raft groups) per number of destination groups, LAN and
+    /// WAN, in the simulator: latency in time and in message delays beside the analysis, messages per
+    /// multicast, throughput.
+    BenchMulticast(multicast_bench::MulticastBenchArgs),
     /// Reproduce a paper's experiment end to end: the sweep, every protocol, the charts, and a summary
     /// beside the paper's figures.
     Reproduce(reproduce::ReproduceArgs),
@@ -175,6 +180,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Sim(args) => sim_cmd::sim(args),
         Command::Bench(args) => sim_cmd::bench(args),
+        Command::BenchMulticast(args) => multicast_bench::run_bench(args),
         Command::Reproduce(args) => reproduce::run(args),
         Command::Put { key, value, value_file } => {
             let value = match (value, value_file) {

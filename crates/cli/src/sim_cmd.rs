@@ -220,25 +220,53 @@ pub struct SimArgs {
     /// Maximum clock offset of a node from true time, in milliseconds.
     #[arg(long, default_value_t = 1.0)]
     pub skew_ms: f64,
-    /// Crash a server and restart it from its log: SERVER@AT+DOWN, e.g. dc1/p0@300ms+200ms (repeatable).
-    /// Makes every server durable (docs/DURABILITY.md); operations caught by a crash time out after
-    /// --op-timeout with outcome unknown.
+    /// Crash a server: SERVER@AT+DOWN restarts it from its log DOWN later, e.g. dc1/p0@300ms+200ms (makes every
+    /// server durable, docs/DURABILITY.md; protocols that input replay makes durable only); SERVER@AT crashes
+    /// it for good (crash-stop, any protocol; for raft-kv keep it to a minority of each group). Repeatable.
+    /// Operations caught by a crash time out after --op-timeout with outcome unknown.
     #[arg(long, value_parser = parse_crash)]
     pub crash: Vec<snowline_sim::CrashPlan>,
-    /// With --crash: give up on an operation after this long.
-    #[arg(long, default_value = "1s", value_parser = duration::parse)]
-    pub op_timeout: std::time::Duration,
+    /// Faults drawn from the seed: none, or swarm (a random subset of crashes, leader crashes, leader kills
+    /// mid-protocol, isolations, partitions that drop messages and random loss; crashes keep a majority of
+    /// every replica group up; everything heals by 70% of the run). docs/SIMULATOR.md.
+    #[arg(long, default_value = "none")]
+    pub faults: Faults,
+    /// With --crash or --faults: give up on an operation after this long (outcome unknown). Default: 1s with
+    /// --crash, 3s with --faults swarm.
+    #[arg(long, value_parser = duration::parse)]
+    pub op_timeout: Option<std::time::Duration>,
 }
 
-/// `dc1/p0@300ms+200ms`: crash dc1/p0 at 300 ms, restart it 200 ms later.
+/// `--faults`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Faults {
+    None,
+    Swarm,
+}
+
+impl std::str::FromStr for Faults {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "none" => Ok(Faults::None),
+            "swarm" => Ok(Faults::Swarm),
+            other => Err(format!("unknown fault mode {other:?}: use none or swarm")),
+        }
+    }
+}
+
+/// `dc1/p0@300ms+200ms`: crash dc1/p0 at 300 ms, restart it 200 ms later; `dc1/p0@300ms`: crash-stop.
 fn parse_crash(s: &str) -> std::result::Result<snowline_sim::CrashPlan, String> {
-    let usage = || format!("{s:?}: expected SERVER@AT+DOWN, e.g. dc1/p0@300ms+200ms");
+    let usage = || format!("{s:?}: expected SERVER@AT[+DOWN], e.g. dc1/p0@300ms+200ms");
     let (server, times) = s.split_once('@').ok_or_else(usage)?;
-    let (at, down) = times.split_once('+').ok_or_else(usage)?;
+    let (at, down) = match times.split_once('+') {
+        Some((at, down)) => (at, Some(duration::parse(down)?.as_nanos() as u64)),
+        None => (times, None),
+    };
     Ok(snowline_sim::CrashPlan {
         server: server.parse()?,
         at_ns: duration::parse(at)?.as_nanos() as u64,
-        down_ns: duration::parse(down)?.as_nanos() as u64,
+        down_ns: down,
     })
 }
 
@@ -302,25 +330,50 @@ pub fn sim(args: SimArgs) -> Result<()> {
     config.network.inter_dc_latency_ns =
         (0..dcs).map(|a| (0..dcs).map(|b| if a == b { 0 } else { wan_ns }).collect()).collect();
     config.clocks.max_skew_ns = (args.skew_ms * 1e6) as u64;
+    let replayable = with_protocol!(&args.run.protocol, P => P::REPLAYABLE)?;
     if !args.crash.is_empty() {
-        let replayable = with_protocol!(&args.run.protocol, P => P::REPLAYABLE)?;
+        let restarts = args.crash.iter().any(|c| c.down_ns.is_some());
         anyhow::ensure!(
-            replayable,
-            "--crash restarts servers from their logged inputs, which {} does not support (docs/DURABILITY.md)",
+            !restarts || replayable,
+            "--crash SERVER@AT+DOWN restarts servers from their logged inputs, which {} does not support \
+             (docs/DURABILITY.md); crash-stop it with SERVER@AT",
             args.run.protocol
         );
-        config.durable = true;
-        config.op_timeout_ns = Some(args.op_timeout.as_nanos() as u64);
+        config.durable |= restarts;
+        config.op_timeout_ns = Some(args.op_timeout.unwrap_or(Duration::from_secs(1)).as_nanos() as u64);
         config.crashes = args.crash.clone();
     }
+    let schedule = match args.faults {
+        Faults::None => snowline_sim::FaultSchedule::none(),
+        Faults::Swarm => {
+            // Replayable protocols run durable servers: crashed ones come back from their disk, and their
+            // sequenced links resend what partitions and loss drop. The others crash-stop a minority.
+            config.durable |= replayable;
+            if config.op_timeout_ns.is_none() {
+                config.op_timeout_ns = Some(args.op_timeout.unwrap_or(Duration::from_secs(3)).as_nanos() as u64);
+            }
+            let options = snowline_sim::SwarmOptions {
+                duration_ns: args.run.duration.as_nanos() as u64,
+                restart_with_disk: replayable,
+                required: Vec::new(),
+            };
+            snowline_sim::FaultSchedule::swarm(args.seed, topology, &options)
+        }
+    };
     config.validate().map_err(|e| anyhow::anyhow!(e))?;
     for c in &args.crash {
-        println!(
-            "crash {} at {} ms, restart {} ms later (durable servers)",
-            c.server,
-            c.at_ns / 1_000_000,
-            c.down_ns / 1_000_000
-        );
+        match c.down_ns {
+            Some(down) => println!(
+                "crash {} at {} ms, restart {} ms later (durable servers)",
+                c.server,
+                c.at_ns / 1_000_000,
+                down / 1_000_000
+            ),
+            None => println!("crash {} at {} ms for good (crash-stop)", c.server, c.at_ns / 1_000_000),
+        }
+    }
+    if args.faults == Faults::Swarm {
+        println!("faults: swarm, {schedule}");
     }
     let progress = crate::progress::bar(args.run.clients.len() as u64);
     let mut records = Vec::new();
@@ -328,11 +381,15 @@ pub fn sim(args: SimArgs) -> Result<()> {
         progress.set_message(format!("{} clients per DC", clients));
         let spec = args.run.spec(args.seed, clients);
         let started = Instant::now();
-        let report = with_protocol!(&args.run.protocol, P => snowline_harness::run_sim::<P>(config.clone(), &spec))?;
+        let (report, dropped) =
+            with_protocol!(&args.run.protocol, P => run_with_faults::<P>(config.clone(), &schedule, &spec))?;
         let wall = started.elapsed().as_secs_f64();
         progress.suspend(|| {
             println!("clients per DC {clients}");
             print_report(&report);
+            if args.faults != Faults::None || !args.crash.is_empty() {
+                println!("messages dropped {dropped}");
+            }
             let events = report.sim_events.unwrap_or(0);
             println!(
                 "simulated {:.2} s in {:.2} s of wall time: {} events, {:.0} events/s",
@@ -350,6 +407,18 @@ pub fn sim(args: SimArgs) -> Result<()> {
     write_sweep(&args.run, &records)?;
     println!("replay: {}", replay_command(args.seed));
     Ok(())
+}
+
+/// Run `spec` in the simulator with `schedule`'s faults; also returns the messages the network dropped.
+fn run_with_faults<P: Protocol>(
+    config: snowline_sim::SimConfig,
+    schedule: &snowline_sim::FaultSchedule,
+    spec: &RunSpec,
+) -> (RunReport, u64) {
+    let mut sim: snowline_sim::Sim<P> = snowline_sim::Sim::new(config);
+    schedule.apply(&mut sim);
+    let report = snowline_harness::drive_sim(&mut sim, spec);
+    (report, sim.messages_dropped())
 }
 
 /// The command line that replays this run: the arguments as given, with the seed made explicit.

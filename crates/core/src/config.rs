@@ -35,6 +35,13 @@ pub struct ProtocolConfig {
     /// clock is refused as invalid input (`snowline_core::validate`), so a forged or corrupt timestamp cannot
     /// push a clock to the end of time. Must exceed the clock skew between any two servers.
     pub max_clock_ahead_ms: u64,
+    /// Components (the atomic multicast) record every step and delivery for the test suite's checkers.
+    /// Memory grows without bound: tests and benchmarks only.
+    pub record_components: bool,
+    /// A deliberately broken atomic multicast (each group delivers at its own local timestamp, skipping
+    /// the final-timestamp step) that the multicast checker's tests must catch. Never for real use.
+    #[doc(hidden)]
+    pub multicast_skip_final: bool,
 }
 
 impl Default for ProtocolConfig {
@@ -50,6 +57,8 @@ impl Default for ProtocolConfig {
             heartbeat_ms: 1,
             old_readers_gc_ms: 500,
             max_clock_ahead_ms: 60_000,
+            record_components: false,
+            multicast_skip_final: false,
         }
     }
 }

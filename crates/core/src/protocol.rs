@@ -129,6 +129,13 @@ pub trait Protocol: Sized + 'static {
     /// Raft node does; it is not made durable by input replay.
     const REPLAYABLE: bool = true;
 
+    /// Whether the protocol's servers tolerate lost messages between them (Raft does: a leader resends what a
+    /// follower lacks). When false the simulator loses a server-to-server message only where something below
+    /// the protocol resends it (a durable host's sequenced links, `SimConfig::durable`); otherwise a network
+    /// partition that drops messages delays such messages until it heals, as TCP would. Messages between
+    /// clients and servers may always be lost: the client library reports the operation's outcome as unknown.
+    const TOLERATES_LOSS: bool = false;
+
     /// Whether the protocol runs on `topology`'s placement; `Err` says why not, for the user. By default a
     /// protocol needs full replication with one server per partition per datacenter, as every protocol
     /// written before replica groups assumes.
@@ -164,6 +171,11 @@ pub trait ServerNode<P: Protocol>: Serialize + DeserializeOwned + Send + 'static
     fn on_timer(&mut self, cx: &mut Ctx<'_, P>, timer: P::Timer);
     /// Versions currently stored (for memory metrics).
     fn stored_versions(&self) -> usize;
+    /// `Some(term)` while this server believes it leads its replica group (in that term or epoch), for
+    /// protocols with leaders; the simulator's fault schedules use it to kill leaders. `None` by default.
+    fn leads(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A client session's state machine. See the module docs for the call order.

@@ -43,6 +43,28 @@
 //! messages (beyond the protocol's link assumptions: use only when a test asks for it). [`Sim::step`]
 //! advances one event at a time.
 //!
+//! Faults (`docs/SIMULATOR.md`):
+//!
+//! * **Crashes.** [`Sim::crash`] kills any server (its inbox, pending timers and messages reaching it while
+//!   down are lost). It may stay down (crash-stop), come back **with its disk** ([`Sim::restart`]: durable
+//!   servers of a [`snowline_core::Protocol::REPLAYABLE`] protocol replay their logs) or **without** it
+//!   ([`Sim::restart_without_disk`]: a fresh state machine; only for protocols whose servers can rejoin
+//!   empty — never a Raft member). [`Sim::schedule_crash_with`] plans one; [`Sim::schedule_leader_crash`] and
+//!   [`Sim::schedule_leader_kill_on_send`] aim at whichever member leads then
+//!   ([`snowline_core::ServerNode::leads`]).
+//! * **Crash hooks** kill a server at a chosen protocol step, once: [`Sim::crash_on_send`] (the sender, as the
+//!   first matching message leaves: it is lost), [`Sim::crash_after_send`] (right after it left) and
+//!   [`Sim::crash_on_deliver`] (the receiver, as it arrives).
+//! * **Partitions that drop.** [`Sim::partition`] between two [`Side`]s (servers, clients, datacenters with
+//!   their clients, or the rest), [`Sim::isolate`] one server, [`Sim::lose`] random messages, each over a
+//!   window that heals; lost messages count in [`Sim::messages_dropped`]. Only what the protocol can lose is
+//!   lost: server-to-server messages of a protocol that does not tolerate loss
+//!   ([`snowline_core::Protocol::TOLERATES_LOSS`]) are delayed instead, unless the servers are durable (their
+//!   sequenced links resend). Client messages may always be lost (give clients an operation timeout).
+//! * **Swarm schedules.** [`FaultSchedule::swarm`] draws a random subset of fault kinds and their faults
+//!   from the seed and the topology, keeping crashes to a minority of each replica group; [`FaultSchedule::apply`]
+//!   installs them (`snowline sim --faults swarm`).
+//!
 //! # Determinism
 //!
 //! Every random choice derives from [`SimConfig::seed`]: each node's generator and clock from
@@ -50,8 +72,10 @@
 //! hash-map iteration reaches an output. The same config and the same sequence of API calls produce the same
 //! events, completions, times and traces, on every platform.
 
+mod faults;
 mod model;
 mod sim;
 
+pub use faults::{Fault, FaultKind, FaultSchedule, SwarmOptions};
 pub use model::{CLOCK_BASE_NS, ClockModel, CpuModel, CrashPlan, DEFAULT_INTER_DC_LATENCY_NS, NetworkModel, SimConfig};
-pub use sim::{Completion, Envelope, HoldId, Sim};
+pub use sim::{Completion, Envelope, HoldId, Restart, Side, Sim};

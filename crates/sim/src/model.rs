@@ -27,16 +27,17 @@ pub struct SimConfig {
     /// Give up on a client operation after this long, completing it with "outcome unknown" (as the
     /// networked client library does on a timeout) and ignoring its late completion; `None`: wait forever.
     pub op_timeout_ns: Option<u64>,
-    /// Servers to crash and restart during the run (needs `durable`).
+    /// Servers to crash during the run, and restart from their logs (that needs `durable`) or not.
     pub crashes: Vec<CrashPlan>,
 }
 
-/// Crash `server` at virtual time `at_ns` and restart it from its log `down_ns` later.
+/// Crash `server` at virtual time `at_ns` and restart it from its log `down_ns` later (`None`: crash-stop, it
+/// stays down).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CrashPlan {
     pub server: ServerId,
     pub at_ns: u64,
-    pub down_ns: u64,
+    pub down_ns: Option<u64>,
 }
 
 impl SimConfig {
@@ -69,8 +70,8 @@ impl SimConfig {
     /// Check the models against each other; `Err` says what is wrong. [`crate::Sim::new`] panics on an error.
     pub fn validate(&self) -> Result<(), String> {
         self.network.validate(&self.topology)?;
-        if !self.crashes.is_empty() && !self.durable {
-            return Err("crashes need durable servers (SimConfig::durable)".into());
+        if self.crashes.iter().any(|c| c.down_ns.is_some()) && !self.durable {
+            return Err("restarting a crashed server from its log needs durable servers (SimConfig::durable)".into());
         }
         if let Some(c) = self.crashes.iter().find(|c| !self.topology.contains(c.server)) {
             return Err(format!(

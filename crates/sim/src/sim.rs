@@ -4,7 +4,8 @@ use crate::model::{CLOCK_BASE_NS, ClockModel, NetworkModel, SimConfig};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Effects, InvalidInput, Message, OpError, OpId, Protocol, Reply, Request,
+    Addr, ClientId, ClientNode, Ctx, DcId, Effects, InvalidInput, Message, OpError, OpId, PartitionId, Protocol,
+    Reply, Request,
     ServerId, ServerNode, Topology,
 };
 use snowline_storage::{DurableHost, MemLog, Output, Recovered};
@@ -49,7 +50,8 @@ enum FilterKind {
 /// One input to a node's handler.
 enum Input<P: Protocol> {
     Message(Envelope<P::Msg>),
-    Timer(P::Timer),
+    /// A timer set in the node's incarnation `.1` (stale after a crash; clients are always incarnation 0).
+    Timer(P::Timer, u32),
     Request(OpId, Request),
     /// A durable server's timer `id`, set in its incarnation `incarnation` (stale after a crash).
     HostTimer {
@@ -80,7 +82,10 @@ enum Payload<P: Protocol> {
     /// Client operation `.1` of client `.0` has had its time ([`SimConfig::op_timeout_ns`]).
     OpTimeout(ClientId, OpId),
     Crash(u32),
-    Restart(u32),
+    /// Restart server `.0`, from its log (`.1`) or with a fresh state.
+    Restart(u32, bool),
+    /// Leader fault `.0` of [`Sim::leader_faults`] comes due.
+    LeaderFault(u32),
 }
 
 /// A server's state machine: plain, hosted durably, or crashed (only its log is left).
@@ -159,16 +164,110 @@ struct NodeMeta<P: Protocol> {
     inbox: VecDeque<Input<P>>,
 }
 
+/// One side of a network partition ([`Sim::partition`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// These nodes (servers or clients).
+    Nodes(BTreeSet<Addr>),
+    /// Every node of these datacenters, clients included.
+    Dcs(BTreeSet<DcId>),
+    /// Every node not on the other side (clients included).
+    Rest,
+}
+
+impl Side {
+    /// These servers (their datacenters' clients stay connected to everyone).
+    pub fn servers(servers: impl IntoIterator<Item = ServerId>) -> Self {
+        Side::Nodes(servers.into_iter().map(Addr::Server).collect())
+    }
+
+    /// Every node of these datacenters, clients included.
+    pub fn dcs(dcs: impl IntoIterator<Item = DcId>) -> Self {
+        Side::Dcs(dcs.into_iter().collect())
+    }
+
+    fn has(&self, addr: Addr, dc: DcId) -> bool {
+        match self {
+            Side::Nodes(set) => set.contains(&addr),
+            Side::Dcs(set) => set.contains(&dc),
+            Side::Rest => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Side::Nodes(set) => {
+                let names: Vec<String> = set.iter().map(|a| a.to_string()).collect();
+                write!(f, "{{{}}}", names.join(","))
+            }
+            Side::Dcs(set) => {
+                let names: Vec<String> = set.iter().map(|d| format!("dc{d}")).collect();
+                write!(f, "{{{}}}", names.join(","))
+            }
+            Side::Rest => f.write_str("the rest"),
+        }
+    }
+}
+
+/// What a server that crashes does next ([`Sim::schedule_crash_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// Crash-stop: it stays down.
+    Never,
+    /// It comes back `after_ns` later from its log ([`Sim::restart`]: durable servers of a
+    /// [`Protocol::REPLAYABLE`] protocol).
+    WithDisk { after_ns: u64 },
+    /// It comes back `after_ns` later with a fresh state ([`Sim::restart_without_disk`]: only for protocols
+    /// whose servers can rejoin empty).
+    WithoutDisk { after_ns: u64 },
+}
+
+/// A fault aimed at whichever member of a replica group leads when it comes due ([`ServerNode::leads`]).
+#[derive(Clone, Copy, Debug)]
+struct LeaderFault {
+    partition: PartitionId,
+    /// Crash it at once, or the moment it next sends a message to a server (until `until_ns`).
+    on_send_until: Option<u64>,
+    restart: Restart,
+}
+
+/// When a crash hook fires ([`Sim::crash_on_send`], [`Sim::crash_after_send`], [`Sim::crash_on_deliver`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HookKind {
+    BeforeSend,
+    AfterSend,
+    OnDeliver,
+}
+
+struct Hook<M> {
+    id: HoldId,
+    kind: HookKind,
+    filter: Filter<M>,
+    /// Not fired by this time: removed.
+    until_ns: u64,
+    restart: Restart,
+}
+
+/// A network partition between two sides: messages between them are delayed until it heals (`drop: false`,
+/// [`Sim::partition_dcs`]) or lost ([`Sim::partition`]).
 struct Partition {
-    a: DcId,
-    b: DcId,
+    a: Side,
+    b: Side,
     from_ns: u64,
     until_ns: u64,
+    drop: bool,
 }
 
 impl Partition {
-    fn separates(&self, x: DcId, y: DcId) -> bool {
-        (self.a == x && self.b == y) || (self.a == y && self.b == x)
+    /// Whether the partition stands between nodes `x` and `y` (each an address and its datacenter).
+    fn separates(&self, x: (Addr, DcId), y: (Addr, DcId)) -> bool {
+        let on = |side: &Side, other: &Side, n: (Addr, DcId)| match side {
+            Side::Rest => !other.has(n.0, n.1),
+            s => s.has(n.0, n.1),
+        };
+        (on(&self.a, &self.b, x) && on(&self.b, &self.a, y)) || (on(&self.a, &self.b, y) && on(&self.b, &self.a, x))
     }
 
     fn covers(&self, t: u64) -> bool {
@@ -199,6 +298,7 @@ impl Hasher for LinkHasher {
 const STREAM_NODE_RNG: u64 = 1;
 const STREAM_CLOCK: u64 = 2;
 const STREAM_NETWORK: u64 = 3;
+const STREAM_LOSS: u64 = 4;
 
 fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -208,13 +308,14 @@ fn splitmix64(mut z: u64) -> u64 {
 }
 
 /// A seed for generator `stream` of entity `id`, independent of the order entities are created in.
-fn derive_seed(seed: u64, stream: u64, id: u64) -> u64 {
+pub(crate) fn derive_seed(seed: u64, stream: u64, id: u64) -> u64 {
     splitmix64(splitmix64(seed ^ splitmix64(stream)) ^ id)
 }
 
 fn addr_code(addr: Addr) -> u64 {
     match addr {
-        Addr::Server(s) => (1 << 63) | (u64::from(s.dc) << 16) | u64::from(s.partition),
+        // Replica 0 keeps the code it had before replica groups, so older seeds replay unchanged.
+        Addr::Server(s) => (1 << 63) | (u64::from(s.replica) << 32) | (u64::from(s.dc) << 16) | u64::from(s.partition),
         Addr::Client(c) => c.0 & !(1 << 63),
     }
 }
@@ -242,7 +343,20 @@ pub struct Sim<P: Protocol> {
     /// Last delivery time per directed link `(from << 32) | to`, for FIFO links.
     links: HashMap<u64, u64, BuildHasherDefault<LinkHasher>>,
     partitions: Vec<Partition>,
+    /// When the last partition heals (a send after it checks none).
     partitions_end_ns: u64,
+    /// Random message loss: `(from_ns, until_ns, probability)` windows ([`Sim::lose`]).
+    losses: Vec<(u64, u64, f64)>,
+    loss_rng: SmallRng,
+    hooks: Vec<Hook<P::Msg>>,
+    /// Hooks that fired: which server they crashed, and when.
+    fired: BTreeMap<HoldId, (ServerId, u64)>,
+    /// The node whose handler's effects are being carried out when a hook decided it crashes: the rest of
+    /// its effects are lost, and it crashes once they are done (with this restart plan).
+    crashing: Option<(u32, Restart)>,
+    leader_faults: Vec<LeaderFault>,
+    /// Every crash so far: the server and the virtual time.
+    crash_log: Vec<(ServerId, u64)>,
     filters: Vec<(HoldId, FilterKind, Filter<P::Msg>)>,
     next_hold: u64,
     held: Vec<(u32, Envelope<P::Msg>)>,
@@ -285,6 +399,13 @@ impl<P: Protocol> Sim<P> {
             links: HashMap::default(),
             partitions: Vec::new(),
             partitions_end_ns: 0,
+            losses: Vec::new(),
+            loss_rng: SmallRng::seed_from_u64(derive_seed(config.seed, STREAM_LOSS, 0)),
+            hooks: Vec::new(),
+            fired: BTreeMap::new(),
+            crashing: None,
+            leader_faults: Vec::new(),
+            crash_log: Vec::new(),
             filters: Vec::new(),
             next_hold: 0,
             held: Vec::new(),
@@ -319,39 +440,145 @@ impl<P: Protocol> Sim<P> {
             }
         }
         for c in sim.config.crashes.clone() {
-            sim.schedule_crash(c.server, c.at_ns, c.down_ns);
+            let restart = c.down_ns.map_or(Restart::Never, |after_ns| Restart::WithDisk { after_ns });
+            sim.schedule_crash_with(c.server, c.at_ns, restart);
         }
         sim
     }
 
-    /// Kill durable server `id` now: what it received and has not handled is lost, as is everything it
-    /// logged and did not commit; messages reaching it while it is down are lost. Needs
-    /// [`SimConfig::durable`].
+    /// Kill server `id` now: what it received and has not handled is lost, and so are its pending timers
+    /// and messages reaching it while it is down. A durable server ([`SimConfig::durable`]) keeps what its
+    /// log committed and may come back from it ([`Sim::restart`]); any server may stay down for good
+    /// (crash-stop) or come back empty ([`Sim::restart_without_disk`]).
     pub fn crash(&mut self, id: ServerId) {
-        assert!(self.config.durable, "crash: the simulator must run durable servers (SimConfig::durable)");
         let idx = self.server_index(id) as usize;
         let slot = std::mem::replace(&mut self.servers[idx], ServerSlot::Down(MemLog::new()));
-        let ServerSlot::Durable(host) = slot else { panic!("crash: server {id} is already down") };
-        let mut log = host.into_log();
-        log.crash();
-        self.servers[idx] = ServerSlot::Down(log);
+        match slot {
+            ServerSlot::Durable(host) => {
+                let mut log = host.into_log();
+                log.crash();
+                self.servers[idx] = ServerSlot::Down(log);
+            }
+            ServerSlot::Plain(_) => {}
+            ServerSlot::Down(_) => panic!("crash: server {id} is already down"),
+        }
         self.incarnations[idx] += 1;
         self.meta[idx].inbox.clear();
+        self.crash_log.push((id, self.now));
+        self.trace_event(id, "CRASHED");
     }
 
-    /// Start crashed server `id` again from its log: it replays it and runs the catch-up exchange.
+    /// Start crashed server `id` again **with its disk**: it replays its log and runs the catch-up exchange.
+    /// Needs durable servers ([`SimConfig::durable`]) of a protocol that input replay makes durable
+    /// ([`Protocol::REPLAYABLE`]).
     pub fn restart(&mut self, id: ServerId) {
+        assert!(self.config.durable, "restart: a server comes back from its log only with SimConfig::durable");
+        assert!(
+            P::REPLAYABLE,
+            "restart: {} is not made durable by input replay (Protocol::REPLAYABLE); crash-stop its servers instead",
+            P::NAME
+        );
         let idx = self.server_index(id);
         assert!(self.is_down(id), "restart: server {id} is not down");
         self.open_host(idx);
+        self.trace_event(id, "RESTARTED");
     }
 
-    /// Crash server `id` at virtual time `at_ns` and restart it `down_for_ns` later.
+    /// Start crashed server `id` again **without its disk**: a fresh state machine from [`Protocol::server`]
+    /// (durable servers: over an empty log), which runs `on_start`. Only for protocols whose servers can
+    /// rejoin with an empty state; a Raft member (`raft-kv`) must not (it would forget its votes and log and
+    /// could break safety): crash-stop a minority of its group instead.
+    pub fn restart_without_disk(&mut self, id: ServerId) {
+        let idx = self.server_index(id);
+        assert!(self.is_down(id), "restart_without_disk: server {id} is not down");
+        let i = idx as usize;
+        self.meta[i].busy_until = self.meta[i].busy_until.max(self.now);
+        if self.config.durable {
+            self.servers[i] = ServerSlot::Down(MemLog::new());
+            self.open_host(idx);
+        } else {
+            self.servers[i] = ServerSlot::Plain(P::server(id, self.config.topology, &self.config.protocol));
+            self.start(idx);
+        }
+        self.trace_event(id, "RESTARTED WITHOUT DISK");
+    }
+
+    /// Crash server `id` at virtual time `at_ns` and restart it from its log `down_for_ns` later
+    /// ([`Sim::restart`]).
     pub fn schedule_crash(&mut self, id: ServerId, at_ns: u64, down_for_ns: u64) {
         assert!(self.config.durable, "schedule_crash: the simulator must run durable servers (SimConfig::durable)");
+        self.schedule_crash_with(id, at_ns, Restart::WithDisk { after_ns: down_for_ns });
+    }
+
+    /// Crash server `id` at virtual time `at_ns` (if it is up then), then as `restart` says.
+    pub fn schedule_crash_with(&mut self, id: ServerId, at_ns: u64, restart: Restart) {
+        self.check_restart(restart);
         let idx = self.server_index(id);
         self.schedule(at_ns, Payload::Crash(idx));
-        self.schedule(at_ns.saturating_add(down_for_ns), Payload::Restart(idx));
+        self.schedule_restart(idx, at_ns, restart);
+    }
+
+    /// At virtual time `at_ns`, crash the member of `partition`'s group that leads then ([`ServerNode::leads`];
+    /// the newest term if several believe they do); if none does, nothing happens. Then as `restart` says.
+    pub fn schedule_leader_crash(&mut self, partition: PartitionId, at_ns: u64, restart: Restart) {
+        self.check_restart(restart);
+        assert!(partition < self.config.topology.partitions, "schedule_leader_crash: no partition {partition}");
+        let i = self.leader_faults.len() as u32;
+        self.leader_faults.push(LeaderFault { partition, on_send_until: None, restart });
+        self.schedule(at_ns, Payload::LeaderFault(i));
+    }
+
+    /// At virtual time `at_ns`, pick the member of `partition`'s group that leads then (as
+    /// [`Sim::schedule_leader_crash`]) and crash it the moment it next sends a message to a server (the
+    /// message is lost: [`Sim::crash_on_send`]), unless that has not happened by `until_ns`. Then as `restart`
+    /// says (counted from the crash).
+    pub fn schedule_leader_kill_on_send(
+        &mut self,
+        partition: PartitionId,
+        at_ns: u64,
+        until_ns: u64,
+        restart: Restart,
+    ) {
+        self.check_restart(restart);
+        assert!(partition < self.config.topology.partitions, "schedule_leader_kill_on_send: no partition {partition}");
+        let i = self.leader_faults.len() as u32;
+        self.leader_faults.push(LeaderFault { partition, on_send_until: Some(until_ns), restart });
+        self.schedule(at_ns, Payload::LeaderFault(i));
+    }
+
+    /// The member of `partition`'s group that is up and believes it leads in the newest term, if any.
+    pub fn leader_of(&self, partition: PartitionId) -> Option<ServerId> {
+        let t = self.config.topology;
+        t.group(partition)
+            .filter(|s| !self.is_down(*s))
+            .filter_map(|s| self.server(s).leads().map(|term| (term, std::cmp::Reverse(s))))
+            .max()
+            .map(|(_, std::cmp::Reverse(s))| s)
+    }
+
+    fn check_restart(&self, restart: Restart) {
+        if let Restart::WithDisk { .. } = restart {
+            assert!(self.config.durable, "a restart with its disk needs durable servers (SimConfig::durable)");
+            assert!(P::REPLAYABLE, "{} cannot restart from its disk by input replay (Protocol::REPLAYABLE)", P::NAME);
+        }
+    }
+
+    fn schedule_restart(&mut self, idx: u32, crash_at: u64, restart: Restart) {
+        match restart {
+            Restart::Never => {}
+            Restart::WithDisk { after_ns } => {
+                self.schedule(crash_at.saturating_add(after_ns), Payload::Restart(idx, true));
+            }
+            Restart::WithoutDisk { after_ns } => {
+                self.schedule(crash_at.saturating_add(after_ns), Payload::Restart(idx, false));
+            }
+        }
+    }
+
+    fn trace_event(&mut self, id: ServerId, what: &str) {
+        if let Some(t) = &mut self.trace {
+            t.push(format!("t={} {id} {what}", self.now));
+        }
     }
 
     /// Whether server `id` is crashed.
@@ -468,6 +695,15 @@ impl<P: Protocol> Sim<P> {
         self.free_slots.push(e.slot);
         match payload {
             Payload::Net(to, env) => self.arrive(to, env),
+            Payload::Input(to, Input::Ack { from, to: ack_to, seq, resend }) => {
+                // A link acknowledgement travels the network too: a partition that drops messages loses it.
+                let f = self.server_index(from);
+                if self.cut(f, to, self.now, self.now) {
+                    self.messages_dropped += 1;
+                } else {
+                    self.enqueue(to, Input::Ack { from, to: ack_to, seq, resend });
+                }
+            }
             Payload::Input(to, input) => self.enqueue(to, input),
             Payload::Run(idx) => {
                 // The inbox can be empty here only if the node crashed meanwhile (its inbox was lost).
@@ -511,9 +747,28 @@ impl<P: Protocol> Sim<P> {
                     self.crash(id);
                 }
             }
-            Payload::Restart(idx) => {
-                if self.is_down(self.server_id(idx)) {
-                    self.open_host(idx);
+            Payload::Restart(idx, with_disk) => {
+                let id = self.server_id(idx);
+                if self.is_down(id) {
+                    if with_disk { self.restart(id) } else { self.restart_without_disk(id) }
+                }
+            }
+            Payload::LeaderFault(i) => {
+                let f = self.leader_faults[i as usize];
+                if let Some(leader) = self.leader_of(f.partition) {
+                    match f.on_send_until {
+                        None => {
+                            self.crash(leader);
+                            let idx = self.server_index(leader);
+                            self.schedule_restart(idx, self.now, f.restart);
+                        }
+                        Some(until_ns) => {
+                            let to_server = move |e: &Envelope<P::Msg>| {
+                                e.from == Addr::Server(leader) && matches!(e.to, Addr::Server(_))
+                            };
+                            self.add_hook(HookKind::BeforeSend, Box::new(to_server), until_ns, f.restart);
+                        }
+                    }
                 }
             }
         }
@@ -547,11 +802,15 @@ impl<P: Protocol> Sim<P> {
     }
 
     /// Deliver `msg` to server `to` now, as if `from` had sent it: a forged or malformed message from the
-    /// outside (hostile-input tests). It is handled like any message (`to`'s CPU queue, its durable host).
+    /// outside (hostile-input tests). It is handled like any message (`to`'s CPU queue, its durable host),
+    /// and a refusal counts in [`Sim::invalid_inputs`]. It crossed no simulated link (`from` need not be a
+    /// node of the simulation), so filters, partitions, random loss and delivery hooks do not apply; a
+    /// crashed `to` loses it, as any input.
     pub fn inject(&mut self, from: Addr, to: ServerId, msg: P::Msg) {
         let to_idx = self.server_index(to);
         let env = Envelope { from, to: Addr::Server(to), msg, sent_at_ns: self.now, seq: None };
-        self.schedule(self.now, Payload::Net(to_idx, env));
+        self.trace_line(&env, " INJECTED");
+        self.schedule(self.now, Payload::Input(to_idx, Input::Message(env)));
     }
 
     /// Events waiting in the queue.
@@ -581,7 +840,8 @@ impl<P: Protocol> Sim<P> {
         self.messages_sent
     }
 
-    /// Messages lost: matched by [`Sim::drop_matching`], dropped from the held set, or sent to no client.
+    /// Messages lost: matched by [`Sim::drop_matching`], dropped from the held set, sent to no client, cut by a
+    /// [`Sim::partition`] or [`Sim::isolate`], taken by [`Sim::lose`], or reaching a crashed server.
     pub fn messages_dropped(&self) -> u64 {
         self.messages_dropped
     }
@@ -633,9 +893,11 @@ impl<P: Protocol> Sim<P> {
         self.add_filter(FilterKind::Drop, Box::new(filter))
     }
 
-    /// Remove a filter installed by [`Sim::hold`] or [`Sim::drop_matching`]. Messages already held stay held.
+    /// Remove a filter installed by [`Sim::hold`] or [`Sim::drop_matching`], or a crash hook that has not fired
+    /// ([`Sim::crash_on_send`]). Messages already held stay held.
     pub fn stop_holding(&mut self, id: HoldId) {
         self.filters.retain(|(h, _, _)| *h != id);
+        self.hooks.retain(|h| h.id != id);
     }
 
     /// Messages held so far and not released or dropped, in the order they were held.
@@ -667,28 +929,74 @@ impl<P: Protocol> Sim<P> {
     /// lost, FIFO links stay FIFO. Applies to messages already in flight too.
     pub fn partition_dcs(&mut self, a: DcId, b: DcId, from_ns: u64, until_ns: u64) {
         assert!(a != b, "partition_dcs: a datacenter cannot be partitioned from itself");
-        assert!(from_ns <= until_ns, "partition_dcs: from_ns > until_ns");
         let dcs = self.config.topology.dcs;
         assert!(a < dcs && b < dcs, "partition_dcs: datacenter out of range");
-        let p = Partition { a, b, from_ns, until_ns };
-        let mut entries = std::mem::take(&mut self.queue).into_vec();
-        for e in &mut entries {
-            if let Some(Payload::Net(to, env)) = &self.slab[e.slot as usize] {
-                let from = self.index_of(env.from).expect("sender exists");
-                let (x, y) = (self.meta[from as usize].dc, self.meta[*to as usize].dc);
-                if p.separates(x, y) && (p.covers(env.sent_at_ns) || p.covers(e.time)) {
-                    e.time = e.time.max(until_ns);
-                    if self.fifo {
-                        let last = self.links.entry(link_key(from, *to)).or_insert(0);
-                        *last = (*last).max(e.time);
-                    }
-                }
-            }
-        }
-        self.queue = BinaryHeap::from(entries);
-        self.partitions.retain(|q| q.until_ns > self.now);
-        self.partitions.push(p);
-        self.partitions_end_ns = self.partitions.iter().map(|q| q.until_ns).max().unwrap_or(0);
+        self.add_partition(Partition { a: Side::dcs([a]), b: Side::dcs([b]), from_ns, until_ns, drop: false });
+    }
+
+    /// A network partition that **drops** messages: between every node of side `a` and every node of side
+    /// `b` (both directions), a message sent or due to arrive in `[from_ns, until_ns)` is lost (counted in
+    /// [`Sim::messages_dropped`]); at `until_ns` the partition heals. Messages already in flight are caught
+    /// too. A side names servers, clients, whole datacenters (their clients included) or the rest
+    /// ([`Side`]); a client stays connected to everyone unless a side names it or its datacenter.
+    ///
+    /// Only losses the protocol can live with happen: a server-to-server message is lost only if the
+    /// protocol tolerates loss ([`Protocol::TOLERATES_LOSS`]) or the servers are durable (their sequenced
+    /// links resend it); otherwise it is delayed until the partition heals, as by [`Sim::partition_dcs`].
+    /// Messages between clients and servers are lost: give clients an operation timeout
+    /// ([`SimConfig::op_timeout_ns`]) unless the protocol's clients resend by themselves.
+    pub fn partition(&mut self, a: Side, b: Side, from_ns: u64, until_ns: u64) {
+        assert!(!(a == Side::Rest && b == Side::Rest), "partition: at most one side may be the rest");
+        self.add_partition(Partition { a, b, from_ns, until_ns, drop: true });
+    }
+
+    /// Cut server `server` off from every other node, servers and clients, over `[from_ns, until_ns)`
+    /// (a [`Sim::partition`] between it and the rest: messages are dropped, then it heals).
+    pub fn isolate(&mut self, server: ServerId, from_ns: u64, until_ns: u64) {
+        assert!(self.config.topology.contains(server), "isolate: no server {server} in the topology");
+        self.partition(Side::servers([server]), Side::Rest, from_ns, until_ns);
+    }
+
+    /// Lose each message (that the protocol can lose, as for [`Sim::partition`]) with `probability` when it
+    /// would be delivered in `[from_ns, until_ns)`. The draws come from their own generator, derived from the
+    /// seed.
+    pub fn lose(&mut self, probability: f64, from_ns: u64, until_ns: u64) {
+        assert!((0.0..=1.0).contains(&probability), "lose: probability {probability} not in [0, 1]");
+        assert!(from_ns <= until_ns, "lose: from_ns > until_ns");
+        self.losses.push((from_ns, until_ns, probability));
+    }
+
+    /// One-shot: crash the **sender** of the first message matching `filter` from now on, as it sends it,
+    /// before it leaves: that message and everything else the same handler emitted after it are lost (what it
+    /// emitted before has left). Only messages from servers match. The leader kill at a chosen protocol step:
+    /// e.g. `crash_on_send(|e| e.from == leader && is_append(&e.msg))`. [`Sim::stop_holding`] removes it;
+    /// [`Sim::hook_fired`] says whom it crashed and when. The server stays down (crash-stop); restart it
+    /// with [`Sim::restart`] / [`Sim::restart_without_disk`] if wanted.
+    pub fn crash_on_send(&mut self, filter: impl Fn(&Envelope<P::Msg>) -> bool + 'static) -> HoldId {
+        self.add_hook(HookKind::BeforeSend, Box::new(filter), u64::MAX, Restart::Never)
+    }
+
+    /// As [`Sim::crash_on_send`], but the matching message leaves; the sender crashes right after it (what
+    /// the same handler emitted after it is lost).
+    pub fn crash_after_send(&mut self, filter: impl Fn(&Envelope<P::Msg>) -> bool + 'static) -> HoldId {
+        self.add_hook(HookKind::AfterSend, Box::new(filter), u64::MAX, Restart::Never)
+    }
+
+    /// One-shot: crash the **receiver** of the first message matching `filter` that is delivered from now on
+    /// (after the filters of [`Sim::hold`] and partitions let it through), as it arrives: the message is
+    /// lost with it. Only messages to servers match.
+    pub fn crash_on_deliver(&mut self, filter: impl Fn(&Envelope<P::Msg>) -> bool + 'static) -> HoldId {
+        self.add_hook(HookKind::OnDeliver, Box::new(filter), u64::MAX, Restart::Never)
+    }
+
+    /// Whom a crash hook crashed, and when (`None` while it has not fired).
+    pub fn hook_fired(&self, id: HoldId) -> Option<(ServerId, u64)> {
+        self.fired.get(&id).copied()
+    }
+
+    /// Every crash so far, in order: the server and the virtual time.
+    pub fn crashes(&self) -> &[(ServerId, u64)] {
+        &self.crash_log
     }
 
     // ---- internals ----
@@ -733,6 +1041,86 @@ impl<P: Protocol> Sim<P> {
         self.seq += 1;
     }
 
+    fn add_hook(&mut self, kind: HookKind, filter: Filter<P::Msg>, until_ns: u64, restart: Restart) -> HoldId {
+        let id = HoldId(self.next_hold);
+        self.next_hold += 1;
+        self.hooks.push(Hook { id, kind, filter, until_ns, restart });
+        id
+    }
+
+    /// The first live hook of a kind in `kinds` that matches `env`, removed (one-shot).
+    fn take_hook(&mut self, kinds: &[HookKind], env: &Envelope<P::Msg>) -> Option<(HoldId, HookKind, Restart)> {
+        let now = self.now;
+        self.hooks.retain(|h| h.until_ns >= now);
+        let pos = self.hooks.iter().position(|h| kinds.contains(&h.kind) && (h.filter)(env))?;
+        let h = self.hooks.remove(pos);
+        Some((h.id, h.kind, h.restart))
+    }
+
+    fn add_partition(&mut self, p: Partition) {
+        assert!(p.from_ns <= p.until_ns, "partition: from_ns > until_ns");
+        // Delay what is in flight across a partition that delays it.
+        let mut entries = std::mem::take(&mut self.queue).into_vec();
+        for e in &mut entries {
+            if let Some(Payload::Net(to, env)) = &self.slab[e.slot as usize] {
+                let from = self.index_of(env.from).expect("sender exists");
+                let (x, y) = (self.node(from), self.node(*to));
+                let delays = !p.drop || !self.droppable(from, *to);
+                if delays && p.separates(x, y) && (p.covers(env.sent_at_ns) || p.covers(e.time)) {
+                    e.time = e.time.max(p.until_ns);
+                    if self.fifo {
+                        let last = self.links.entry(link_key(from, *to)).or_insert(0);
+                        *last = (*last).max(e.time);
+                    }
+                }
+            }
+        }
+        self.queue = BinaryHeap::from(entries);
+        self.partitions.retain(|q| q.until_ns > self.now);
+        self.partitions.push(p);
+        self.partitions_end_ns = self.partitions.iter().map(|q| q.until_ns).max().unwrap_or(0);
+    }
+
+    /// Node `idx`'s address and datacenter.
+    fn node(&self, idx: u32) -> (Addr, DcId) {
+        let m = &self.meta[idx as usize];
+        (m.addr, m.dc)
+    }
+
+    /// Whether the network may lose a message from node `from` to node `to` (see [`Sim::partition`]).
+    fn droppable(&self, from: u32, to: u32) -> bool {
+        let n = self.servers.len() as u32;
+        P::TOLERATES_LOSS || self.config.durable || from >= n || to >= n
+    }
+
+    /// Whether a partition that drops messages loses one from `from` to `to`, sent at `sent_at` and
+    /// arriving at `at`.
+    fn cut(&self, from: u32, to: u32, sent_at: u64, at: u64) -> bool {
+        if self.partitions_end_ns <= sent_at || !self.droppable(from, to) {
+            return false;
+        }
+        let (x, y) = (self.node(from), self.node(to));
+        self.partitions.iter().any(|p| p.drop && (p.covers(sent_at) || p.covers(at)) && p.separates(x, y))
+    }
+
+    /// Whether random loss takes a message from `from` to `to` arriving now (draws only inside a window).
+    fn lost(&mut self, from: u32, to: u32) -> bool {
+        let now = self.now;
+        let p = self.losses.iter().filter(|(a, b, _)| *a <= now && now < *b).map(|(_, _, p)| *p).fold(0.0, f64::max);
+        p > 0.0 && self.droppable(from, to) && self.loss_rng.random::<f64>() < p
+    }
+
+    /// Crash the node a hook picked, once its handler's effects are carried out.
+    fn finish_crash(&mut self) {
+        if let Some((idx, restart)) = self.crashing.take() {
+            let id = self.server_id(idx);
+            if !self.is_down(id) {
+                self.crash(id);
+                self.schedule_restart(idx, self.now, restart);
+            }
+        }
+    }
+
     fn add_filter(&mut self, kind: FilterKind, f: Filter<P::Msg>) -> HoldId {
         let id = HoldId(self.next_hold);
         self.next_hold += 1;
@@ -765,6 +1153,32 @@ impl<P: Protocol> Sim<P> {
                 self.messages_dropped += 1;
             }
             None => {
+                if self.partitions_end_ns > env.sent_at_ns || !self.losses.is_empty() {
+                    let from = self.index_of(env.from).expect("the sender exists");
+                    if self.cut(from, to, env.sent_at_ns, self.now) {
+                        self.trace_line(&env, " CUT");
+                        self.messages_dropped += 1;
+                        return;
+                    }
+                    if self.lost(from, to) {
+                        self.trace_line(&env, " LOST");
+                        self.messages_dropped += 1;
+                        return;
+                    }
+                }
+                if !self.hooks.is_empty()
+                    && (to as usize) < self.servers.len()
+                    && !matches!(self.servers[to as usize], ServerSlot::Down(_))
+                    && let Some((id, _, restart)) = self.take_hook(&[HookKind::OnDeliver], &env)
+                {
+                    let server = self.server_id(to);
+                    self.fired.insert(id, (server, self.now));
+                    self.trace_line(&env, " CRASHES RECEIVER");
+                    self.messages_dropped += 1;
+                    self.crash(server);
+                    self.schedule_restart(to, self.now, restart);
+                    return;
+                }
                 self.trace_line(&env, "");
                 self.enqueue(to, Input::Message(env));
             }
@@ -778,6 +1192,12 @@ impl<P: Protocol> Sim<P> {
             if matches!(input, Input::Message(_) | Input::Ack { .. }) {
                 self.messages_dropped += 1;
             }
+            return;
+        }
+        if let Input::Timer(_, incarnation) = input
+            && self.incarnations.get(idx as usize).is_some_and(|i| *i != incarnation)
+        {
+            // Set before the server crashed: its state machine is gone.
             return;
         }
         let m = &mut self.meta[idx as usize];
@@ -823,7 +1243,7 @@ impl<P: Protocol> Sim<P> {
                             invalid.push(e);
                         }
                     }
-                    Some(Input::Timer(t)) => node.on_timer(&mut cx, t),
+                    Some(Input::Timer(t, _)) => node.on_timer(&mut cx, t),
                     Some(Input::Request(..) | Input::HostTimer { .. } | Input::Ack { .. }) => {
                         unreachable!("requests go to clients; host inputs to durable servers")
                     }
@@ -855,7 +1275,7 @@ impl<P: Protocol> Sim<P> {
             match input {
                 None => node.on_start(&mut cx),
                 Some(Input::Message(env)) => node.on_message(&mut cx, env.from, env.msg),
-                Some(Input::Timer(t)) => node.on_timer(&mut cx, t),
+                Some(Input::Timer(t, _)) => node.on_timer(&mut cx, t),
                 Some(Input::Request(op, r)) => node.on_request(&mut cx, op, r),
                 Some(Input::HostTimer { .. } | Input::Ack { .. }) => unreachable!("host inputs go to servers"),
             }
@@ -875,8 +1295,12 @@ impl<P: Protocol> Sim<P> {
         for (to, msg) in fx.sends.drain(..) {
             self.send(idx, from, to, msg, done);
         }
+        let crashing = matches!(self.crashing, Some((i, _)) if i == idx);
+        let incarnation = self.incarnations.get(i).copied().unwrap_or(0);
         for (delay, timer) in fx.timers.drain(..) {
-            self.schedule(done.saturating_add(delay), Payload::Input(idx, Input::Timer(timer)));
+            if !crashing {
+                self.schedule(done.saturating_add(delay), Payload::Input(idx, Input::Timer(timer, incarnation)));
+            }
         }
         if let Addr::Client(client) = from {
             for (op, result) in fx.completions.drain(..) {
@@ -888,6 +1312,7 @@ impl<P: Protocol> Sim<P> {
         if durable {
             self.carry_out_host_outputs(idx, done);
         }
+        self.finish_crash();
     }
 
     fn server_id(&self, idx: u32) -> ServerId {
@@ -925,6 +1350,9 @@ impl<P: Protocol> Sim<P> {
         let from = self.meta[idx as usize].addr;
         let incarnation = self.incarnations[idx as usize];
         for out in outputs {
+            if matches!(self.crashing, Some((i, _)) if i == idx) {
+                break;
+            }
             match out {
                 Output::ToClient { to, msg, .. } => self.send_with(idx, from, to, msg, at, None),
                 Output::Seq { to, seq, msg, .. } => self.send_with(idx, from, Addr::Server(to), msg, at, Some(seq)),
@@ -939,6 +1367,7 @@ impl<P: Protocol> Sim<P> {
                 }
             }
         }
+        self.finish_crash();
     }
 
     fn count_kind(&mut self, kind: &'static str) {
@@ -956,6 +1385,10 @@ impl<P: Protocol> Sim<P> {
     }
 
     fn send_with(&mut self, from_idx: u32, from: Addr, to: Addr, msg: P::Msg, sent_at: u64, seq: Option<u64>) {
+        if matches!(self.crashing, Some((i, _)) if i == from_idx) {
+            // The sender crashed before this left.
+            return;
+        }
         self.messages_sent += 1;
         self.count_kind(msg.kind());
         let Some(to_idx) = self.index_of(to) else {
@@ -963,6 +1396,18 @@ impl<P: Protocol> Sim<P> {
             self.messages_dropped += 1;
             return;
         };
+        if !self.hooks.is_empty() && (from_idx as usize) < self.servers.len() {
+            let env = Envelope { from, to, msg: msg.clone(), sent_at_ns: sent_at, seq };
+            if let Some((id, kind, restart)) = self.take_hook(&[HookKind::BeforeSend, HookKind::AfterSend], &env) {
+                self.fired.insert(id, (self.server_id(from_idx), self.now));
+                self.crashing = Some((from_idx, restart));
+                if kind == HookKind::BeforeSend {
+                    self.trace_line(&env, " LOST: THE SENDER CRASHES");
+                    self.messages_dropped += 1;
+                    return;
+                }
+            }
+        }
         let net: &NetworkModel = &self.config.network;
         let (fm, tm) = (&self.meta[from_idx as usize], &self.meta[to_idx as usize]);
         let (da, db) = (fm.dc, tm.dc);
@@ -977,11 +1422,19 @@ impl<P: Protocol> Sim<P> {
             delay = delay.saturating_add(net.spike_ns);
         }
         let mut due = sent_at.saturating_add(delay);
-        if da != db && self.partitions_end_ns > sent_at {
+        if self.partitions_end_ns > sent_at {
+            // Partitions that delay (and those that drop, for messages the network must not lose) hold the
+            // message until they heal.
+            let undroppable = !self.droppable(from_idx, to_idx);
+            let (x, y) = (self.node(from_idx), self.node(to_idx));
             loop {
                 let mut moved = false;
                 for p in &self.partitions {
-                    if p.separates(da, db) && (p.covers(sent_at) || p.covers(due)) && due < p.until_ns {
+                    if (!p.drop || undroppable)
+                        && (p.covers(sent_at) || p.covers(due))
+                        && due < p.until_ns
+                        && p.separates(x, y)
+                    {
                         due = p.until_ns;
                         moved = true;
                     }

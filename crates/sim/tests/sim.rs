@@ -496,3 +496,209 @@ fn throughput() {
         sim.inputs_handled() as f64 / secs
     );
 }
+
+// ---- faults (issue 11) ----
+
+use snowline_sim::{Fault, FaultKind, FaultSchedule, Restart, Side, SwarmOptions};
+
+fn exact_echo(seed: u64, dcs: u16, partitions: u16, ping_ms: u64) -> SimConfig {
+    let mut cfg = config(seed, dcs, partitions);
+    cfg.network = NetworkModel::exact(100_000, 20 * MS);
+    cfg.clocks = ClockModel::perfect();
+    cfg.cpu = CpuModel::free();
+    cfg.protocol.stabilisation_interval_ms = ping_ms;
+    cfg
+}
+
+#[test]
+fn crash_stop_then_restart_without_disk_starts_empty_and_drops_old_timers() {
+    let mut sim = Sim::<EchoFifo>::new(exact_echo(3, 2, 1, 10));
+    let s = ServerId::new(0, 0);
+    let c = sim.add_client(0);
+    assert!(sim.execute(c, OpId(1), put("k", "a"), 10 * MS).expect("answered").is_ok());
+    sim.run_until(100 * MS);
+    sim.crash(s);
+    assert!(sim.is_down(s));
+    assert_eq!(sim.crashes(), &[(s, 100 * MS)]);
+    let dropped = sim.messages_dropped();
+    assert_eq!(sim.execute(c, OpId(2), get("k"), 100 * MS), None, "a crashed server answers nothing");
+    assert!(sim.messages_dropped() > dropped, "the request to the crashed server is lost and counted");
+    sim.restart_without_disk(s);
+    let r = sim.execute(c, OpId(3), get("k"), 10 * MS).expect("answered").expect("ok");
+    assert_eq!(r.reads[0].value, None, "without its disk the server forgot the write");
+    let ticks_before = sim.server(s).ticks;
+    assert_eq!(ticks_before, 0, "the fresh server ticked nothing yet (the old incarnation's timer is stale)");
+    sim.advance(100 * MS);
+    // Fires at +10, +20, ..., +100 ms after the restart: one timer chain, not two.
+    assert_eq!(sim.server(s).ticks, 10);
+}
+
+#[test]
+fn crash_stop_is_allowed_without_durable_servers_and_schedules_fire() {
+    let mut sim = Sim::<EchoUnordered>::new(exact_echo(4, 2, 2, 10));
+    let (a, b) = (ServerId::new(1, 0), ServerId::new(0, 1));
+    sim.schedule_crash_with(a, 50 * MS, Restart::Never);
+    sim.schedule_crash_with(b, 60 * MS, Restart::WithoutDisk { after_ns: 40 * MS });
+    sim.run_until(80 * MS);
+    assert!(sim.is_down(a) && sim.is_down(b));
+    sim.run_until(200 * MS);
+    assert!(sim.is_down(a), "crash-stop: it stays down");
+    assert!(!sim.is_down(b), "restarted without its disk at 100 ms");
+    assert_eq!(sim.server(b).ticks, 10, "ticks since the restart only");
+}
+
+#[test]
+fn isolation_drops_client_messages_and_heals() {
+    let mut sim = Sim::<EchoFifo>::new(exact_echo(5, 2, 1, 0));
+    let s = ServerId::new(0, 0);
+    let c = sim.add_client(0);
+    let now = sim.now_ns();
+    sim.isolate(s, now, now + 100 * MS);
+    assert_eq!(sim.execute(c, OpId(1), put("k", "a"), 50 * MS), None, "the request is lost");
+    assert_eq!(sim.messages_dropped(), 1);
+    sim.run_until(now + 100 * MS);
+    let r = sim.execute(c, OpId(2), get("k"), 10 * MS).expect("answered after the heal").expect("ok");
+    assert_eq!(r.reads[0].value, None, "the lost put never reached the server");
+    assert_eq!(sim.messages_dropped(), 1);
+}
+
+#[test]
+fn a_dropping_partition_only_delays_server_messages_of_protocols_that_cannot_lose_them() {
+    let mut sim = Sim::<EchoFifo>::new(exact_echo(6, 2, 1, 5));
+    sim.run_until(100 * MS);
+    sim.partition(Side::servers([ServerId::new(0, 0)]), Side::servers([ServerId::new(1, 0)]), 100 * MS, 300 * MS);
+    // Clients are on neither side: they reach both servers.
+    let c = sim.add_client(1);
+    assert!(sim.execute(c, OpId(1), put("k", "a"), 10 * MS).expect("answered").is_ok());
+    sim.run_until(400 * MS);
+    assert_eq!(sim.messages_dropped(), 0, "echo does not tolerate loss: pings are delayed, not dropped");
+    let s1 = sim.server(ServerId::new(1, 0));
+    let ns: Vec<u64> = s1.pings.iter().map(|p| p.1).collect();
+    assert_eq!(ns, (0..ns.len() as u64).collect::<Vec<_>>(), "no ping lost or reordered");
+    let virt = |clock: u64| clock - CLOCK_BASE_NS;
+    assert!(s1.pings.iter().all(|p| !(100 * MS + 1..300 * MS).contains(&virt(p.2))), "nothing crosses it");
+}
+
+#[test]
+fn a_partition_of_datacenters_cuts_their_clients_off_too() {
+    let mut sim = Sim::<EchoFifo>::new(exact_echo(7, 2, 1, 0));
+    let c0 = sim.add_client(0);
+    let c1 = sim.add_client(1);
+    let now = sim.now_ns();
+    sim.partition(Side::dcs([0]), Side::Rest, now, now + 100 * MS);
+    // Inside a datacenter everything works; the echo client talks to its own datacenter only.
+    assert!(sim.execute(c0, OpId(1), get("k"), 10 * MS).is_some());
+    assert!(sim.execute(c1, OpId(2), get("k"), 10 * MS).is_some());
+    let mut sim = Sim::<EchoFifo>::new(exact_echo(7, 2, 1, 0));
+    let c0 = sim.add_client(0);
+    let now = sim.now_ns();
+    // A client named on a side is cut off from the servers of the other.
+    sim.partition(Side::Nodes([Addr::Client(c0)].into()), Side::dcs([0]), now, now + 100 * MS);
+    assert_eq!(sim.execute(c0, OpId(1), get("k"), 50 * MS), None);
+    assert_eq!(sim.messages_dropped(), 1);
+}
+
+#[test]
+fn crash_hooks_fire_once_on_send_and_on_deliver() {
+    let mut sim = Sim::<EchoUnordered>::new(exact_echo(8, 3, 1, 5));
+    // The first ping dc1 sends: dc1 crashes before it leaves, and nothing else of that handler leaves.
+    let hook = sim.crash_on_send(|e| e.from == Addr::Server(ServerId::new(1, 0)) && e.msg.kind() == "ping");
+    sim.run_until(100 * MS);
+    assert_eq!(sim.hook_fired(hook), Some((ServerId::new(1, 0), 5 * MS)));
+    assert!(sim.is_down(ServerId::new(1, 0)));
+    for s in [ServerId::new(0, 0), ServerId::new(2, 0)] {
+        assert!(sim.server(s).pings.iter().all(|p| p.0 != 1), "{s} got no ping from dc1");
+    }
+    // A put delivered to dc2's server crashes it on arrival.
+    let hook = sim.crash_on_deliver(|e| e.msg.kind() == "put");
+    let c = sim.add_client(2);
+    assert_eq!(sim.execute(c, OpId(1), put("k", "a"), 50 * MS), None);
+    assert_eq!(sim.hook_fired(hook).map(|h| h.0), Some(ServerId::new(2, 0)));
+    assert_eq!(sim.crashes().len(), 2, "each hook fired once");
+    // crash_after_send: the message leaves, then the sender is down.
+    let hook = sim.crash_after_send(|e| e.msg.kind() == "ping");
+    sim.advance(20 * MS);
+    assert_eq!(sim.hook_fired(hook).map(|h| h.0), Some(ServerId::new(0, 0)));
+    assert_eq!(sim.crashes().len(), 3);
+}
+
+#[test]
+fn random_loss_drops_client_messages_reproducibly_and_spares_what_the_protocol_cannot_lose() {
+    let run = |seed| {
+        let mut sim = Sim::<EchoUnordered>::new(exact_echo(seed, 2, 2, 1));
+        sim.lose(0.3, 0, 100 * MS);
+        let c = sim.add_client(0);
+        for i in 0..100 {
+            sim.submit(c, OpId(i), get("k"));
+        }
+        let answered = sim.run_until(200 * MS).len();
+        let pings: Vec<usize> = Topology::new(2, 2).servers().map(|s| sim.server(s).pings.len()).collect();
+        (sim.messages_dropped(), answered, pings)
+    };
+    let (dropped, answered, pings) = run(1);
+    assert!(dropped > 20 && dropped < 80, "about half of the 100 requests or their answers: {dropped}");
+    assert_eq!(answered as u64, 100 - dropped, "each lost message loses one operation");
+    // Pings every 1 ms, 20 ms in flight: 180 by 200 ms, none missing.
+    assert!(pings.iter().all(|n| *n == 180), "server-to-server pings of echo are never lost: {pings:?}");
+    assert_eq!(run(1), (dropped, answered, pings), "the same seed loses the same messages");
+    assert_ne!(run(2).0, dropped);
+}
+
+#[test]
+fn swarm_schedules_are_deterministic_varied_and_keep_a_majority_up() {
+    let topology = Topology::replicated(3, 2, 3);
+    let options = SwarmOptions { duration_ns: 5_000 * MS, restart_with_disk: false, required: Vec::new() };
+    let mut kinds_seen = std::collections::BTreeSet::new();
+    let mut distinct = std::collections::BTreeSet::new();
+    for seed in 0..200 {
+        let s = FaultSchedule::swarm(seed, topology, &options);
+        assert_eq!(s, FaultSchedule::swarm(seed, topology, &options), "seed {seed}");
+        assert!(!s.kinds.is_empty());
+        kinds_seen.extend(s.kinds.iter().copied());
+        distinct.insert(s.to_string());
+        for p in 0..topology.partitions {
+            let crashes = s
+                .faults
+                .iter()
+                .filter(|f| match f {
+                    Fault::Crash { server, .. } => server.partition == p,
+                    Fault::LeaderCrash { partition, .. } | Fault::LeaderKill { partition, .. } => *partition == p,
+                    _ => false,
+                })
+                .count();
+            assert!(crashes <= 1, "seed {seed}: crash-stop of at most 1 of 3 members of p{p}: {s}");
+        }
+        for f in &s.faults {
+            let end = match f {
+                Fault::Isolate { until_ns, .. } | Fault::Partition { until_ns, .. } | Fault::Loss { until_ns, .. } => {
+                    *until_ns
+                }
+                Fault::Crash { at_ns, restart, .. } | Fault::LeaderCrash { at_ns, restart, .. } => {
+                    assert_eq!(*restart, Restart::Never);
+                    *at_ns
+                }
+                Fault::LeaderKill { until_ns, .. } => *until_ns,
+            };
+            assert!(end <= 3_500 * MS, "seed {seed}: {f} ends by 70% of the run");
+        }
+    }
+    assert_eq!(kinds_seen.len(), FaultKind::ALL.len(), "every kind is drawn by some seed");
+    assert!(distinct.len() > 190, "seeds draw different schedules");
+    let required = SwarmOptions { required: vec![FaultKind::LeaderKill], ..options };
+    assert!((0..50).all(|seed| FaultSchedule::swarm(seed, topology, &required).kinds.contains(&FaultKind::LeaderKill)));
+}
+
+#[test]
+fn a_swarm_run_is_reproducible() {
+    let run = |seed| {
+        let mut sim = Sim::<EchoUnordered>::new(config(seed, 3, 2));
+        sim.set_trace(true);
+        let options = SwarmOptions { duration_ns: 500 * MS, restart_with_disk: false, required: Vec::new() };
+        FaultSchedule::swarm(seed, Topology::new(3, 2), &options).apply(&mut sim);
+        sim.run_until(600 * MS);
+        (sim.trace().to_vec(), sim.messages_dropped(), sim.crashes().to_vec())
+    };
+    for seed in 0..5 {
+        assert!(run(seed) == run(seed), "seed {seed}");
+    }
+}

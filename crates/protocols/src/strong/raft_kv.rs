@@ -19,7 +19,10 @@
 //! operation unanswered for [`RETRY_NS`] is sent again to the next member (the leader may have crashed).
 //! Retrying a PUT is safe: commands carry `(client, seq)` and the state machine applies each session's
 //! command at most once (Raft §8's client sessions), answering a duplicate with the original version, so a
-//! write is never applied twice however often it is retried. A session runs one operation at a time.
+//! write is never applied twice however often it is retried. A session runs one operation at a time; when the
+//! runtime gives up on one (timeout, broken connection: outcome unknown) and the application submits the
+//! same PUT again, the session retries it under its old sequence number (applied at most once) and starts
+//! with the next member of the group, since the one it talked to may be down.
 //!
 //! # Placement and faults
 //!
@@ -70,6 +73,8 @@ impl Protocol for RaftKv {
     }
 
     const REPLAYABLE: bool = false;
+
+    const TOLERATES_LOSS: bool = true;
 
     fn check_topology(_topology: &Topology) -> Result<(), String> {
         Ok(())
@@ -364,6 +369,10 @@ impl ServerNode<RaftKv> for RaftKvServer {
     fn stored_versions(&self) -> usize {
         self.state.store.len()
     }
+
+    fn leads(&self) -> Option<u64> {
+        self.group.is_leader().then(|| self.group.term())
+    }
 }
 
 /// The operation a session runs.
@@ -423,10 +432,17 @@ impl ClientNode<RaftKv> for RaftKvClient {
             cx.complete(op, Err(OpError::Rejected(reason)));
             return;
         }
-        if self.pending.is_some() {
-            cx.complete(op, Err(OpError::Rejected("this session already runs an operation".into())));
-            return;
-        }
+        // A session runs one operation at a time, so a new one means the runtime gave up on the previous one
+        // (driver contract 4: a timeout or a broken connection, outcome unknown). Forget it: its late answers
+        // no longer match. The member it went to may be down: try the next one first. A PUT already proposed
+        // may still be applied, once; the next PUT's higher sequence number keeps a late duplicate of it from
+        // being applied after it — unless the new PUT is the abandoned one again (same key and value), which
+        // keeps its sequence number, so that resubmitting it is a retry and applies it at most once.
+        let abandoned = self.pending.take().map(|p| {
+            let tried = self.leaders[usize::from(p.partition)];
+            self.leaders[usize::from(p.partition)] = self.next_member(tried);
+            p.kv
+        });
         let kv = match request {
             Request::Rot { mut keys } if keys.len() == 1 => KvOp::Get { key: keys.remove(0) },
             Request::Rot { .. } => {
@@ -435,8 +451,14 @@ impl ClientNode<RaftKv> for RaftKvClient {
                 return;
             }
             Request::Put { key, value } => {
-                self.next_seq += 1;
-                KvOp::Put { key, value, seq: self.next_seq }
+                let seq = match abandoned {
+                    Some(KvOp::Put { key: k, value: v, seq }) if k == key && v == value => seq,
+                    _ => {
+                        self.next_seq += 1;
+                        self.next_seq
+                    }
+                };
+                KvOp::Put { key, value, seq }
             }
             other => {
                 cx.complete(op, Err(RaftKv::OFFERS.refusal(RaftKv::NAME, &other)));

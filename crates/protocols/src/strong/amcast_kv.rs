@@ -1,0 +1,401 @@
+//! `amcast-kv` (`--protocol amcast-kv --replicas 3`): a key-value store in which every operation is ordered
+//! by genuine atomic multicast ([`crate::components::multicast`]) — state-machine replication partitioned
+//! the way Bezerra, Pedone and van Renesse's S-SMR (DSN 2014) partitions it. The first user of the
+//! multicast component, in both runtimes; what the multicast benchmark and checker drive.
+//!
+//! # Operations
+//!
+//! A GET, a PUT, a multi-key read-only transaction and a blind multi-key update are each one multicast
+//! message addressed to the groups (partitions) of their keys, and only to those. Every member of a
+//! destination group executes the message's part for its own keys when it delivers it: reads read the
+//! group's state at that point of the delivery order, writes apply there. The leader of each group answers
+//! the client with its part; the client completes once every destination group has answered.
+//!
+//! # Guarantees
+//!
+//! Serializability (claimed level `ser`): all groups deliver in one global order (final timestamp, then
+//! message id), and each operation reads and writes at its position in it, so the history is equivalent
+//! to running the operations one at a time in that order. Not strict: Skeen's order can place an operation
+//! before one that finished before it started when they share no group but are linked through a third
+//! (the final timestamp of a message may exceed a later one's in a group that had not applied its `Final`
+//! yet). The version of a write is its final timestamp, so each key's versions follow its group's delivery
+//! order (`orders_versions`; two writes of a key with equal timestamps are left to the checker's inference).
+//!
+//! # Faults
+//!
+//! A group keeps serving while a majority of its members is up and connected; the multicast survives the
+//! crash of any minority of each group, leader included, mid-protocol. Clients resend to the next member
+//! of a group that has not answered ([`crate::components::multicast::McastOrigin`]); the groups ignore
+//! duplicates, and each group remembers its last answer to each client (in its replicated state) to answer
+//! a retry whose first answer was lost.
+
+use crate::components::consensus::{RaftTick, RaftWire};
+use crate::components::multicast::{
+    McastEvent, McastId, McastMember, McastOrigin, McastParams, McastRetry, McastTick, McastWire,
+};
+use serde::{Deserialize, Serialize};
+use snowline_core::{
+    Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, Key, LinkAssumptions, Message, Offers, OpError, OpId,
+    OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
+    Value, Version,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub struct AmcastKv;
+
+impl Protocol for AmcastKv {
+    const NAME: &'static str = "amcast-kv";
+    type Msg = AmMsg;
+    type Timer = AmTimer;
+    type Server = AmcastKvServer;
+    type Client = AmcastKvClient;
+    const OFFERS: Offers = Offers {
+        read_only: true,
+        multi_shot_rots: false,
+        blind_writes: true,
+        write_transactions: true,
+        interactive: false,
+        stored_procedures: false,
+    };
+
+    fn links() -> LinkAssumptions {
+        // Raft and the multicast's re-sends need neither order nor delivery.
+        LinkAssumptions { fifo: false }
+    }
+
+    const REPLAYABLE: bool = false;
+    // Raft resends what a follower lacks; proposals and decisions between groups are re-sent on the
+    // origin's retry timer until every destination has answered.
+    const TOLERATES_LOSS: bool = true;
+
+    fn check_topology(_topology: &Topology) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> AmcastKvServer {
+        AmcastKvServer::new(id, topology, params(config))
+    }
+
+    fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> AmcastKvClient {
+        AmcastKvClient::new(id, dc, topology, config.clone())
+    }
+}
+
+fn params(config: &ProtocolConfig) -> McastParams {
+    McastParams { record: config.record_components, skip_final: config.multicast_skip_final, ..McastParams::default() }
+}
+
+/// One destination group's part of an operation's answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    /// The group's keys read: (key, value, version).
+    pub reads: Vec<(Key, Option<Value>, Version)>,
+    /// The message's final timestamp (the version of its writes).
+    pub ts: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AmMsg {
+    Raft(RaftWire),
+    Mcast(McastWire),
+    /// A group's leader → the client: its part of the operation `id`.
+    Done {
+        id: McastId,
+        part: Part,
+    },
+}
+
+impl Message for AmMsg {
+    fn kind(&self) -> &'static str {
+        match self {
+            AmMsg::Raft(_) => "raft",
+            AmMsg::Mcast(McastWire::Submit(_)) => "submit",
+            AmMsg::Mcast(McastWire::Proposal { .. }) => "proposal",
+            AmMsg::Mcast(McastWire::Decided { .. }) => "decided",
+            AmMsg::Done { .. } => "done",
+        }
+    }
+}
+
+impl From<RaftWire> for AmMsg {
+    fn from(w: RaftWire) -> Self {
+        AmMsg::Raft(w)
+    }
+}
+
+impl From<McastWire> for AmMsg {
+    fn from(w: McastWire) -> Self {
+        AmMsg::Mcast(w)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AmTimer {
+    Raft(RaftTick),
+    Mcast(McastTick),
+    Retry(McastRetry),
+}
+
+impl From<RaftTick> for AmTimer {
+    fn from(t: RaftTick) -> Self {
+        AmTimer::Raft(t)
+    }
+}
+
+impl From<McastTick> for AmTimer {
+    fn from(t: McastTick) -> Self {
+        AmTimer::Mcast(t)
+    }
+}
+
+impl From<McastRetry> for AmTimer {
+    fn from(t: McastRetry) -> Self {
+        AmTimer::Retry(t)
+    }
+}
+
+/// What a message carries: the operation, all its keys (each group executes its own).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Operation {
+    reads: Vec<Key>,
+    writes: Vec<(Key, Value)>,
+}
+
+/// A group's replicated state: the store and each client's last answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct KvState {
+    store: BTreeMap<Key, (Value, Version)>,
+    answers: BTreeMap<Addr, (McastId, Part)>,
+}
+
+type Cx<'a> = Ctx<'a, AmcastKv>;
+
+/// A member of a partition's replica group.
+#[derive(Serialize, Deserialize)]
+pub struct AmcastKvServer {
+    id: ServerId,
+    topology: Topology,
+    member: McastMember,
+    state: KvState,
+}
+
+impl AmcastKvServer {
+    pub fn new(id: ServerId, topology: Topology, params: McastParams) -> Self {
+        Self { id, topology, member: McastMember::new(id, topology, params), state: KvState::default() }
+    }
+
+    /// The multicast endpoint (its log, leadership, pending messages).
+    pub fn member(&self) -> &McastMember {
+        &self.member
+    }
+
+    /// The value of `key` in this member's state.
+    pub fn value(&self, key: &str) -> Option<&Value> {
+        self.state.store.get(key).map(|(v, _)| v)
+    }
+
+    fn handle(&mut self, cx: &mut Cx<'_>, events: Vec<McastEvent>) {
+        for event in events {
+            match event {
+                McastEvent::Deliver { msg, ts, .. } => {
+                    cx.charge(1);
+                    // Members only deliver what passed the multicast's checks; an undecodable payload came
+                    // from a broken client: it has no effect, and its client hears nothing.
+                    let Ok(op) = postcard::from_bytes::<Operation>(&msg.payload) else { continue };
+                    let mine = |k: &Key| self.topology.partition_of(k) == self.id.partition;
+                    let reads = op
+                        .reads
+                        .iter()
+                        .filter(|k| mine(k))
+                        .map(|k| match self.state.store.get(k) {
+                            Some((v, ver)) => (k.clone(), Some(v.clone()), *ver),
+                            None => (k.clone(), None, Version { time: 0, dc: 0 }),
+                        })
+                        .collect();
+                    let version = Version { time: ts, dc: 0 };
+                    for (k, v) in op.writes.into_iter().filter(|(k, _)| mine(k)) {
+                        self.state.store.insert(k, (v, version));
+                    }
+                    let part = Part { reads, ts };
+                    if self.member.is_leader() {
+                        cx.send(msg.id.origin, AmMsg::Done { id: msg.id, part: part.clone() });
+                    }
+                    self.state.answers.insert(msg.id.origin, (msg.id, part));
+                }
+                McastEvent::Restore { data } => {
+                    if let Ok(state) = postcard::from_bytes::<KvState>(&data) {
+                        self.state = state;
+                    }
+                }
+                McastEvent::Leader { .. } => {}
+            }
+        }
+        if self.member.wants_compaction() {
+            let state = postcard::to_stdvec(&self.state).expect("the state serializes");
+            self.member.compact(state);
+        }
+    }
+
+    fn on_submit(&mut self, cx: &mut Cx<'_>, from: Addr, wire: McastWire) {
+        if let McastWire::Submit(msg) = &wire
+            && let Some((id, part)) = self.state.answers.get(&msg.id.origin)
+            && *id == msg.id
+        {
+            // Delivered already: the answer was lost. The leader answers again.
+            if self.member.is_leader() {
+                cx.send(msg.id.origin, AmMsg::Done { id: *id, part: part.clone() });
+            }
+            return;
+        }
+        if let Ok(events) = self.member.on_wire(cx, from, wire) {
+            self.handle(cx, events);
+        }
+    }
+}
+
+impl ServerNode<AmcastKv> for AmcastKvServer {
+    fn on_start(&mut self, cx: &mut Cx<'_>) {
+        let events = self.member.start(cx);
+        self.handle(cx, events);
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: AmMsg) -> Result<(), InvalidInput> {
+        match (from, msg) {
+            (Addr::Server(from), AmMsg::Raft(wire)) => {
+                if let Ok(events) = self.member.on_raft(cx, from, wire) {
+                    self.handle(cx, events);
+                }
+            }
+            (from, AmMsg::Mcast(wire)) => self.on_submit(cx, from, wire),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: AmTimer) {
+        let events = match timer {
+            AmTimer::Raft(_) => self.member.on_raft_tick(cx),
+            AmTimer::Mcast(_) => self.member.on_tick(cx),
+            AmTimer::Retry(_) => return,
+        };
+        self.handle(cx, events);
+    }
+
+    fn leads(&self) -> Option<u64> {
+        self.member.is_leader().then(|| self.member.raft().term())
+    }
+
+    fn stored_versions(&self) -> usize {
+        self.state.store.len()
+    }
+}
+
+/// The operation a session runs.
+struct Pending {
+    op: OpId,
+    id: McastId,
+    reads: Vec<Key>,
+    is_write: bool,
+    parts: BTreeMap<PartitionId, Part>,
+}
+
+/// A client session: one operation at a time.
+pub struct AmcastKvClient {
+    dc: DcId,
+    topology: Topology,
+    config: ProtocolConfig,
+    origin: McastOrigin,
+    pending: Option<Pending>,
+}
+
+impl AmcastKvClient {
+    pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
+        let p = params(&config);
+        let origin = McastOrigin::new(Addr::Client(id), dc, topology, p.retry_ns, p.record);
+        Self { dc, topology, config, origin, pending: None }
+    }
+
+    /// The datacenter this session runs in.
+    pub fn dc(&self) -> DcId {
+        self.dc
+    }
+
+    /// The session's multicast origin (what it multicast, with [`ProtocolConfig::record_components`]).
+    pub fn origin(&self) -> &McastOrigin {
+        &self.origin
+    }
+}
+
+impl ClientNode<AmcastKv> for AmcastKvClient {
+    fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
+        if let Err(reason) = self.config.check_request(&request) {
+            cx.complete(op, Err(OpError::Rejected(reason)));
+            return;
+        }
+        if self.pending.is_some() {
+            cx.complete(op, Err(OpError::Rejected("this session already runs an operation".into())));
+            return;
+        }
+        let operation = match request {
+            Request::Rot { keys } => Operation { reads: keys, writes: Vec::new() },
+            Request::Put { key, value } => Operation { reads: Vec::new(), writes: vec![(key, value)] },
+            Request::Update { writes } => Operation { reads: Vec::new(), writes },
+            other => {
+                cx.complete(op, Err(AmcastKv::OFFERS.refusal(AmcastKv::NAME, &other)));
+                return;
+            }
+        };
+        if operation.reads.is_empty() && operation.writes.is_empty() {
+            cx.complete(op, Err(OpError::Rejected("an operation needs at least one key".into())));
+            return;
+        }
+        let dest: BTreeSet<PartitionId> = operation
+            .reads
+            .iter()
+            .chain(operation.writes.iter().map(|(k, _)| k))
+            .map(|k| self.topology.partition_of(k))
+            .collect();
+        let payload = postcard::to_stdvec(&operation).expect("an operation serializes");
+        let id = self.origin.multicast(cx, dest, payload);
+        let is_write = !operation.writes.is_empty();
+        self.pending = Some(Pending { op, id, reads: operation.reads, is_write, parts: BTreeMap::new() });
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: AmMsg) {
+        let (AmMsg::Done { id, part }, Addr::Server(server)) = (msg, from) else { return };
+        let Some(p) = self.pending.as_mut().filter(|p| p.id == id) else { return };
+        p.parts.entry(server.partition).or_insert(part);
+        if !self.origin.answered(id, server) {
+            return;
+        }
+        let p = self.pending.take().expect("pending");
+        let ts = p.parts.values().map(|part| part.ts).max().unwrap_or(0);
+        let mut found: BTreeMap<&Key, (Option<Value>, Version)> = BTreeMap::new();
+        for part in p.parts.values() {
+            for (k, v, ver) in &part.reads {
+                found.insert(k, (v.clone(), *ver));
+            }
+        }
+        let reads = p
+            .reads
+            .iter()
+            .map(|k| {
+                let (value, version) = found.get(k).cloned().unwrap_or((None, Version { time: 0, dc: 0 }));
+                ReadResult { key: k.clone(), value, version, versions_skipped: 0 }
+            })
+            .collect::<Vec<_>>();
+        let metrics = OpMetrics {
+            rounds: 1,
+            versions_returned: u32::try_from(reads.len()).unwrap_or(u32::MAX),
+            ..OpMetrics::default()
+        };
+        let commit = p.is_write.then_some(Version { time: ts, dc: 0 });
+        cx.complete(p.op, Ok(Reply { reads, commit, metrics, ..Reply::default() }));
+    }
+
+    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: AmTimer) {
+        if let AmTimer::Retry(t) = timer {
+            self.origin.on_retry(cx, t);
+        }
+    }
+}
