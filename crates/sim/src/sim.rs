@@ -4,9 +4,8 @@ use crate::model::{CLOCK_BASE_NS, ClockModel, NetworkModel, SimConfig};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Effects, InvalidInput, Message, OpError, OpId, PartitionId, Protocol,
-    Reply, Request,
-    ServerId, ServerNode, Topology,
+    Addr, ClientId, ClientNode, Ctx, DcId, Effects, InvalidInput, Message, OpError, OpId, PartitionId, Protocol, Reply,
+    Request, ServerId, ServerNode, Topology,
 };
 use snowline_storage::{DurableHost, MemLog, Output, Recovered};
 use std::cmp::Ordering;

@@ -245,6 +245,11 @@ pub struct McastMember {
 /// Bound on proposals held for messages this group has not started: a peer cannot grow it without limit.
 const MAX_EARLY_PROPOSALS: usize = 100_000;
 
+/// The largest timestamp a proposal or a decision may carry. A group's clock counts the messages it started
+/// (and follows the final timestamps it applied), so real timestamps stay far below this; a larger one is
+/// forged, and would overflow the clock.
+pub const MAX_TIMESTAMP: u64 = u64::MAX / 2;
+
 impl McastMember {
     pub fn new(me: ServerId, topology: Topology, params: McastParams) -> Self {
         Self {
@@ -362,6 +367,9 @@ impl McastMember {
                 if group == self.me.partition {
                     return Err(format!("{sender} proposed a timestamp for {}'s own group", self.me));
                 }
+                if ts > MAX_TIMESTAMP {
+                    return Err(format!("{sender} proposed {id} at {ts}, beyond any group's clock"));
+                }
                 self.record(McastRecord::Step { id });
                 let decided = match self.state.undelivered.get(&id) {
                     Some(u) if u.is_final => Some(u.ts),
@@ -389,12 +397,15 @@ impl McastMember {
                 let Addr::Server(sender) = from else {
                     return Err(format!("a decision for {id} from {from}, not a server"));
                 };
+                if sender.partition == self.me.partition || self.topology.member_index(sender).is_none() {
+                    return Err(format!("{sender} sent a decision for {id}, not from another group"));
+                }
+                if ts > MAX_TIMESTAMP {
+                    return Err(format!("{sender} decided {id} at {ts}, beyond any group's clock"));
+                }
                 self.record(McastRecord::Step { id });
                 let Some(u) = self.state.undelivered.get(&id).filter(|u| !u.is_final) else { return Ok(Vec::new()) };
-                if sender.partition == self.me.partition
-                    || !u.msg.dest.contains(&sender.partition)
-                    || self.topology.member_index(sender).is_none()
-                {
+                if !u.msg.dest.contains(&sender.partition) {
                     return Err(format!("{sender} sent a decision for {id}, not addressed to its group"));
                 }
                 if ts < u.ts {
@@ -567,7 +578,8 @@ impl McastMember {
                 if self.state.is_delivered(&id) || self.state.undelivered.contains_key(&id) {
                     return;
                 }
-                self.state.clock += 1;
+                // Saturating: timestamps from other groups are bounded by MAX_TIMESTAMP, far from the end.
+                self.state.clock = self.state.clock.saturating_add(1);
                 let ts = self.state.clock;
                 let is_final = msg.dest.len() == 1 || self.params.skip_final;
                 if !is_final && self.is_leader() {

@@ -28,15 +28,23 @@
 //! of a group that has not answered ([`crate::components::multicast::McastOrigin`]); the groups ignore
 //! duplicates, and each group remembers its last answer to each client (in its replicated state) to answer
 //! a retry whose first answer was lost.
+//!
+//! # Invalid input
+//!
+//! A server refuses ([`snowline_core::InvalidInput`]) before anything changes: Raft messages from anyone
+//! but its group's members, a `Submit` from a client in another origin's name or from a server that is not
+//! a member of its group forwarding it, one whose operation does not decode or whose keys are not exactly on
+//! its destination groups, proposals and decisions from anyone but a member of another group (or with a
+//! timestamp beyond [`crate::components::multicast::MAX_TIMESTAMP`]), and answers, which only clients get.
 
 use crate::components::consensus::{RaftTick, RaftWire};
 use crate::components::multicast::{
-    McastEvent, McastId, McastMember, McastOrigin, McastParams, McastRetry, McastTick, McastWire,
+    McastEvent, McastId, McastMember, McastMsg, McastOrigin, McastParams, McastRetry, McastTick, McastWire,
 };
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, Key, LinkAssumptions, Message, Offers, OpError, OpId,
-    OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
+    Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions, Message, Offers, OpError,
+    OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
     Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -154,11 +162,12 @@ impl From<McastRetry> for AmTimer {
     }
 }
 
-/// What a message carries: the operation, all its keys (each group executes its own).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Operation {
-    reads: Vec<Key>,
-    writes: Vec<(Key, Value)>,
+/// What a multicast message carries (its payload, postcard-encoded): the operation, all its keys (each
+/// group executes its own). Its destination groups are exactly the groups of its keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    pub reads: Vec<Key>,
+    pub writes: Vec<(Key, Value)>,
 }
 
 /// A group's replicated state: the store and each client's last answer.
@@ -199,8 +208,8 @@ impl AmcastKvServer {
             match event {
                 McastEvent::Deliver { msg, ts, .. } => {
                     cx.charge(1);
-                    // Members only deliver what passed the multicast's checks; an undecodable payload came
-                    // from a broken client: it has no effect, and its client hears nothing.
+                    // Members only deliver what passed `check_submit` (a decodable operation on exactly its
+                    // destination groups); anything else has no effect, and its client hears nothing.
                     let Ok(op) = postcard::from_bytes::<Operation>(&msg.payload) else { continue };
                     let mine = |k: &Key| self.topology.partition_of(k) == self.id.partition;
                     let reads = op
@@ -236,20 +245,46 @@ impl AmcastKvServer {
         }
     }
 
-    fn on_submit(&mut self, cx: &mut Cx<'_>, from: Addr, wire: McastWire) {
-        if let McastWire::Submit(msg) = &wire
-            && let Some((id, part)) = self.state.answers.get(&msg.id.origin)
+    /// A `Submit` comes from its origin (a client multicasting its own message) or from a member of this
+    /// group forwarding it to its leader, and carries an operation whose keys are exactly on its destination
+    /// groups. (The multicast component then checks the destination set itself.)
+    fn check_submit(&self, from: Addr, msg: &McastMsg) -> Result<(), (InvalidKind, String)> {
+        match from {
+            Addr::Client(_) if msg.id.origin != from => {
+                return Err((InvalidKind::Sender, format!("a client submits only its own messages, not {}", msg.id)));
+            }
+            Addr::Client(_) => {}
+            Addr::Server(s) => {
+                if !self.topology.contains(s) || s.partition != self.id.partition || s == self.id {
+                    let why = format!("{s} is not another member of {}'s group (only those forward a submit)", self.id);
+                    return Err((InvalidKind::Sender, why));
+                }
+            }
+        }
+        let op = postcard::from_bytes::<Operation>(&msg.payload)
+            .map_err(|e| (InvalidKind::Malformed, format!("{}: undecodable operation: {e}", msg.id)))?;
+        let groups: BTreeSet<PartitionId> =
+            op.reads.iter().chain(op.writes.iter().map(|(k, _)| k)).map(|k| self.topology.partition_of(k)).collect();
+        if groups.is_empty() || !groups.iter().eq(msg.dest.iter()) {
+            let why = format!("{} is addressed to groups {:?}, its keys are on {groups:?}", msg.id, msg.dest);
+            return Err((InvalidKind::Malformed, why));
+        }
+        Ok(())
+    }
+
+    fn on_submit(&mut self, cx: &mut Cx<'_>, from: Addr, msg: McastMsg) -> Result<(), String> {
+        if let Some((id, part)) = self.state.answers.get(&msg.id.origin)
             && *id == msg.id
         {
             // Delivered already: the answer was lost. The leader answers again.
             if self.member.is_leader() {
                 cx.send(msg.id.origin, AmMsg::Done { id: *id, part: part.clone() });
             }
-            return;
+            return Ok(());
         }
-        if let Ok(events) = self.member.on_wire(cx, from, wire) {
-            self.handle(cx, events);
-        }
+        let events = self.member.on_wire(cx, from, McastWire::Submit(msg))?;
+        self.handle(cx, events);
+        Ok(())
     }
 }
 
@@ -260,14 +295,35 @@ impl ServerNode<AmcastKv> for AmcastKvServer {
     }
 
     fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: AmMsg) -> Result<(), InvalidInput> {
+        let kind = msg.kind();
+        let refuse = |k: InvalidKind, why: String| InvalidInput::new(k, kind, from, why);
+        // The components check what they were sent (the group's membership, destination sets, timestamps)
+        // and change nothing when they refuse it.
+        let malformed = |why: String| refuse(InvalidKind::Malformed, why);
         match (from, msg) {
-            (Addr::Server(from), AmMsg::Raft(wire)) => {
-                if let Ok(events) = self.member.on_raft(cx, from, wire) {
-                    self.handle(cx, events);
-                }
+            (Addr::Server(server), AmMsg::Raft(wire)) => {
+                let events = self.member.on_raft(cx, server, wire).map_err(malformed)?;
+                self.handle(cx, events);
             }
-            (from, AmMsg::Mcast(wire)) => self.on_submit(cx, from, wire),
-            _ => {}
+            (Addr::Client(_), AmMsg::Raft(_)) => {
+                return Err(refuse(InvalidKind::Sender, "only the members of a group exchange raft messages".into()));
+            }
+            (_, AmMsg::Mcast(McastWire::Submit(msg))) => {
+                self.check_submit(from, &msg).map_err(|(k, why)| refuse(k, why))?;
+                self.on_submit(cx, from, msg).map_err(malformed)?;
+            }
+            (_, AmMsg::Mcast(wire)) => {
+                // Proposals and decisions travel between the destination groups of a message.
+                if !matches!(from, Addr::Server(s) if self.topology.contains(s) && s.partition != self.id.partition) {
+                    let why = format!("{from} is not a member of another group");
+                    return Err(refuse(InvalidKind::Sender, why));
+                }
+                let events = self.member.on_wire(cx, from, wire).map_err(malformed)?;
+                self.handle(cx, events);
+            }
+            (_, AmMsg::Done { .. }) => {
+                return Err(refuse(InvalidKind::Sender, "only clients are sent answers".into()));
+            }
         }
         Ok(())
     }
