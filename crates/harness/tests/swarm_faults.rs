@@ -103,6 +103,8 @@ fn raft_seed(seed: u64) -> RaftRun {
         let read = attempt(&mut sim, snowline_core::Request::Rot { keys: vec![key] });
         assert_eq!(read.reads[0].value.as_deref(), Some("healed"), "{replay}");
     }
+    // Validation at the sans-IO boundary refuses nothing a correct peer sends, whatever the faults drop.
+    assert_eq!(sim.invalid_inputs(), 0, "{replay}: messages refused: {:?}", sim.invalid_examples());
     let history = report.history.expect("recorded");
     RaftRun { history, replay, crashes: sim.crashes().len(), dropped: sim.messages_dropped() }
 }
@@ -169,6 +171,7 @@ fn causal_seed<P: Protocol>(seed: u64) -> Vec<HistoryEvent> {
     let history = report.history.expect("recorded");
     check(P::NAME, &history, &replay);
     assert_eq!(report.converged, Some(true), "{replay}: datacenters diverge on {:?}", report.divergent);
+    assert_eq!(sim.invalid_inputs(), 0, "{replay}: messages refused: {:?}", sim.invalid_examples());
     history
 }
 

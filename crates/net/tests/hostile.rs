@@ -16,9 +16,10 @@ use snowline_net::{ClientRuntime, ClusterConfig, free_base_port, run_server};
 use snowline_protocols::causal::contrarian::ContrarianMsg;
 use snowline_protocols::causal::cops::{CopsMsg, Dep};
 use snowline_protocols::causal::tomsic::{Replicated, Session, TomsicMsg};
+use snowline_protocols::strong::amcast_kv::{AmMsg, Operation, Part};
 use snowline_protocols::strong::raft_kv::{KvMsg, KvOp};
 use snowline_protocols::strong::twopl::TwoPlMsg;
-use snowline_protocols::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TwoPl};
+use snowline_protocols::{AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TwoPl};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -330,6 +331,41 @@ fn raft_forgeries(key: &Key) -> Forgeries<KvMsg> {
     ]
 }
 
+fn amcast_forgeries(key: &Key, victim: &Key) -> Forgeries<AmMsg> {
+    use snowline_protocols::components::consensus::RaftWire;
+    use snowline_protocols::components::{McastId, McastMsg, McastWire};
+    // Partition 0's group is dc0/p0 (the target) and dc1/p0; partition 1's is dc1/p1 and dc0/p1.
+    let me = ServerId::new(0, 0);
+    let client = Addr::Client(ClientId(3));
+    let other_group = Addr::Server(ServerId::new(0, 1));
+    let id = |origin| McastId { origin, seq: 1 };
+    let write = |k: &Key| {
+        postcard::to_stdvec(&Operation { reads: vec![], writes: forged_values(k) }).expect("an operation encodes")
+    };
+    let submit = |origin, dest: &[u16], payload| {
+        AmMsg::Mcast(McastWire::Submit(McastMsg::new(id(origin), dest.iter().copied(), payload)))
+    };
+    vec![
+        (Addr::Server(ServerId::new(7, 0)), me, AmMsg::Raft(RaftWire { partition: 0, bytes: vec![8, 3, 16, 1] })),
+        (Addr::Server(ServerId::new(1, 1)), me, AmMsg::Raft(RaftWire { partition: 1, bytes: vec![1, 2, 3] })),
+        (client, me, AmMsg::Raft(RaftWire { partition: 0, bytes: vec![] })),
+        // A write of the victim key: submitted by a member of another group, in another client's name, to
+        // groups its keys are not on, or not decodable.
+        (other_group, me, submit(client, &[0], write(victim))),
+        (client, me, submit(Addr::Client(ClientId(4)), &[0], write(victim))),
+        (client, me, submit(client, &[0, 1], write(victim))),
+        (client, me, submit(client, &[0], vec![0xff; 4])),
+        (client, me, submit(client, &[1], write(key))),
+        // Proposals and decisions: a timestamp at the end of time, from this group, from nowhere, from a client.
+        (other_group, me, AmMsg::Mcast(McastWire::Proposal { id: id(client), group: 1, ts: u64::MAX })),
+        (Addr::Server(ServerId::new(1, 0)), me, AmMsg::Mcast(McastWire::Proposal { id: id(client), group: 0, ts: 5 })),
+        (Addr::Server(ServerId::new(9, 1)), me, AmMsg::Mcast(McastWire::Decided { id: id(client), ts: 5 })),
+        (client, me, AmMsg::Mcast(McastWire::Decided { id: id(client), ts: 5 })),
+        // Only clients get answers.
+        (other_group, me, AmMsg::Done { id: id(client), part: Part::default() }),
+    ]
+}
+
 /// The whole suite for one protocol on a 2-datacenter, 2-partition cluster.
 async fn survives_forgeries<P: Protocol>(forge: impl FnOnce(Topology, &Key, &Key) -> Forgeries<P::Msg>) {
     let cluster = start::<P>(2, 2).await;
@@ -417,6 +453,7 @@ async fn forged_peer_messages_are_refused_by_every_protocol() {
     survives_forgeries::<Contrarian>(contrarian_forgeries).await;
     survives_forgeries::<TwoPl>(|_, _, _| twopl_forgeries()).await;
     survives_forgeries::<RaftKv>(|_, k, _| raft_forgeries(k)).await;
+    survives_forgeries::<AmcastKv>(|_, k, v| amcast_forgeries(k, v)).await;
 }
 
 fn cv_get(op: u64, key: &str) -> Frame<TomsicMsg> {
@@ -506,6 +543,7 @@ fn frame_decoder_corpus_runs_clean() {
             fuzz_decode_stream::<ContrarianMsg>(&data, max);
             fuzz_decode_stream::<TwoPlMsg>(&data, max);
             fuzz_decode_stream::<KvMsg>(&data, max);
+            fuzz_decode_stream::<AmMsg>(&data, max);
         }
     }
     let issue = std::fs::read(dir.join("issue16")).unwrap();

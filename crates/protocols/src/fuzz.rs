@@ -27,7 +27,8 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
 /// The names [`server_inputs`] accepts: every protocol of the registry.
-pub const PROTOCOLS: &[&str] = &["cops", "cops-snow", "contrarian", "cure", "av", "op", "cv", "2pl", "raft-kv"];
+pub const PROTOCOLS: &[&str] =
+    &["cops", "cops-snow", "contrarian", "cure", "av", "op", "cv", "2pl", "raft-kv", "amcast-kv"];
 
 /// What a script did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,6 +56,7 @@ pub fn server_inputs(protocol: &str, data: &[u8]) -> Outcome {
         "cv" => run::<crate::Cv>(data),
         "2pl" => run::<crate::TwoPl>(data),
         "raft-kv" => run::<crate::RaftKv>(data),
+        "amcast-kv" => run::<crate::AmcastKv>(data),
         other => panic!("no protocol {other:?}; fuzzable: {PROTOCOLS:?}"),
     }
 }

@@ -77,7 +77,7 @@ mod in_the_simulator {
 
     use proptest::prelude::*;
     use snowline_core::{Addr, ClientId, Message, OpId, Protocol, ProtocolConfig, Request, ServerId, Topology};
-    use snowline_protocols::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TwoPl};
+    use snowline_protocols::{AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TwoPl};
     use snowline_sim::{Sim, SimConfig};
 
     /// Runs 24 operations from two clients with `forgeries` injected among them; returns (completed,
@@ -133,6 +133,48 @@ mod in_the_simulator {
         }
     }
 
+    /// Faults and forgeries together: what an isolation drops is lost, not refused; messages forged during
+    /// the isolation (one in the name of a server outside the topology) still reach their target and are
+    /// refused; a forged message to a crashed server is lost like any input. The group serves after the heal.
+    #[test]
+    fn faults_drop_without_refusing_and_forgeries_are_refused_through_them() {
+        use snowline_protocols::amcast_kv::{AmMsg, Part};
+        use snowline_protocols::components::consensus::RaftWire;
+        use snowline_protocols::components::{McastId, McastWire};
+        const SECOND: u64 = 1_000_000_000;
+        let topology = Topology::replicated(3, 1, 3);
+        let mut sim = Sim::<AmcastKv>::new(SimConfig::new(5, topology, ProtocolConfig::default()));
+        let c = sim.add_client(0);
+        sim.advance(2 * SECOND);
+        let leader = sim.leader_of(0).expect("a leader");
+        let now = sim.now_ns();
+        sim.isolate(leader, now, now + 3 * SECOND);
+        sim.submit(c, OpId(1), Request::Put { key: "k".into(), value: "v".into() });
+        sim.advance(SECOND);
+        assert!(sim.messages_dropped() > 0, "the isolation drops messages");
+        assert_eq!(sim.invalid_inputs(), 0, "dropped is not refused: {:?}", sim.invalid_examples());
+
+        let id = McastId { origin: Addr::Client(ClientId(77)), seq: 1 };
+        let nowhere = Addr::Server(ServerId::new(9, 0));
+        sim.inject(nowhere, leader, AmMsg::Raft(RaftWire { partition: 0, bytes: vec![8, 3] }));
+        sim.inject(nowhere, leader, AmMsg::Mcast(McastWire::Decided { id, ts: 3 }));
+        sim.inject(Addr::Client(ClientId(77)), leader, AmMsg::Done { id, part: Part::default() });
+        sim.advance(SECOND / 10);
+        assert_eq!(sim.invalid_inputs(), 3, "{:?}", sim.invalid_examples());
+
+        let follower = topology.group(0).find(|s| *s != leader).expect("a follower");
+        sim.crash(follower);
+        let dropped = sim.messages_dropped();
+        sim.inject(nowhere, follower, AmMsg::Mcast(McastWire::Decided { id, ts: 3 }));
+        sim.advance(SECOND / 10);
+        assert_eq!(sim.invalid_inputs(), 3, "a crashed server refuses nothing: {:?}", sim.invalid_examples());
+        assert!(sim.messages_dropped() > dropped, "the forged message to a crashed server is lost");
+
+        let completed = sim.advance(20 * SECOND);
+        assert!(completed.iter().any(|d| d.client == c && d.op == OpId(1) && d.result.is_ok()), "{completed:?}");
+        assert_eq!(sim.invalid_inputs(), 3, "{:?}", sim.invalid_examples());
+    }
+
     #[test]
     fn well_behaved_runs_refuse_nothing() {
         check::<Cops>(1, &[]);
@@ -144,6 +186,7 @@ mod in_the_simulator {
         check::<Cv>(1, &[]);
         check::<TwoPl>(1, &[]);
         check::<RaftKv>(1, &[]);
+        check::<AmcastKv>(1, &[]);
     }
 
     proptest! {
@@ -164,6 +207,7 @@ mod in_the_simulator {
             check::<Cv>(seed, &forgeries);
             check::<TwoPl>(seed, &forgeries);
             check::<RaftKv>(seed, &forgeries);
+            check::<AmcastKv>(seed, &forgeries);
         }
     }
 }

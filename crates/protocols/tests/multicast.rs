@@ -203,6 +203,8 @@ fn check_seeds(shape: Shape) {
     for seed in 1..=seeds() {
         let r = run(seed, shape, true, false);
         assert!(r.completed > 0, "seed {seed}: nothing completed ({:?}; {:?})", r.drawn, check(&r.history));
+        // Crashes, cuts and loss drop messages; validation refuses none of what correct members send.
+        assert_eq!(r.sim.invalid_inputs(), 0, "seed {seed} {:?}: refused {:?}", r.drawn, r.sim.invalid_examples());
         if r.drawn.leader_crash.is_some() {
             crashed_leaders += 1;
         }
@@ -248,6 +250,7 @@ fn a_multicast_to_one_group_takes_one_consensus_round_and_several_groups_two() {
     assert_eq!(latency(&mut sim, 1, vec![key(1)]), 4 * 20 * MS);
     // Groups 1 and 2: submit, Start (2δ), proposals, Final (2δ), answer.
     assert_eq!(latency(&mut sim, 2, vec![key(1), key(2)]), 7 * 20 * MS);
+    assert_eq!(sim.invalid_inputs(), 0, "refused: {:?}", sim.invalid_examples());
 }
 
 #[test]

@@ -38,9 +38,15 @@ fn appends_a_put(e: &Envelope<KvMsg>) -> bool {
         && m.get_entries().iter().any(|en| en.get_entry_type() == EntryType::EntryNormal && !en.get_data().is_empty())
 }
 
-/// The value every member that is up has applied for `key`, once they agree.
+/// Faults drop messages; validation refuses none of what the correct members and clients send.
+fn nothing_refused(sim: &Sim<RaftKv>) {
+    assert_eq!(sim.invalid_inputs(), 0, "refused: {:?}", sim.invalid_examples());
+}
+
+/// The value every member that is up has applied for `key`, once they agree (and nothing was refused).
 fn applied_everywhere(sim: &mut Sim<RaftKv>, partition: u16, key: &Key) -> Vec<Option<String>> {
     sim.advance(3 * SECOND);
+    nothing_refused(sim);
     let members: Vec<ServerId> = sim.topology().group(partition).filter(|s| !sim.is_down(*s)).collect();
     members.iter().map(|s| sim.server(*s).value(key).map(|v| v.to_string())).collect()
 }
@@ -108,6 +114,7 @@ fn a_follower_killed_as_it_receives_a_put_does_not_stop_the_group() {
     assert!(sim.is_down(victim));
     assert_eq!(sim.leader_of(1), Some(leader), "losing a follower costs no election");
     assert_eq!(get(&mut sim, c, &mut op, &k).as_deref(), Some("b"));
+    nothing_refused(&sim);
 }
 
 #[test]
@@ -144,4 +151,5 @@ fn crash_stop_of_a_minority_of_every_group_keeps_every_group_serving() {
         put(&mut sim, c, &mut op, &k, "v");
         assert_eq!(get(&mut sim, c, &mut op, &k).as_deref(), Some("v"));
     }
+    nothing_refused(&sim);
 }
