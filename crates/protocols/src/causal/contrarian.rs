@@ -644,10 +644,12 @@ impl ClientNode<Contrarian> for ContrarianClient {
                 if rot.attempt != attempt {
                     return;
                 }
-                let Some(positions) = rot.slots.remove(&server.partition) else { return };
-                if positions.len() != results.len() {
+                // A reply that does not answer every position asked of its partition is ignored, and the
+                // partition is still waited for.
+                if rot.slots.get(&server.partition).is_none_or(|positions| positions.len() != results.len()) {
                     return;
                 }
+                let positions = rot.slots.remove(&server.partition).expect("checked above");
                 for (pos, r) in positions.into_iter().zip(results) {
                     rot.results[pos] = Some(r);
                 }

@@ -1038,10 +1038,12 @@ impl CopsClient {
                 if round != *current {
                     return;
                 }
-                let Some(positions) = slots.remove(&server.partition) else { return };
-                if positions.len() != got.len() {
+                // A reply that does not answer every position asked of its partition is ignored, and the
+                // partition is still waited for (a round is done only with every position answered).
+                if slots.get(&server.partition).is_none_or(|positions| positions.len() != got.len()) {
                     return;
                 }
+                let positions = slots.remove(&server.partition).expect("checked above");
                 *returned += got.len() as u32;
                 for (pos, item) in positions.into_iter().zip(got) {
                     items[pos] = Some(item);
