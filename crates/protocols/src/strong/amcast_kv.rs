@@ -330,9 +330,11 @@ impl ClientNode<AmcastKv> for AmcastKvClient {
             cx.complete(op, Err(OpError::Rejected(reason)));
             return;
         }
-        if self.pending.is_some() {
-            cx.complete(op, Err(OpError::Rejected("this session already runs an operation".into())));
-            return;
+        // A session runs one operation at a time, so a new one means the runtime gave up on the previous
+        // one (driver contract 4: a timeout or a broken connection, outcome unknown). Stop waiting for it;
+        // the groups still finish it, at most once.
+        if let Some(p) = self.pending.take() {
+            self.origin.forget(p.id);
         }
         let operation = match request {
             Request::Rot { keys } => Operation { reads: keys, writes: Vec::new() },
