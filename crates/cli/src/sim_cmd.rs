@@ -19,7 +19,7 @@ pub struct WorkloadArgs {
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), spread over the datacenters (docs/ARCHITECTURE.md,
-    /// placement). Default: one per datacenter, which every protocol but raft-kv requires.
+    /// placement). Default: one per datacenter, which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
     /// Closed-loop clients per datacenter; a comma-separated list (10,50,100) sweeps them, one run each.
