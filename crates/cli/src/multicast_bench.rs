@@ -48,6 +48,11 @@ pub struct MulticastBenchArgs {
     duration: Duration,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// sim (the simulator, exact delays, message counts) or real (a local cluster of server processes per
+    /// row, TCP, the WAN delay emulated by the runtime; read-only transactions over `dest` groups, one
+    /// multicast or one 2PC transaction each).
+    #[arg(long, default_value = "sim")]
+    runtime: String,
 }
 
 struct Profile {
@@ -130,6 +135,82 @@ fn run<P: Protocol>(
     }
 }
 
+/// One row of the real runtime: a local cluster, one client for the latency, then `--clients` for the
+/// throughput; read-only transactions over `k` groups (the contrarian pattern, no writes, uniform keys).
+fn run_real(args: &MulticastBenchArgs, p: &Profile, kind: &str, k: u16) -> Result<(f64, f64, f64)> {
+    let topology = Topology::replicated(p.dcs, args.groups, args.replicas);
+    let name = if kind == "mcast" { "amcast-kv" } else { "tpc-kv" };
+    let latency_ms = if p.dcs > 1 { p.inter_ns as f64 / 1e6 } else { 0.0 };
+    let spec = |clients: usize| snowline_harness::RunSpec {
+        clients_per_dc: clients,
+        client_dcs: Some(1),
+        duration_ns: args.duration.as_nanos() as u64 + WARMUP_NS,
+        warmup_ns: WARMUP_NS,
+        cooldown_ns: 0,
+        workload: snowline_harness::MixedWorkload {
+            write_ratio: 0.0,
+            partitions_per_rot: usize::from(k),
+            zipf: 0.0,
+            ..snowline_harness::MixedWorkload::contrarian()
+        },
+        record_history: false,
+        seed: args.seed,
+        final_reads_after_ns: None,
+        retry: Default::default(),
+    };
+    let run = |clients: usize| -> Result<snowline_harness::RunReport> {
+        let spec = spec(clients);
+        let (report, _cpu) = crate::client_cmd::with_local_cluster(name, topology, latency_ms, None, None, |config| {
+            snowline_protocols::with_protocol!(name, P => crate::sim_cmd::bench_on::<P>(config, &spec))
+                .map_err(anyhow::Error::from)?
+        })?;
+        Ok(report)
+    };
+    // A read of one group is reported as a GET.
+    let kind = if k == 1 { "get" } else { "rot" };
+    let rot = |r: &snowline_harness::RunReport| r.summary.per_kind.iter().find(|s| s.kind == kind).cloned();
+    let one = run(1)?;
+    let many = run(usize::from(args.clients))?;
+    let p50_ms = rot(&one).map_or(0.0, |s| s.p50_us / 1e3);
+    let (ok, aborts) = rot(&many).map_or((0.0, 0.0), |s| (s.ops_per_s, s.fail as f64 / many.summary.seconds));
+    Ok((p50_ms, ok, aborts))
+}
+
+fn real_table(args: &MulticastBenchArgs, profiles: &[Profile]) -> Result<()> {
+    println!(
+        "multicast (amcast-kv) and 2PC (tpc-kv) on local clusters of server processes (TCP; the WAN delay \
+         emulated by the runtime, none added within a datacenter): {} groups x {} replicas, read-only \
+         transactions over `dest` groups",
+        args.groups, args.replicas
+    );
+    println!("analysis as in the simulator: 4δ for one group, 7δ for more (δ the emulated WAN delay; lan: loopback);");
+    println!(
+        "  a hop between two processes of one datacenter costs no δ: a leader in the client's datacenter saves some"
+    );
+    println!(
+        "{:<5} {:<6} {:>5} {:>9} {:>12} {:>12} {:>12} {:>9}",
+        "net", "kind", "dest", "δ ms", "p50 ms", "p50 in δ", "ops/s", "aborts/s"
+    );
+    for p in profiles {
+        for kind in ["mcast", "2pc"] {
+            for k in 1..=args.max_dest {
+                let (p50_ms, ops, aborts) = run_real(args, p, kind, k)?;
+                let delta_ms = if p.dcs > 1 { p.inter_ns as f64 / 1e6 } else { f64::NAN };
+                let (delta, in_delta) = if delta_ms.is_nan() {
+                    ("-".to_string(), "-".to_string())
+                } else {
+                    (format!("{delta_ms:.2}"), format!("{:.2}", p50_ms / delta_ms))
+                };
+                println!(
+                    "{:<5} {:<6} {:>5} {:>9} {:>12.2} {:>12} {:>12.0} {:>9.0}",
+                    p.name, kind, k, delta, p50_ms, in_delta, ops, aborts
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run_bench(args: MulticastBenchArgs) -> Result<()> {
     if args.groups == 0 || args.replicas == 0 || args.max_dest == 0 || args.clients == 0 {
         bail!("--groups, --replicas, --max-dest and --clients must be at least 1");
@@ -144,6 +225,11 @@ pub fn run_bench(args: MulticastBenchArgs) -> Result<()> {
             "wan" => Profile { name: "wan", dcs: 3, intra_ns: args.lan_us * 1_000, inter_ns: args.wan_ms * 1_000_000 },
             other => bail!("unknown latency profile {other:?}: use lan or wan"),
         });
+    }
+    match args.runtime.as_str() {
+        "sim" => {}
+        "real" => return real_table(&args, &profiles),
+        other => bail!("unknown runtime {other:?}: use sim or real"),
     }
     println!(
         "genuine atomic multicast (Skeen over Raft groups, amcast-kv) and two-phase commit over the same groups \

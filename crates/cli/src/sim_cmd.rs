@@ -550,7 +550,7 @@ fn write_sweep(args: &WorkloadArgs, records: &[RunRecord]) -> Result<()> {
     Ok(())
 }
 
-fn bench_on<P: Protocol>(config: &snowline_net::ClusterConfig, spec: &RunSpec) -> Result<RunReport> {
+pub(crate) fn bench_on<P: Protocol>(config: &snowline_net::ClusterConfig, spec: &RunSpec) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(snowline_harness::net_run::run_net::<P>(config, spec))
 }
