@@ -133,7 +133,7 @@ pub struct ClusterUpArgs {
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), spread over the datacenters. Default: one per datacenter,
-    /// which every protocol but raft-kv requires.
+    /// which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
     /// Where to write cluster.toml, pids and logs (default: a new temporary directory).

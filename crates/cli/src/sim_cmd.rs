@@ -19,7 +19,7 @@ pub struct WorkloadArgs {
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), spread over the datacenters (docs/ARCHITECTURE.md,
-    /// placement). Default: one per datacenter, which every protocol but raft-kv requires.
+    /// placement). Default: one per datacenter, which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
     /// Closed-loop clients per datacenter; a comma-separated list (10,50,100) sweeps them, one run each.
@@ -550,7 +550,7 @@ fn write_sweep(args: &WorkloadArgs, records: &[RunRecord]) -> Result<()> {
     Ok(())
 }
 
-fn bench_on<P: Protocol>(config: &snowline_net::ClusterConfig, spec: &RunSpec) -> Result<RunReport> {
+pub(crate) fn bench_on<P: Protocol>(config: &snowline_net::ClusterConfig, spec: &RunSpec) -> Result<RunReport> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(snowline_harness::net_run::run_net::<P>(config, spec))
 }

@@ -47,7 +47,8 @@ struct RaftRun {
     dropped: u64,
 }
 
-fn raft_seed(seed: u64) -> RaftRun {
+/// A seed of a protocol whose partitions are replica groups (raft-kv, amcast-kv, tpc-kv).
+fn group_seed<P: Protocol>(seed: u64) -> RaftRun {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5a4f);
     let (dcs, partitions, replicas) = [(3, 2, 3), (1, 2, 3), (3, 1, 5), (2, 2, 3)][rng.random_range(0..4)];
     let topology = Topology::replicated(dcs, partitions, replicas);
@@ -62,8 +63,8 @@ fn raft_seed(seed: u64) -> RaftRun {
     ];
     let options = SwarmOptions { duration_ns, restart_with_disk: false, required };
     let schedule = FaultSchedule::swarm(seed, topology, &options);
-    let replay = format!("seed {seed}: {topology:?}, faults {schedule}");
-    let mut sim: Sim<snowline_protocols::RaftKv> = Sim::new(config);
+    let replay = format!("{} seed {seed}: {topology:?}, faults {schedule}", P::NAME);
+    let mut sim: Sim<P> = Sim::new(config);
     schedule.apply(&mut sim);
     let spec = RunSpec {
         clients_per_dc: 6 / usize::from(dcs),
@@ -71,7 +72,12 @@ fn raft_seed(seed: u64) -> RaftRun {
         duration_ns,
         warmup_ns: 0,
         cooldown_ns: 0,
-        workload: MixedWorkload { keys: 10, ..MixedWorkload::kv() },
+        // raft-kv serves single-key operations; the others multi-key ROTs and updates across groups too.
+        workload: if P::OFFERS.read_only {
+            MixedWorkload { keys: 10, ..Default::default() }
+        } else {
+            MixedWorkload { keys: 10, ..MixedWorkload::kv() }
+        },
         record_history: true,
         seed,
         final_reads_after_ns: None,
@@ -86,12 +92,12 @@ fn raft_seed(seed: u64) -> RaftRun {
     // session writes and reads back a key of each partition (each attempt gives up after the op timeout).
     let c = sim.add_client(0);
     let mut op = 1_000_000;
-    let mut attempt = |sim: &mut Sim<snowline_protocols::RaftKv>, request: snowline_core::Request| {
+    let mut attempt = |sim: &mut Sim<P>, request: snowline_core::Request| {
         for _ in 0..10 {
             op += 1;
             match sim.execute(c, snowline_core::OpId(op), request.clone(), 4_000 * MS) {
                 Some(Ok(reply)) => return reply,
-                Some(Err(snowline_core::OpError::Unknown(_))) | None => continue,
+                Some(Err(snowline_core::OpError::Unknown(_) | snowline_core::OpError::Aborted(_))) | None => continue,
                 Some(Err(e)) => panic!("{replay}: {e:?}"),
             }
         }
@@ -109,13 +115,12 @@ fn raft_seed(seed: u64) -> RaftRun {
     RaftRun { history, replay, crashes: sim.crashes().len(), dropped: sim.messages_dropped() }
 }
 
-#[test]
-fn raft_kv_is_strictly_serializable_under_swarm_faults_with_leader_crashes_and_partitions() {
+fn group_protocol_keeps_its_claim_under_swarm_faults<P: Protocol>() {
     let seeds = if long() { 200 } else { 20 };
     let (mut crashes, mut dropped, mut writes) = (0, 0, 0);
     for seed in 0..seeds {
-        let run = raft_seed(seed);
-        check("raft-kv", &run.history, &run.replay);
+        let run = group_seed::<P>(seed);
+        check(P::NAME, &run.history, &run.replay);
         crashes += run.crashes;
         dropped += run.dropped;
         writes += run
@@ -124,19 +129,34 @@ fn raft_kv_is_strictly_serializable_under_swarm_faults_with_leader_crashes_and_p
             .filter(|e| e.kind == EventType::Ok && e.value.iter().any(|o| o.0 == OpKind::Write))
             .count();
     }
-    println!("raft-kv: {seeds} seeds, {crashes} crashes, {dropped} messages dropped, {writes} acknowledged writes");
+    println!("{}: {seeds} seeds, {crashes} crashes, {dropped} messages dropped, {writes} acknowledged writes", P::NAME);
     assert!(crashes >= seeds as usize / 2, "leaders were crashed: {crashes}");
     assert!(dropped > 0 && writes > 20 * seeds as usize);
 }
 
 #[test]
+fn raft_kv_is_strictly_serializable_under_swarm_faults_with_leader_crashes_and_partitions() {
+    group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::RaftKv>();
+}
+
+#[test]
+fn amcast_kv_is_serializable_under_swarm_faults_with_leader_crashes_and_partitions() {
+    group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::AmcastKv>();
+}
+
+#[test]
+fn tpc_kv_is_strictly_serializable_under_swarm_faults_with_leader_crashes_and_partitions() {
+    group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::TpcKv>();
+}
+
+#[test]
 fn raft_kv_swarm_runs_are_reproducible() {
     for seed in [3, 8] {
-        let (a, b) = (raft_seed(seed), raft_seed(seed));
+        let (a, b) = (group_seed::<snowline_protocols::RaftKv>(seed), group_seed::<snowline_protocols::RaftKv>(seed));
         assert!(a.history == b.history, "seed {seed}: same seed, same history");
         assert_eq!((a.crashes, a.dropped), (b.crashes, b.dropped));
     }
-    assert!(raft_seed(3).history != raft_seed(4).history);
+    assert!(group_seed::<snowline_protocols::RaftKv>(3).history != group_seed::<snowline_protocols::RaftKv>(4).history);
 }
 
 /// A causal protocol under a swarm schedule with durable servers: crashes come back from the disk, and

@@ -1,12 +1,14 @@
 //! Mechanisms written once and embedded by protocols: consensus for a replica group (raft-rs, driven
-//! sans-IO) and genuine atomic multicast across groups (Skeen's protocol over them). A component sends and sets timers through the embedding server's `Ctx`, and the server's
-//! message and timer types carry the component's own (`From` conversions), so protocols share the code
+//! sans-IO), genuine atomic multicast across groups (Skeen's protocol over them) and two-phase commit over
+//! groups. A component sends and sets timers through the embedding server's `Ctx`, and the server's message and timer types carry the component's own (`From` conversions), so protocols share the code
 //! rather than copy it.
 
 pub mod consensus;
 pub mod multicast;
+pub mod twopc;
 
 pub use consensus::{Event, NotLeader, RaftGroup, RaftParams, RaftTick, RaftWire};
 pub use multicast::{
     McastEvent, McastId, McastMember, McastMsg, McastOrigin, McastParams, McastRecord, McastRetry, McastTick, McastWire,
 };
+pub use twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire, TxnId};

@@ -339,6 +339,21 @@ impl McastMember {
         let mut events = Vec::new();
         for (msg, ts) in self.waiting() {
             self.send_proposal(cx, &msg, ts);
+            // A destination group not heard from by this tick may never have received the message (its origin
+            // crashed, or gave up, after reaching this group only): relay it, or this group's delivery
+            // queue waits behind it for good.
+            let heard = self.proposals.get(&msg.id);
+            let silent: Vec<PartitionId> = msg
+                .dest
+                .iter()
+                .copied()
+                .filter(|g| *g != self.me.partition && heard.is_none_or(|h| !h.contains_key(g)))
+                .collect();
+            for g in silent {
+                for member in self.topology.group(g) {
+                    cx.send(member, McastWire::Submit(msg.clone()).into());
+                }
+            }
             events.extend(self.try_finish(cx, msg.id));
         }
         events

@@ -32,9 +32,9 @@
 //! # Invalid input
 //!
 //! A server refuses ([`snowline_core::InvalidInput`]) before anything changes: Raft messages from anyone
-//! but its group's members, a `Submit` from a client in another origin's name or from a server that is not
-//! a member of its group forwarding it, one whose operation does not decode or whose keys are not exactly on
-//! its destination groups, proposals and decisions from anyone but a member of another group (or with a
+//! but its group's members, a `Submit` from a client in another origin's name or from a server outside its
+//! destination groups (their members forward and relay it), one whose operation does not decode or whose
+//! keys are not exactly on its destination groups, proposals and decisions from anyone but a member of another group (or with a
 //! timestamp beyond [`crate::components::multicast::MAX_TIMESTAMP`]), and answers, which only clients get.
 
 use crate::components::consensus::{RaftTick, RaftWire};
@@ -245,8 +245,9 @@ impl AmcastKvServer {
         }
     }
 
-    /// A `Submit` comes from its origin (a client multicasting its own message) or from a member of this
-    /// group forwarding it to its leader, and carries an operation whose keys are exactly on its destination
+    /// A `Submit` comes from its origin (a client multicasting its own message) or from a member of one of
+    /// its destination groups (a member of this group forwarding it to its leader, or the leader of another
+    /// destination group relaying it), and carries an operation whose keys are exactly on its destination
     /// groups. (The multicast component then checks the destination set itself.)
     fn check_submit(&self, from: Addr, msg: &McastMsg) -> Result<(), (InvalidKind, String)> {
         match from {
@@ -255,8 +256,8 @@ impl AmcastKvServer {
             }
             Addr::Client(_) => {}
             Addr::Server(s) => {
-                if !self.topology.contains(s) || s.partition != self.id.partition || s == self.id {
-                    let why = format!("{s} is not another member of {}'s group (only those forward a submit)", self.id);
+                if !self.topology.contains(s) || s == self.id || !msg.dest.contains(&s.partition) {
+                    let why = format!("{s} is not in a destination group of {} (only those forward a submit)", msg.id);
                     return Err((InvalidKind::Sender, why));
                 }
             }
@@ -388,9 +389,11 @@ impl ClientNode<AmcastKv> for AmcastKvClient {
             cx.complete(op, Err(OpError::Rejected(reason)));
             return;
         }
-        if self.pending.is_some() {
-            cx.complete(op, Err(OpError::Rejected("this session already runs an operation".into())));
-            return;
+        // A session runs one operation at a time, so a new one means the runtime gave up on the previous
+        // one (driver contract 4: a timeout or a broken connection, outcome unknown). Stop waiting for it;
+        // the groups still finish it, at most once.
+        if let Some(p) = self.pending.take() {
+            self.origin.forget(p.id);
         }
         let operation = match request {
             Request::Rot { keys } => Operation { reads: keys, writes: Vec::new() },

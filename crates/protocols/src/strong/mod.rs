@@ -1,11 +1,13 @@
 //! The strong family: read-write transactions that lock, certify, vote and abort (2PL now; the Jessy
-//! family, Rococo and OCC to follow), and linearizable replicated storage (`raft-kv`), and storage ordered by atomic multicast
-//! (`amcast-kv`).
+//! family, Rococo and OCC to follow), and linearizable replicated storage (`raft-kv`), storage ordered by atomic multicast
+//! (`amcast-kv`), and its two-phase-commit counterpart (`tpc-kv`).
 
 pub mod amcast_kv;
 pub mod raft_kv;
+pub mod tpc_kv;
 pub mod twopl;
 
 pub use amcast_kv::AmcastKv;
 pub use raft_kv::RaftKv;
+pub use tpc_kv::TpcKv;
 pub use twopl::TwoPl;

@@ -1,0 +1,400 @@
+//! `tpc-kv` (`--protocol tpc-kv --replicas 3`): a key-value store whose multi-key operations commit by
+//! two-phase commit over replica groups ([`crate::components::twopc`]), with no-wait locking at each
+//! group. The 2PC counterpart of `amcast-kv`, on the same groups, for comparing the two terminations.
+//!
+//! # Operations
+//!
+//! A read-only transaction, a PUT and a blind multi-key update are each one transaction over the groups of
+//! their keys. Preparing its part, a group takes a shared lock on each key it reads and an exclusive lock
+//! on each key it writes, and reads; a key already locked in a conflicting mode makes it vote no (no-wait:
+//! nothing ever waits, so there is no deadlock). The decision applies the writes and releases the locks.
+//! An aborted operation completes with `Aborted(Vote)`; the workload driver's retry policy decides whether
+//! to run it again.
+//!
+//! # Guarantees
+//!
+//! Strict serializability (claimed `strict-ser`): strict two-phase locking — every lock taken before the
+//! commit decision and held until it is applied — orders transactions by their lock points, which lie
+//! inside their lifetimes. A write's version is the transaction's commit timestamp, the maximum of the
+//! Lamport clocks its groups voted with; a group's clock passes every timestamp it applies, so a
+//! transaction that locks a key after another released it commits above it (`orders_versions`).
+//!
+//! # Faults
+//!
+//! As the component: any minority of each group, leader included, may crash mid-protocol.
+
+use crate::components::consensus::{RaftTick, RaftWire};
+use crate::components::twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire, TxnId};
+use serde::{Deserialize, Serialize};
+use snowline_core::{
+    AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, Key, LinkAssumptions, Message, Offers, OpError,
+    OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
+    Value, Version,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub struct TpcKv;
+
+impl Protocol for TpcKv {
+    const NAME: &'static str = "tpc-kv";
+    type Msg = TpcMsg;
+    type Timer = TpcTimer;
+    type Server = TpcKvServer;
+    type Client = TpcKvClient;
+    const OFFERS: Offers = Offers {
+        read_only: true,
+        multi_shot_rots: false,
+        blind_writes: true,
+        write_transactions: true,
+        interactive: false,
+        stored_procedures: false,
+    };
+
+    fn links() -> LinkAssumptions {
+        // Raft and the component's re-sends need neither order nor delivery.
+        LinkAssumptions { fifo: false }
+    }
+
+    const REPLAYABLE: bool = false;
+    const TOLERATES_LOSS: bool = true;
+
+    fn check_topology(_topology: &Topology) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn server(id: ServerId, topology: Topology, _config: &ProtocolConfig) -> TpcKvServer {
+        TpcKvServer::new(id, topology, TpcParams::default())
+    }
+
+    fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> TpcKvClient {
+        TpcKvClient::new(id, dc, topology, config.clone())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TpcMsg {
+    Raft(RaftWire),
+    Tpc(TpcWire),
+}
+
+impl Message for TpcMsg {
+    fn kind(&self) -> &'static str {
+        match self {
+            TpcMsg::Raft(_) => "raft",
+            TpcMsg::Tpc(TpcWire::Begin { .. }) => "begin",
+            TpcMsg::Tpc(TpcWire::Vote { .. }) => "vote",
+            TpcMsg::Tpc(TpcWire::Decision { .. }) => "decision",
+            TpcMsg::Tpc(TpcWire::Outcome { .. }) => "outcome",
+        }
+    }
+}
+
+impl From<RaftWire> for TpcMsg {
+    fn from(w: RaftWire) -> Self {
+        TpcMsg::Raft(w)
+    }
+}
+
+impl From<TpcWire> for TpcMsg {
+    fn from(w: TpcWire) -> Self {
+        TpcMsg::Tpc(w)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TpcTimer {
+    Raft(RaftTick),
+    Tpc(TpcTick),
+    Retry(TpcRetry),
+}
+
+impl From<RaftTick> for TpcTimer {
+    fn from(t: RaftTick) -> Self {
+        TpcTimer::Raft(t)
+    }
+}
+
+impl From<TpcTick> for TpcTimer {
+    fn from(t: TpcTick) -> Self {
+        TpcTimer::Tpc(t)
+    }
+}
+
+impl From<TpcRetry> for TpcTimer {
+    fn from(t: TpcRetry) -> Self {
+        TpcTimer::Retry(t)
+    }
+}
+
+/// What a transaction carries: all its keys (each group prepares its own).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Operation {
+    reads: Vec<Key>,
+    writes: Vec<(Key, Value)>,
+}
+
+/// A group's vote: its reads and its clock.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Part {
+    reads: Vec<(Key, Option<Value>, Version)>,
+    clock: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Lock {
+    readers: BTreeSet<TxnId>,
+    writer: Option<TxnId>,
+}
+
+/// A group's replicated state.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct KvState {
+    partition: PartitionId,
+    topology: Option<Topology>,
+    store: BTreeMap<Key, (Value, Version)>,
+    locks: BTreeMap<Key, Lock>,
+    /// Each prepared transaction's writes to this group's keys.
+    pending: BTreeMap<TxnId, Operation>,
+    /// Lamport clock: above every commit timestamp applied here.
+    clock: u64,
+}
+
+impl KvState {
+    fn mine(&self, k: &Key) -> bool {
+        self.topology.is_some_and(|t| t.partition_of(k) == self.partition)
+    }
+}
+
+impl TpcHost for KvState {
+    fn prepare(&mut self, id: TxnId, payload: &[u8]) -> Option<Vec<u8>> {
+        let op: Operation = postcard::from_bytes(payload).ok()?;
+        let reads: Vec<Key> = op.reads.into_iter().filter(|k| self.mine(k)).collect();
+        let writes: Vec<(Key, Value)> = op.writes.into_iter().filter(|(k, _)| self.mine(k)).collect();
+        let free = |l: Option<&Lock>, exclusive: bool| {
+            l.is_none_or(|l| l.writer.is_none() && (!exclusive || l.readers.is_empty()))
+        };
+        if !reads.iter().all(|k| free(self.locks.get(k), false))
+            || !writes.iter().all(|(k, _)| free(self.locks.get(k), true))
+        {
+            return None;
+        }
+        for k in &reads {
+            self.locks.entry(k.clone()).or_default().readers.insert(id);
+        }
+        for (k, _) in &writes {
+            self.locks.entry(k.clone()).or_default().writer = Some(id);
+        }
+        let part = Part {
+            reads: reads
+                .iter()
+                .map(|k| match self.store.get(k) {
+                    Some((v, ver)) => (k.clone(), Some(v.clone()), *ver),
+                    None => (k.clone(), None, Version { time: 0, dc: 0 }),
+                })
+                .collect(),
+            clock: self.clock + 1,
+        };
+        self.pending.insert(id, Operation { reads, writes });
+        Some(postcard::to_stdvec(&part).expect("a part serializes"))
+    }
+
+    fn decide(&mut self, id: TxnId, commit: Option<&[(PartitionId, Vec<u8>)]>) {
+        let Some(op) = self.pending.remove(&id) else { return };
+        if let Some(parts) = commit {
+            let ts = parts
+                .iter()
+                .filter_map(|(_, p)| postcard::from_bytes::<Part>(p).ok())
+                .map(|p| p.clock)
+                .max()
+                .unwrap_or(self.clock + 1);
+            self.clock = self.clock.max(ts);
+            for (k, v) in &op.writes {
+                self.store.insert(k.clone(), (v.clone(), Version { time: ts, dc: 0 }));
+            }
+        }
+        for k in op.reads.iter().chain(op.writes.iter().map(|(k, _)| k)) {
+            if let Some(l) = self.locks.get_mut(k) {
+                l.readers.remove(&id);
+                if l.writer == Some(id) {
+                    l.writer = None;
+                }
+                if l.writer.is_none() && l.readers.is_empty() {
+                    self.locks.remove(k);
+                }
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).expect("the state serializes")
+    }
+
+    fn restore(&mut self, data: &[u8]) {
+        if let Ok(state) = postcard::from_bytes::<KvState>(data) {
+            *self = state;
+        }
+    }
+}
+
+type Cx<'a> = Ctx<'a, TpcKv>;
+
+/// A member of a partition's replica group.
+#[derive(Serialize, Deserialize)]
+pub struct TpcKvServer {
+    member: TpcMember,
+    state: KvState,
+}
+
+impl TpcKvServer {
+    pub fn new(id: ServerId, topology: Topology, params: TpcParams) -> Self {
+        let state = KvState { partition: id.partition, topology: Some(topology), ..KvState::default() };
+        Self { member: TpcMember::new(id, topology, params), state }
+    }
+
+    /// The 2PC endpoint (leadership, prepared transactions).
+    pub fn member(&self) -> &TpcMember {
+        &self.member
+    }
+
+    /// The value of `key` in this member's state.
+    pub fn value(&self, key: &str) -> Option<&Value> {
+        self.state.store.get(key).map(|(v, _)| v)
+    }
+
+    /// Keys locked here.
+    pub fn locked(&self) -> usize {
+        self.state.locks.len()
+    }
+}
+
+impl ServerNode<TpcKv> for TpcKvServer {
+    fn on_start(&mut self, cx: &mut Cx<'_>) {
+        self.member.start(cx, &mut self.state);
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TpcMsg) -> Result<(), InvalidInput> {
+        cx.charge(1);
+        // Refused input has no effect (the component checks senders and shapes).
+        let _ = match (from, msg) {
+            (Addr::Server(from), TpcMsg::Raft(wire)) => self.member.on_raft(cx, from, wire, &mut self.state),
+            (from, TpcMsg::Tpc(wire)) => self.member.on_wire(cx, from, wire, &mut self.state),
+            _ => Ok(()),
+        };
+        Ok(())
+    }
+
+    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: TpcTimer) {
+        match timer {
+            TpcTimer::Raft(_) => self.member.on_raft_tick(cx, &mut self.state),
+            TpcTimer::Tpc(_) => self.member.on_tick(cx, &mut self.state),
+            TpcTimer::Retry(_) => {}
+        }
+    }
+
+    fn leads(&self) -> Option<u64> {
+        self.member.is_leader().then(|| self.member.raft().term())
+    }
+
+    fn stored_versions(&self) -> usize {
+        self.state.store.len()
+    }
+}
+
+struct Pending {
+    op: OpId,
+    id: TxnId,
+    reads: Vec<Key>,
+    is_write: bool,
+}
+
+/// A client session: one operation at a time.
+pub struct TpcKvClient {
+    topology: Topology,
+    config: ProtocolConfig,
+    origin: TpcOrigin,
+    pending: Option<Pending>,
+}
+
+impl TpcKvClient {
+    pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
+        let origin = TpcOrigin::new(Addr::Client(id), dc, topology, TpcParams::default().retry_ns);
+        Self { topology, config, origin, pending: None }
+    }
+}
+
+impl ClientNode<TpcKv> for TpcKvClient {
+    fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
+        if let Err(reason) = self.config.check_request(&request) {
+            cx.complete(op, Err(OpError::Rejected(reason)));
+            return;
+        }
+        // A session runs one operation at a time, so a new one means the runtime gave up on the previous
+        // one (driver contract 4: a timeout or a broken connection, outcome unknown). Stop waiting for it;
+        // the groups still finish it, at most once.
+        if let Some(p) = self.pending.take() {
+            self.origin.forget(p.id);
+        }
+        let operation = match request {
+            Request::Rot { keys } => Operation { reads: keys, writes: Vec::new() },
+            Request::Put { key, value } => Operation { reads: Vec::new(), writes: vec![(key, value)] },
+            Request::Update { writes } => Operation { reads: Vec::new(), writes },
+            other => {
+                cx.complete(op, Err(TpcKv::OFFERS.refusal(TpcKv::NAME, &other)));
+                return;
+            }
+        };
+        if operation.reads.is_empty() && operation.writes.is_empty() {
+            cx.complete(op, Err(OpError::Rejected("an operation needs at least one key".into())));
+            return;
+        }
+        let participants: BTreeSet<PartitionId> = operation
+            .reads
+            .iter()
+            .chain(operation.writes.iter().map(|(k, _)| k))
+            .map(|k| self.topology.partition_of(k))
+            .collect();
+        let payload = postcard::to_stdvec(&operation).expect("an operation serializes");
+        let id = self.origin.begin(cx, participants, payload);
+        let is_write = !operation.writes.is_empty();
+        self.pending = Some(Pending { op, id, reads: operation.reads, is_write });
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TpcMsg) {
+        let (TpcMsg::Tpc(wire @ TpcWire::Outcome { id, .. }), Addr::Server(server)) = (msg, from) else { return };
+        if self.pending.as_ref().is_none_or(|p| p.id != id) {
+            return;
+        }
+        let Some(outcome) = self.origin.on_outcome(server, wire) else { return };
+        let p = self.pending.take().expect("pending");
+        let Some(parts) = outcome else {
+            let reason = "a participant group found a key locked by a concurrent transaction";
+            cx.complete(p.op, Err(OpError::aborted(AbortCause::Vote, reason)));
+            return;
+        };
+        let parts: Vec<Part> = parts.iter().filter_map(|(_, b)| postcard::from_bytes::<Part>(b).ok()).collect();
+        let ts = parts.iter().map(|part| part.clock).max().unwrap_or(0);
+        let found: BTreeMap<&Key, (Option<Value>, Version)> =
+            parts.iter().flat_map(|part| part.reads.iter().map(|(k, v, ver)| (k, (v.clone(), *ver)))).collect();
+        let reads = p
+            .reads
+            .iter()
+            .map(|k| {
+                let (value, version) = found.get(k).cloned().unwrap_or((None, Version { time: 0, dc: 0 }));
+                ReadResult { key: k.clone(), value, version, versions_skipped: 0 }
+            })
+            .collect::<Vec<_>>();
+        let metrics = OpMetrics {
+            rounds: 1,
+            versions_returned: u32::try_from(reads.len()).unwrap_or(u32::MAX),
+            ..OpMetrics::default()
+        };
+        let commit = p.is_write.then_some(Version { time: ts, dc: 0 });
+        cx.complete(p.op, Ok(Reply { reads, commit, metrics, ..Reply::default() }));
+    }
+
+    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: TpcTimer) {
+        if let TpcTimer::Retry(t) = timer {
+            self.origin.on_retry(cx, t);
+        }
+    }
+}
