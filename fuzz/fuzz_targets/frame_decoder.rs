@@ -13,5 +13,6 @@ fuzz_target!(|data: &[u8]| {
         fuzz_decode_stream::<snowline_protocols::twopl::TwoPlMsg>(data, max);
         fuzz_decode_stream::<snowline_protocols::raft_kv::KvMsg>(data, max);
         fuzz_decode_stream::<snowline_protocols::amcast_kv::AmMsg>(data, max);
+        fuzz_decode_stream::<snowline_protocols::tpc_kv::TpcMsg>(data, max);
     }
 });

@@ -18,8 +18,9 @@ use snowline_protocols::causal::cops::{CopsMsg, Dep};
 use snowline_protocols::causal::tomsic::{Replicated, Session, TomsicMsg};
 use snowline_protocols::strong::amcast_kv::{AmMsg, Operation, Part};
 use snowline_protocols::strong::raft_kv::{KvMsg, KvOp};
+use snowline_protocols::strong::tpc_kv::{self, TpcMsg};
 use snowline_protocols::strong::twopl::TwoPlMsg;
-use snowline_protocols::{AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TwoPl};
+use snowline_protocols::{AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TpcKv, TwoPl};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -366,6 +367,45 @@ fn amcast_forgeries(key: &Key, victim: &Key) -> Forgeries<AmMsg> {
     ]
 }
 
+fn tpc_forgeries(victim: &Key) -> Forgeries<TpcMsg> {
+    use snowline_protocols::components::consensus::RaftWire;
+    use snowline_protocols::components::twopc::{TpcWire, TxnId};
+    // Partition 0's group is dc0/p0 (the target) and dc1/p0; partition 1's is dc1/p1 and dc0/p1.
+    let me = ServerId::new(0, 0);
+    let client = Addr::Client(ClientId(3));
+    let other_group = Addr::Server(ServerId::new(0, 1));
+    let id = |origin| TxnId { origin, seq: 1 };
+    let write = postcard::to_stdvec(&tpc_kv::Operation { reads: vec![], writes: forged_values(victim) })
+        .expect("an operation encodes");
+    let begin = |origin, participants: &[u16], payload: &Vec<u8>| {
+        TpcMsg::Tpc(TpcWire::Begin { id: id(origin), participants: participants.to_vec(), payload: payload.clone() })
+    };
+    vec![
+        (Addr::Server(ServerId::new(7, 0)), me, TpcMsg::Raft(RaftWire { partition: 0, bytes: vec![8, 3, 16, 1] })),
+        (Addr::Server(ServerId::new(1, 1)), me, TpcMsg::Raft(RaftWire { partition: 1, bytes: vec![1, 2, 3] })),
+        (client, me, TpcMsg::Raft(RaftWire { partition: 0, bytes: vec![] })),
+        // A write of the victim key: begun by a member of another group, in another client's name, with
+        // participants its keys are not on, or not decodable.
+        (other_group, me, begin(client, &[0], &write)),
+        (client, me, begin(Addr::Client(ClientId(4)), &[0], &write)),
+        (client, me, begin(client, &[0, 1], &write)),
+        (client, me, begin(client, &[0], &vec![0xff; 4])),
+        // Votes and decisions: from this group, from nowhere, from a client; outcomes go to origins only.
+        (
+            Addr::Server(ServerId::new(1, 0)),
+            me,
+            TpcMsg::Tpc(TpcWire::Vote { id: id(client), group: 0, part: None, again: true }),
+        ),
+        (
+            Addr::Server(ServerId::new(9, 1)),
+            me,
+            TpcMsg::Tpc(TpcWire::Vote { id: id(client), group: 1, part: None, again: true }),
+        ),
+        (client, me, TpcMsg::Tpc(TpcWire::Decision { id: id(client), parts: None })),
+        (other_group, me, TpcMsg::Tpc(TpcWire::Outcome { id: id(client), parts: None })),
+    ]
+}
+
 /// The whole suite for one protocol on a 2-datacenter, 2-partition cluster.
 async fn survives_forgeries<P: Protocol>(forge: impl FnOnce(Topology, &Key, &Key) -> Forgeries<P::Msg>) {
     let cluster = start::<P>(2, 2).await;
@@ -454,6 +494,7 @@ async fn forged_peer_messages_are_refused_by_every_protocol() {
     survives_forgeries::<TwoPl>(|_, _, _| twopl_forgeries()).await;
     survives_forgeries::<RaftKv>(|_, k, _| raft_forgeries(k)).await;
     survives_forgeries::<AmcastKv>(|_, k, v| amcast_forgeries(k, v)).await;
+    survives_forgeries::<TpcKv>(|_, _, v| tpc_forgeries(v)).await;
 }
 
 fn cv_get(op: u64, key: &str) -> Frame<TomsicMsg> {
@@ -544,6 +585,7 @@ fn frame_decoder_corpus_runs_clean() {
             fuzz_decode_stream::<TwoPlMsg>(&data, max);
             fuzz_decode_stream::<KvMsg>(&data, max);
             fuzz_decode_stream::<AmMsg>(&data, max);
+            fuzz_decode_stream::<TpcMsg>(&data, max);
         }
     }
     let issue = std::fs::read(dir.join("issue16")).unwrap();

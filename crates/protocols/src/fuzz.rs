@@ -28,7 +28,7 @@ use rand::rngs::SmallRng;
 
 /// The names [`server_inputs`] accepts: every protocol of the registry.
 pub const PROTOCOLS: &[&str] =
-    &["cops", "cops-snow", "contrarian", "cure", "av", "op", "cv", "2pl", "raft-kv", "amcast-kv"];
+    &["cops", "cops-snow", "contrarian", "cure", "av", "op", "cv", "2pl", "raft-kv", "amcast-kv", "tpc-kv"];
 
 /// What a script did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,6 +57,7 @@ pub fn server_inputs(protocol: &str, data: &[u8]) -> Outcome {
         "2pl" => run::<crate::TwoPl>(data),
         "raft-kv" => run::<crate::RaftKv>(data),
         "amcast-kv" => run::<crate::AmcastKv>(data),
+        "tpc-kv" => run::<crate::TpcKv>(data),
         other => panic!("no protocol {other:?}; fuzzable: {PROTOCOLS:?}"),
     }
 }

@@ -50,15 +50,16 @@ fn well_formed_traffic_is_never_refused() {
 /// Forged messages are refused, not applied silently: the driver counts refusals in a script full of them.
 #[test]
 fn forged_messages_are_refused() {
+    // 48 rounds: how many forgeries decode depends on the traffic seen (amcast-kv's had 15 of 32 rounds).
     let mut script = vec![4u8];
-    for i in 0..32u8 {
+    for i in 0..48u8 {
         script.extend([0, i.wrapping_mul(11), 3, 3, 3, 3, 3, 3]);
         // Forge: a server out of range (sender kind 1: dc 9, partition 9) resending a real message.
         script.extend([14, 1, 9, 9, 0, i, 1 | (i << 2)]);
     }
     for p in PROTOCOLS {
         let out = server_inputs(p, &script);
-        assert!(out.forged >= 16 && out.refused >= out.forged, "{p}: {out:?}");
+        assert!(out.forged >= 20 && out.refused >= out.forged, "{p}: {out:?}");
     }
 }
 
@@ -79,7 +80,7 @@ mod in_the_simulator {
 
     use proptest::prelude::*;
     use snowline_core::{Addr, ClientId, Message, OpId, Protocol, ProtocolConfig, Request, ServerId, Topology};
-    use snowline_protocols::{AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TwoPl};
+    use snowline_protocols::{AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TpcKv, TwoPl};
     use snowline_sim::{Sim, SimConfig};
 
     /// Runs 24 operations from two clients with `forgeries` injected among them; returns (completed,
@@ -189,6 +190,7 @@ mod in_the_simulator {
         check::<TwoPl>(1, &[]);
         check::<RaftKv>(1, &[]);
         check::<AmcastKv>(1, &[]);
+        check::<TpcKv>(1, &[]);
     }
 
     proptest! {
@@ -210,6 +212,7 @@ mod in_the_simulator {
             check::<TwoPl>(seed, &forgeries);
             check::<RaftKv>(seed, &forgeries);
             check::<AmcastKv>(seed, &forgeries);
+            check::<TpcKv>(seed, &forgeries);
         }
     }
 }

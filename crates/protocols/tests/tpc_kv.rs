@@ -30,6 +30,7 @@ fn one_group_commits_in_one_round_and_several_in_two() {
     // latency 0 here): its Begin and Outcome cost nothing, the others' votes still a Begin, a round and a
     // vote (4δ), then its Decide round.
     assert_eq!(latency(&mut sim, 3, vec![key(0), key(1), key(2)]), 6 * 20 * MS);
+    assert_eq!(sim.invalid_inputs(), 0, "refused: {:?}", sim.invalid_examples());
 }
 
 #[test]
@@ -61,4 +62,5 @@ fn a_key_locked_by_a_prepared_transaction_makes_its_group_vote_no() {
         assert_eq!(sim.server(s).locked(), 0, "{s} still holds locks");
         assert_eq!(sim.server(s).member().prepared(), 0, "{s} still holds prepared transactions");
     }
+    assert_eq!(sim.invalid_inputs(), 0, "refused: {:?}", sim.invalid_examples());
 }

@@ -22,14 +22,23 @@
 //! # Faults
 //!
 //! As the component: any minority of each group, leader included, may crash mid-protocol.
+//!
+//! # Invalid input
+//!
+//! A server refuses ([`snowline_core::InvalidInput`]) before anything changes: Raft messages from anyone
+//! but its group's members, a `Begin` from a client in another origin's name or from a server that is not
+//! a member of its group forwarding it, one whose operation does not decode or whose keys are not exactly
+//! on its participants, votes and decisions from anyone but a member of another group (the component then
+//! checks them against what is prepared here), and outcomes, which only origins get. Lamport clock
+//! arithmetic saturates, so a peer's forged vote cannot overflow it.
 
 use crate::components::consensus::{RaftTick, RaftWire};
 use crate::components::twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire, TxnId};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, Key, LinkAssumptions, Message, Offers, OpError,
-    OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
-    Value, Version,
+    AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
+    Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId,
+    ServerNode, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -126,11 +135,12 @@ impl From<TpcRetry> for TpcTimer {
     }
 }
 
-/// What a transaction carries: all its keys (each group prepares its own).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Operation {
-    reads: Vec<Key>,
-    writes: Vec<(Key, Value)>,
+/// What a transaction carries (its `Begin` payload, postcard-encoded): all its keys (each group prepares
+/// its own). Its participants are exactly the groups of its keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    pub reads: Vec<Key>,
+    pub writes: Vec<(Key, Value)>,
 }
 
 /// A group's vote: its reads and its clock.
@@ -192,7 +202,8 @@ impl TpcHost for KvState {
                     None => (k.clone(), None, Version { time: 0, dc: 0 }),
                 })
                 .collect(),
-            clock: self.clock + 1,
+            // Saturating: a vote forged by a peer can carry any clock (the decision raises this one to it).
+            clock: self.clock.saturating_add(1),
         };
         self.pending.insert(id, Operation { reads, writes });
         Some(postcard::to_stdvec(&part).expect("a part serializes"))
@@ -206,7 +217,7 @@ impl TpcHost for KvState {
                 .filter_map(|(_, p)| postcard::from_bytes::<Part>(p).ok())
                 .map(|p| p.clock)
                 .max()
-                .unwrap_or(self.clock + 1);
+                .unwrap_or(self.clock.saturating_add(1));
             self.clock = self.clock.max(ts);
             for (k, v) in &op.writes {
                 self.store.insert(k.clone(), (v.clone(), Version { time: ts, dc: 0 }));
@@ -241,6 +252,8 @@ type Cx<'a> = Ctx<'a, TpcKv>;
 /// A member of a partition's replica group.
 #[derive(Serialize, Deserialize)]
 pub struct TpcKvServer {
+    id: ServerId,
+    topology: Topology,
     member: TpcMember,
     state: KvState,
 }
@@ -248,7 +261,40 @@ pub struct TpcKvServer {
 impl TpcKvServer {
     pub fn new(id: ServerId, topology: Topology, params: TpcParams) -> Self {
         let state = KvState { partition: id.partition, topology: Some(topology), ..KvState::default() };
-        Self { member: TpcMember::new(id, topology, params), state }
+        Self { id, topology, member: TpcMember::new(id, topology, params), state }
+    }
+
+    /// A `Begin` comes from its origin (a client beginning its own transaction) or from another member of
+    /// this group forwarding it to its leader, and carries an operation whose keys are exactly on its
+    /// participant groups. (The 2PC component then checks the participant list itself.)
+    fn check_begin(
+        &self,
+        from: Addr,
+        id: TxnId,
+        participants: &[PartitionId],
+        payload: &[u8],
+    ) -> Result<(), (InvalidKind, String)> {
+        match from {
+            Addr::Client(_) if id.origin != from => {
+                return Err((InvalidKind::Sender, format!("a client begins only its own transactions, not {id}")));
+            }
+            Addr::Client(_) => {}
+            Addr::Server(s) => {
+                if !self.topology.contains(s) || s.partition != self.id.partition || s == self.id {
+                    let why = format!("{s} is not another member of {}'s group (only those forward a begin)", self.id);
+                    return Err((InvalidKind::Sender, why));
+                }
+            }
+        }
+        let op = postcard::from_bytes::<Operation>(payload)
+            .map_err(|e| (InvalidKind::Malformed, format!("{id}: undecodable operation: {e}")))?;
+        let groups: BTreeSet<PartitionId> =
+            op.reads.iter().chain(op.writes.iter().map(|(k, _)| k)).map(|k| self.topology.partition_of(k)).collect();
+        if groups.is_empty() || !groups.iter().eq(participants.iter()) {
+            let why = format!("{id} names participants {participants:?}, its keys are on {groups:?}");
+            return Err((InvalidKind::Malformed, why));
+        }
+        Ok(())
     }
 
     /// The 2PC endpoint (leadership, prepared transactions).
@@ -274,12 +320,34 @@ impl ServerNode<TpcKv> for TpcKvServer {
 
     fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TpcMsg) -> Result<(), InvalidInput> {
         cx.charge(1);
-        // Refused input has no effect (the component checks senders and shapes).
-        let _ = match (from, msg) {
-            (Addr::Server(from), TpcMsg::Raft(wire)) => self.member.on_raft(cx, from, wire, &mut self.state),
-            (from, TpcMsg::Tpc(wire)) => self.member.on_wire(cx, from, wire, &mut self.state),
-            _ => Ok(()),
-        };
+        let kind = msg.kind();
+        let refuse = |k: InvalidKind, why: String| InvalidInput::new(k, kind, from, why);
+        // The components check what they were sent (the group's membership, participant lists, votes and
+        // decisions against what is prepared here) and change nothing when they refuse it.
+        let malformed = |why: String| refuse(InvalidKind::Malformed, why);
+        match (from, msg) {
+            (Addr::Server(server), TpcMsg::Raft(wire)) => {
+                self.member.on_raft(cx, server, wire, &mut self.state).map_err(malformed)?;
+            }
+            (Addr::Client(_), TpcMsg::Raft(_)) => {
+                return Err(refuse(InvalidKind::Sender, "only the members of a group exchange raft messages".into()));
+            }
+            (_, TpcMsg::Tpc(TpcWire::Begin { id, participants, payload })) => {
+                self.check_begin(from, id, &participants, &payload).map_err(|(k, why)| refuse(k, why))?;
+                let wire = TpcWire::Begin { id, participants, payload };
+                self.member.on_wire(cx, from, wire, &mut self.state).map_err(malformed)?;
+            }
+            (_, TpcMsg::Tpc(TpcWire::Outcome { .. })) => {
+                return Err(refuse(InvalidKind::Sender, "only origins are sent outcomes".into()));
+            }
+            (_, TpcMsg::Tpc(wire)) => {
+                // Votes and decisions travel between the participant groups of a transaction.
+                if !matches!(from, Addr::Server(s) if self.topology.contains(s) && s.partition != self.id.partition) {
+                    return Err(refuse(InvalidKind::Sender, format!("{from} is not a member of another group")));
+                }
+                self.member.on_wire(cx, from, wire, &mut self.state).map_err(malformed)?;
+            }
+        }
         Ok(())
     }
 
