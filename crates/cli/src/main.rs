@@ -60,9 +60,10 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a closed-loop workload against a real local cluster that this command starts and stops.
     Bench(sim_cmd::BenchArgs),
-    /// Measure genuine atomic multicast (Skeen over Raft groups) per number of destination groups, LAN and
-    /// WAN, in the simulator: latency in time and in message delays beside the analysis, messages per
-    /// multicast, throughput.
+    /// Measure genuine atomic multicast (Skeen over Raft groups, amcast-kv) beside two-phase commit over the
+    /// same groups (tpc-kv) per number of destination groups, LAN and WAN: latency in time and in message
+    /// delays beside the analysis, messages per operation, throughput and aborts; in the simulator
+    /// (default) or on local clusters of server processes (--runtime real).
     BenchMulticast(multicast_bench::MulticastBenchArgs),
     /// Reproduce a paper's experiment end to end: the sweep, every protocol, the charts, and a summary
     /// beside the paper's figures.
