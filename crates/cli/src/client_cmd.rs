@@ -149,8 +149,16 @@ pub fn with_local_cluster<T>(
     let (cluster, config, dir) = start_local_cluster(protocol, topology, latency_ms, dir, None, data)?;
     let result = f(&config);
     let cpu = cluster.pids().iter().map(|pid| cpu_seconds(*pid)).sum();
+    // A server that died during the run makes its figures meaningless: fail, naming it.
+    let died: Vec<String> = cluster.exited().iter().map(|(id, status)| format!("node {id} ({status})")).collect();
     cluster.stop();
     let result = result.with_context(|| format!("server logs are in {}", dir.display()))?;
+    anyhow::ensure!(
+        died.is_empty(),
+        "server process {} exited during the run; its log is in {}",
+        died.join(", "),
+        dir.display()
+    );
     if temporary {
         // Keep the logs only when something went wrong.
         let _ = std::fs::remove_dir_all(&dir);

@@ -1,6 +1,8 @@
 //! Faults end to end (issue 11): `snowline sim --faults swarm` on raft-kv passes its claimed level and
 //! replays byte for byte, `--crash` crash-stops a raft-kv member, and on a real cluster a SIGKILLed raft-kv
-//! leader loses no acknowledged write while the group elects another and keeps serving.
+//! leader loses no acknowledged write while the group elects another and keeps serving. Cluster lifecycle
+//! (issue 16): `cluster up` fails naming a node whose port another process holds; `bench` exits non-zero
+//! when a server dies during the run.
 // These tests drive real processes: they poll with the real clock.
 #![allow(clippy::disallowed_methods)]
 
@@ -161,5 +163,58 @@ fn a_sigkilled_raft_kv_leader_loses_no_acknowledged_write_and_the_group_keeps_se
         assert_eq!(back["reads"][0]["value"], format!("v{i}"));
     }
     drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cluster_up_fails_naming_the_node_whose_port_another_process_holds() {
+    // Another process listens on node 1's port (and accepts connections in its stead): 20 of 20 tries
+    // must fail, naming node 1, and leave no server running.
+    for attempt in 0..20 {
+        let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = squatter.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port - 1)).is_err() {
+            continue; // node 0's port is taken by someone else: not this test's case
+        }
+        let dir = tempdir(&format!("port-taken-{attempt}"));
+        let base = (port - 1).to_string();
+        let args =
+            ["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--base-port", &base, "--dir"];
+        let o = snowline(&[&args[..], &[dir.to_str().unwrap(), "--background"]].concat());
+        assert!(!o.status.success(), "try {attempt}: cluster up succeeded with node 1's port taken: {}", text(&o));
+        assert!(text(&o).contains("node 1"), "try {attempt}: the error names node 1: {}", text(&o));
+        assert!(std::net::TcpListener::bind(("127.0.0.1", port - 1)).is_ok(), "node 0 was stopped");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn bench_exits_non_zero_when_a_server_dies_during_the_run() {
+    let dir = tempdir("bench-dies");
+    let bench = Command::new(env!("CARGO_BIN_EXE_snowline"))
+        .args(["bench", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--clients", "1", "--duration", "5s"])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pids = dir.join("pids");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pids)
+            .ok()
+            .and_then(|p| p.lines().find_map(|l| l.strip_prefix("1 ")).map(|p| p.trim().to_string()))
+        {
+            break pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "the bench's cluster did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(Command::new("kill").args(["-9", &pid]).status().unwrap().success());
+    let o = bench.wait_with_output().unwrap();
+    assert!(!o.status.success(), "bench exits non-zero when a server dies: {}", text(&o));
+    assert!(text(&o).contains("node 1"), "the error names the dead server: {}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }

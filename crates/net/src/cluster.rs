@@ -142,7 +142,8 @@ impl LocalCluster {
         self.children.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wait until every running node accepts TCP connections. Fails early, naming the log, if a child exits.
+    /// Wait until every running node has bound its address (its log says so: a port held by another process
+    /// accepts connections too) and accepts TCP connections. Fails early, naming the log, if a child exits.
     pub fn wait_ready(&self, timeout: Duration) -> Result<(), NetError> {
         let deadline = Instant::now() + timeout;
         let running: Vec<u32> = self.lock().iter().map(|(id, _)| *id).collect();
@@ -157,7 +158,9 @@ impl LocalCluster {
                     )));
                 }
             }
-            waiting.retain(|(_, addr)| !accepts(addr));
+            // Ready: its log says it listens (another process may hold its port and accept in its stead)
+            // and its address accepts connections.
+            waiting.retain(|(id, addr)| !(self.says_listening(*id) && accepts(addr)));
             if waiting.is_empty() {
                 return Ok(());
             }
@@ -175,6 +178,17 @@ impl LocalCluster {
             }
             std::thread::sleep(Duration::from_millis(25));
         }
+    }
+
+    /// Whether node `id`'s log has its "listening on" line (written once it has bound its address).
+    fn says_listening(&self, id: u32) -> bool {
+        std::fs::read_to_string(self.dir.join(format!("node-{id}.log")))
+            .is_ok_and(|log| log.contains(&format!("node {id} (")) && log.contains("listening on"))
+    }
+
+    /// The nodes whose process has exited, with how.
+    pub fn exited(&self) -> Vec<(u32, std::process::ExitStatus)> {
+        self.lock().iter_mut().filter_map(|(id, child)| Some((*id, child.try_wait().ok()??))).collect()
     }
 
     /// SIGTERM every child, wait up to [`STOP_GRACE`], SIGKILL what is left, and remove `DIR/pids`.
