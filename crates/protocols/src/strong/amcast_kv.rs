@@ -44,8 +44,7 @@ use crate::components::multicast::{
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions, Message, Offers, OpError,
-    OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
-    Value, Version,
+    OpId, PartitionId, Protocol, ProtocolConfig, Request, ServerId, ServerNode, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -162,13 +161,10 @@ impl From<McastRetry> for AmTimer {
     }
 }
 
+use super::group_op;
 /// What a multicast message carries (its payload, postcard-encoded): the operation, all its keys (each
 /// group executes its own). Its destination groups are exactly the groups of its keys.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Operation {
-    pub reads: Vec<Key>,
-    pub writes: Vec<(Key, Value)>,
-}
+pub use super::group_op::GroupOp as Operation;
 
 /// A group's replicated state: the store and each client's last answer.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -218,7 +214,7 @@ impl AmcastKvServer {
                         .filter(|k| mine(k))
                         .map(|k| match self.state.store.get(k) {
                             Some((v, ver)) => (k.clone(), Some(v.clone()), *ver),
-                            None => (k.clone(), None, Version { time: 0, dc: 0 }),
+                            None => (k.clone(), None, group_op::INITIAL),
                         })
                         .collect();
                     let version = Version { time: ts, dc: 0 };
@@ -395,25 +391,14 @@ impl ClientNode<AmcastKv> for AmcastKvClient {
         if let Some(p) = self.pending.take() {
             self.origin.forget(p.id);
         }
-        let operation = match request {
-            Request::Rot { keys } => Operation { reads: keys, writes: Vec::new() },
-            Request::Put { key, value } => Operation { reads: Vec::new(), writes: vec![(key, value)] },
-            Request::Update { writes } => Operation { reads: Vec::new(), writes },
-            other => {
-                cx.complete(op, Err(AmcastKv::OFFERS.refusal(AmcastKv::NAME, &other)));
+        let operation = match Operation::from_request(request, AmcastKv::NAME, AmcastKv::OFFERS) {
+            Ok(operation) => operation,
+            Err(e) => {
+                cx.complete(op, Err(e));
                 return;
             }
         };
-        if operation.reads.is_empty() && operation.writes.is_empty() {
-            cx.complete(op, Err(OpError::Rejected("an operation needs at least one key".into())));
-            return;
-        }
-        let dest: BTreeSet<PartitionId> = operation
-            .reads
-            .iter()
-            .chain(operation.writes.iter().map(|(k, _)| k))
-            .map(|k| self.topology.partition_of(k))
-            .collect();
+        let dest = operation.groups(&self.topology);
         let payload = postcard::to_stdvec(&operation).expect("an operation serializes");
         let id = self.origin.multicast(cx, dest, payload);
         let is_write = !operation.writes.is_empty();
@@ -429,27 +414,9 @@ impl ClientNode<AmcastKv> for AmcastKvClient {
         }
         let p = self.pending.take().expect("pending");
         let ts = p.parts.values().map(|part| part.ts).max().unwrap_or(0);
-        let mut found: BTreeMap<&Key, (Option<Value>, Version)> = BTreeMap::new();
-        for part in p.parts.values() {
-            for (k, v, ver) in &part.reads {
-                found.insert(k, (v.clone(), *ver));
-            }
-        }
-        let reads = p
-            .reads
-            .iter()
-            .map(|k| {
-                let (value, version) = found.get(k).cloned().unwrap_or((None, Version { time: 0, dc: 0 }));
-                ReadResult { key: k.clone(), value, version, versions_skipped: 0 }
-            })
-            .collect::<Vec<_>>();
-        let metrics = OpMetrics {
-            rounds: 1,
-            versions_returned: u32::try_from(reads.len()).unwrap_or(u32::MAX),
-            ..OpMetrics::default()
-        };
         let commit = p.is_write.then_some(Version { time: ts, dc: 0 });
-        cx.complete(p.op, Ok(Reply { reads, commit, metrics, ..Reply::default() }));
+        let found = p.parts.values().flat_map(|part| part.reads.iter());
+        cx.complete(p.op, Ok(group_op::reply(&p.reads, found, commit)));
     }
 
     fn on_timer(&mut self, cx: &mut Cx<'_>, timer: AmTimer) {

@@ -3,6 +3,7 @@
 //! (`amcast-kv`), and its two-phase-commit counterpart (`tpc-kv`).
 
 pub mod amcast_kv;
+mod group_op;
 pub mod raft_kv;
 pub mod tpc_kv;
 pub mod twopl;

@@ -37,8 +37,8 @@ use crate::components::twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetr
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
-    Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId,
-    ServerNode, Topology, Value, Version,
+    Offers, OpError, OpId, PartitionId, Protocol, ProtocolConfig, Request, ServerId, ServerNode, Topology, Value,
+    Version,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -135,13 +135,10 @@ impl From<TpcRetry> for TpcTimer {
     }
 }
 
+use super::group_op;
 /// What a transaction carries (its `Begin` payload, postcard-encoded): all its keys (each group prepares
 /// its own). Its participants are exactly the groups of its keys.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Operation {
-    pub reads: Vec<Key>,
-    pub writes: Vec<(Key, Value)>,
-}
+pub use super::group_op::GroupOp as Operation;
 
 /// A group's vote: its reads and its clock.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -199,7 +196,7 @@ impl TpcHost for KvState {
                 .iter()
                 .map(|k| match self.store.get(k) {
                     Some((v, ver)) => (k.clone(), Some(v.clone()), *ver),
-                    None => (k.clone(), None, Version { time: 0, dc: 0 }),
+                    None => (k.clone(), None, group_op::INITIAL),
                 })
                 .collect(),
             // Saturating: a vote forged by a peer can carry any clock (the decision raises this one to it).
@@ -402,25 +399,14 @@ impl ClientNode<TpcKv> for TpcKvClient {
         if let Some(p) = self.pending.take() {
             self.origin.forget(p.id);
         }
-        let operation = match request {
-            Request::Rot { keys } => Operation { reads: keys, writes: Vec::new() },
-            Request::Put { key, value } => Operation { reads: Vec::new(), writes: vec![(key, value)] },
-            Request::Update { writes } => Operation { reads: Vec::new(), writes },
-            other => {
-                cx.complete(op, Err(TpcKv::OFFERS.refusal(TpcKv::NAME, &other)));
+        let operation = match Operation::from_request(request, TpcKv::NAME, TpcKv::OFFERS) {
+            Ok(operation) => operation,
+            Err(e) => {
+                cx.complete(op, Err(e));
                 return;
             }
         };
-        if operation.reads.is_empty() && operation.writes.is_empty() {
-            cx.complete(op, Err(OpError::Rejected("an operation needs at least one key".into())));
-            return;
-        }
-        let participants: BTreeSet<PartitionId> = operation
-            .reads
-            .iter()
-            .chain(operation.writes.iter().map(|(k, _)| k))
-            .map(|k| self.topology.partition_of(k))
-            .collect();
+        let participants = operation.groups(&self.topology);
         let payload = postcard::to_stdvec(&operation).expect("an operation serializes");
         let id = self.origin.begin(cx, participants, payload);
         let is_write = !operation.writes.is_empty();
@@ -441,23 +427,8 @@ impl ClientNode<TpcKv> for TpcKvClient {
         };
         let parts: Vec<Part> = parts.iter().filter_map(|(_, b)| postcard::from_bytes::<Part>(b).ok()).collect();
         let ts = parts.iter().map(|part| part.clock).max().unwrap_or(0);
-        let found: BTreeMap<&Key, (Option<Value>, Version)> =
-            parts.iter().flat_map(|part| part.reads.iter().map(|(k, v, ver)| (k, (v.clone(), *ver)))).collect();
-        let reads = p
-            .reads
-            .iter()
-            .map(|k| {
-                let (value, version) = found.get(k).cloned().unwrap_or((None, Version { time: 0, dc: 0 }));
-                ReadResult { key: k.clone(), value, version, versions_skipped: 0 }
-            })
-            .collect::<Vec<_>>();
-        let metrics = OpMetrics {
-            rounds: 1,
-            versions_returned: u32::try_from(reads.len()).unwrap_or(u32::MAX),
-            ..OpMetrics::default()
-        };
         let commit = p.is_write.then_some(Version { time: ts, dc: 0 });
-        cx.complete(p.op, Ok(Reply { reads, commit, metrics, ..Reply::default() }));
+        cx.complete(p.op, Ok(group_op::reply(&p.reads, parts.iter().flat_map(|part| part.reads.iter()), commit)));
     }
 
     fn on_timer(&mut self, cx: &mut Cx<'_>, timer: TpcTimer) {
