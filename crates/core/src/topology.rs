@@ -65,6 +65,13 @@ impl Topology {
         (m < u32::from(self.replicas)).then_some(m as u16)
     }
 
+    /// The member of `server`'s group after it, wrapping around (member 0 for a server outside the
+    /// topology): where a client tries next when `server` does not answer.
+    pub fn next_member(&self, server: ServerId) -> ServerId {
+        let m = self.member_index(server).unwrap_or(0);
+        self.member(server.partition, (m + 1) % self.replicas)
+    }
+
     /// The replica group of `partition`, in member order.
     pub fn group(&self, partition: PartitionId) -> impl Iterator<Item = ServerId> + use<> {
         let t = *self;

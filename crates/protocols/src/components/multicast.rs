@@ -762,12 +762,10 @@ impl McastOrigin {
         P::Msg: From<McastWire>,
         P::Timer: From<McastRetry>,
     {
-        let replicas = self.topology.replicas;
         let topology = self.topology;
         let Some(f) = self.in_flight.get_mut(&t.seq).filter(|f| f.attempt == t.attempt) else { return };
         for to in f.waiting.values_mut() {
-            let m = topology.member_index(*to).unwrap_or(0);
-            *to = topology.member(to.partition, (m + 1) % replicas);
+            *to = topology.next_member(*to);
         }
         self.send(cx, t.seq);
     }

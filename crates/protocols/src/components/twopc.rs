@@ -603,9 +603,7 @@ impl TpcOrigin {
     {
         let Some(f) = self.in_flight.get(&t.seq).filter(|f| f.attempt == t.attempt) else { return };
         for p in f.participants.clone() {
-            let to = self.targets[usize::from(p)];
-            let m = self.topology.member_index(to).unwrap_or(0);
-            self.targets[usize::from(p)] = self.topology.member(p, (m + 1) % self.topology.replicas);
+            self.targets[usize::from(p)] = self.topology.next_member(self.targets[usize::from(p)]);
         }
         self.send(cx, t.seq);
     }

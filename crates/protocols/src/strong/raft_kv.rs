@@ -407,11 +407,6 @@ impl RaftKvClient {
     }
 
     /// The member after `s` in its group (round robin).
-    fn next_member(&self, s: ServerId) -> ServerId {
-        let m = self.topology.member_index(s).unwrap_or(0);
-        self.topology.member(s.partition, (m + 1) % self.topology.replicas)
-    }
-
     fn send(&mut self, cx: &mut Cx<'_>) {
         let Some(p) = &mut self.pending else { return };
         p.attempt += 1;
@@ -440,7 +435,7 @@ impl ClientNode<RaftKv> for RaftKvClient {
         // keeps its sequence number, so that resubmitting it is a retry and applies it at most once.
         let abandoned = self.pending.take().map(|p| {
             let tried = self.leaders[usize::from(p.partition)];
-            self.leaders[usize::from(p.partition)] = self.next_member(tried);
+            self.leaders[usize::from(p.partition)] = self.topology.next_member(tried);
             p.kv
         });
         let kv = match request {
@@ -527,7 +522,7 @@ impl ClientNode<RaftKv> for RaftKvClient {
         {
             let partition = self.pending.as_ref().expect("current").partition;
             let tried = self.leaders[usize::from(partition)];
-            self.leaders[usize::from(partition)] = self.next_member(tried);
+            self.leaders[usize::from(partition)] = self.topology.next_member(tried);
             self.send(cx);
         }
     }
