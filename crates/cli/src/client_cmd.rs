@@ -38,6 +38,47 @@ pub fn server(config_path: &Path, node: u32, data_dir: Option<PathBuf>, fsync: F
     })
 }
 
+/// `snowline certs`: certificates for every node of a config, and the `[tls]` section naming them.
+pub fn certs(config_path: &Path, out: &Path) -> Result<()> {
+    let config = ClusterConfig::load_unvalidated(config_path)?;
+    anyhow::ensure!(!config.nodes.is_empty(), "{} lists no [[node]]", config_path.display());
+    let out = std::path::absolute(out)?;
+    let ids: Vec<u32> = config.nodes.iter().map(|n| n.id).collect();
+    let tls = snowline_net::tls::generate(ids.iter().copied())?.write(&out)?;
+    println!("wrote {} and a certificate and key for each of nodes {ids:?}", tls.ca.display());
+    println!("add to {} (and remove any `insecure = true`):\n", config_path.display());
+    println!("[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n", tls.ca, tls.cert, tls.key);
+    println!(
+        "each host needs ca.pem and the certificates and keys of its own nodes only; keep the keys private (mode 0600)"
+    );
+    Ok(())
+}
+
+/// How long a PUT in dc0 takes to become readable in dc1, in milliseconds, for `probes` writes one after
+/// another (each a new key starting with `tag`). The reader polls every 200 µs.
+pub async fn visibility_ms<P: Protocol>(config: &ClusterConfig, probes: usize, tag: &str) -> Result<Vec<f64>> {
+    let dc0 = snowline_net::ClientRuntime::<P>::connect(config, 0).await?;
+    let dc1 = snowline_net::ClientRuntime::<P>::connect(config, 1).await?;
+    let (writer, reader) = (dc0.session(), dc1.session());
+    let mut out = Vec::with_capacity(probes);
+    for i in 0..probes {
+        let key: Key = format!("{tag}-{i}").into();
+        let value: Value = format!("{tag}-value-{i}").into();
+        let put = std::time::Instant::now();
+        writer.execute(Request::Put { key: key.clone(), value: value.clone() }).await?;
+        loop {
+            let reply = reader.execute(Request::Rot { keys: vec![key.clone()] }).await?;
+            if reply.reads[0].value.as_ref() == Some(&value) {
+                out.push(put.elapsed().as_secs_f64() * 1e3);
+                break;
+            }
+            anyhow::ensure!(put.elapsed() < Duration::from_secs(10), "a write in dc0 never became visible in dc1");
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+    Ok(out)
+}
+
 /// Resolves on SIGTERM or Ctrl-C.
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -60,15 +101,29 @@ fn new_cluster_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// How a local cluster is set up beyond its protocol, topology and latency.
+#[derive(Clone, Debug, Default)]
+pub struct LocalSetup {
+    /// Where its config, certificates, pids and logs go (default: a new temporary directory).
+    pub dir: Option<PathBuf>,
+    pub base_port: Option<u16>,
+    /// Durable servers (default: in memory).
+    pub data: Option<LocalData>,
+    /// No peer authentication (default: mutual TLS with certificates made in DIR/tls).
+    pub insecure: bool,
+    /// Clients must use TLS too.
+    pub client_tls: bool,
+}
+
 /// Start a local cluster of real server processes and wait until every one accepts connections.
 pub fn start_local_cluster(
     protocol: &str,
     topology: Topology,
     latency_ms: f64,
-    dir: Option<PathBuf>,
-    base_port: Option<u16>,
-    data: Option<LocalData>,
+    setup: LocalSetup,
 ) -> Result<(LocalCluster, ClusterConfig, PathBuf)> {
+    let LocalSetup { dir, base_port, data, insecure, client_tls } = setup;
+    anyhow::ensure!(!(insecure && client_tls), "--client-tls needs certificates: it cannot go with --insecure");
     let protocol = snowline_protocols::canonical_name(protocol)?;
     let dir = new_cluster_dir(dir)?;
     let port = match base_port {
@@ -83,9 +138,17 @@ pub fn start_local_cluster(
              (docs/DURABILITY.md); run it in memory (no --data-dir / --fsync memory)"
         );
     }
-    let config = ClusterConfig::local_replicated(protocol, topology, port).with_uniform_latency_ms(latency_ms);
+    let mut config = ClusterConfig::local_replicated(protocol, topology, port)?.with_uniform_latency_ms(latency_ms);
+    if insecure {
+        config = config.insecure();
+    } else if client_tls {
+        config = config.with_new_certs(&std::path::absolute(dir.join("tls"))?)?;
+        config.tls.as_mut().expect("just made").clients = true;
+    }
     let exe = std::env::current_exe().context("locating the snowline executable")?;
     let cluster = spawn_local_cluster_with(&exe, &dir, &config, data)?;
+    // The certificates made for it are in the config the cluster was started with.
+    let config = cluster.config().clone();
     cluster
         .wait_ready(Duration::from_secs(20))
         .with_context(|| format!("waiting for the servers to start (their logs are in {})", dir.display()))?;
@@ -95,13 +158,20 @@ pub fn start_local_cluster(
 /// `snowline cluster up`.
 pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
     anyhow::ensure!(args.replicas != Some(0), "--replicas must be at least 1");
-    let (dcs, partitions) = (args.dcs.max(1), args.partitions.max(1));
+    anyhow::ensure!(args.dcs > 0 && args.partitions > 0, "--dcs and --partitions must be at least 1");
+    let (dcs, partitions) = (args.dcs, args.partitions);
     let topology = Topology::replicated(dcs, partitions, args.replicas.unwrap_or(dcs));
     snowline_protocols::with_protocol!(&args.protocol, P => P::check_topology(&topology))?
         .map_err(|e| anyhow::anyhow!(e))?;
     let data = args.data_dir.clone().map(|root| LocalData { root, fsync: args.fsync });
-    let (cluster, config, dir) =
-        start_local_cluster(&args.protocol, topology, args.latency_ms, args.dir.clone(), args.base_port, data)?;
+    let setup = LocalSetup {
+        dir: args.dir.clone(),
+        base_port: args.base_port,
+        data,
+        insecure: args.insecure,
+        client_tls: args.client_tls,
+    };
+    let (cluster, config, dir) = start_local_cluster(&args.protocol, topology, args.latency_ms, setup)?;
     println!(
         "cluster up: protocol {}, {} datacenters × {} partitions × {} replicas, {} server processes",
         config.protocol,
@@ -117,6 +187,14 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
             args.fsync
         ),
         None => println!("in memory (no --data-dir): the data is lost when the servers stop"),
+    }
+    match &config.tls {
+        Some(tls) => println!(
+            "peers authenticated by mutual TLS (CA {}){}",
+            tls.ca.display(),
+            if tls.clients { "; clients must use TLS too" } else { "; clients may use plain TCP or TLS" }
+        ),
+        None => println!("INSECURE (--insecure): peers are not authenticated; any connection may speak for any server"),
     }
     println!("config: {}", dir.join("cluster.toml").display());
     println!(
@@ -141,12 +219,11 @@ pub fn with_local_cluster<T>(
     protocol: &str,
     topology: Topology,
     latency_ms: f64,
-    dir: Option<PathBuf>,
-    data: Option<LocalData>,
+    setup: LocalSetup,
     f: impl FnOnce(&ClusterConfig) -> Result<T>,
 ) -> Result<(T, f64)> {
-    let temporary = dir.is_none();
-    let (cluster, config, dir) = start_local_cluster(protocol, topology, latency_ms, dir, None, data)?;
+    let temporary = setup.dir.is_none();
+    let (cluster, config, dir) = start_local_cluster(protocol, topology, latency_ms, setup)?;
     let result = f(&config);
     let cpu = cluster.pids().iter().map(|pid| cpu_seconds(*pid)).sum();
     // A server that died during the run makes its figures meaningless: fail, naming it.

@@ -5,13 +5,12 @@
 use crate::client_cmd::start_local_cluster;
 use anyhow::{Context, Result};
 use clap::Args;
-use snowline_core::{Protocol, Request, Topology};
+use snowline_core::{Protocol, Topology};
 use snowline_harness::{MixedWorkload, RunReport, RunSpec};
-use snowline_net::{ClientRuntime, ClusterConfig};
+use snowline_net::ClusterConfig;
 use snowline_protocols::with_protocol;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 #[derive(Args, Clone, Debug)]
 pub struct DemoArgs {
@@ -47,7 +46,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let mut rows = Vec::new();
     for name in snowline_protocols::names() {
         println!("\n== {name}");
-        let (cluster, config, dir) = start_local_cluster(name, topology, args.latency_ms, None, None, None)?;
+        let (cluster, config, dir) = start_local_cluster(name, topology, args.latency_ms, Default::default())?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let spec = RunSpec {
             clients_per_dc: args.clients,
@@ -121,20 +120,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
 
 /// Show one write crossing datacenters, then run the workload.
 async fn demo_one<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> Result<(RunReport, f64)> {
-    let dc0 = ClientRuntime::<P>::connect(config, 0).await?;
-    let dc1 = ClientRuntime::<P>::connect(config, 1).await?;
-    let (writer, reader) = (dc0.session(), dc1.session());
-    let value: snowline_core::Value = "hello-from-dc0".into();
-    let put = Instant::now();
-    writer.execute(Request::Put { key: "demo-key".into(), value: value.clone() }).await?;
-    let visible_after_ms = loop {
-        let reply = reader.execute(Request::Rot { keys: vec!["demo-key".into()] }).await?;
-        if reply.reads[0].value.as_ref() == Some(&value) {
-            break put.elapsed().as_secs_f64() * 1e3;
-        }
-        anyhow::ensure!(put.elapsed() < Duration::from_secs(10), "the write never reached dc1");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    };
+    let visible_after_ms = crate::client_cmd::visibility_ms::<P>(config, 1, "demo-key").await?[0];
     let report = snowline_harness::net_run::run_net::<P>(config, spec).await?;
     Ok((report, visible_after_ms))
 }

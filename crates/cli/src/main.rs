@@ -56,6 +56,16 @@ enum Command {
     /// Start or stop a local cluster of server processes.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Make a CA and a certificate and key for every node of a cluster config (for a multi-host cluster;
+    /// `cluster up` does this by itself), and print the [tls] section that names them.
+    Certs {
+        /// The cluster.toml whose nodes need certificates (it may lack its [tls] section yet).
+        #[arg(long)]
+        config: PathBuf,
+        /// Where to write ca.pem, node-N.pem and node-N.key.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Run a closed-loop workload in the deterministic simulator.
     Sim(sim_cmd::SimArgs),
     /// Run a closed-loop workload against a real local cluster that this command starts and stops.
@@ -155,6 +165,15 @@ pub struct ClusterUpArgs {
     /// With --data-dir: group (default), per-write or none (see `snowline server --help`).
     #[arg(long, default_value = "group")]
     pub fsync: snowline_storage::FsyncPolicy,
+    /// Run without peer authentication: any connection may then speak for any server (experiments only).
+    /// Default: the servers authenticate each other by mutual TLS, with a CA and node certificates made in
+    /// DIR/tls.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Clients must connect with TLS too (they verify the servers against DIR/tls/ca.pem); default: clients
+    /// may use plain TCP or TLS.
+    #[arg(long, conflicts_with = "insecure")]
+    pub client_tls: bool,
 }
 
 fn main() {
@@ -173,6 +192,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Server { config, node, data_dir, fsync } => client_cmd::server(&config, node, data_dir, fsync),
         Command::Cluster(ClusterCommand::Up(args)) => client_cmd::cluster_up(args),
+        Command::Certs { config, out } => client_cmd::certs(&config, &out),
         Command::Cluster(ClusterCommand::Down { dir }) => {
             let n = snowline_net::cluster::stop_cluster_dir(&dir)
                 .with_context(|| format!("stopping the cluster in {}", dir.display()))?;

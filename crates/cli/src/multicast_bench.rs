@@ -160,10 +160,12 @@ fn run_real(args: &MulticastBenchArgs, p: &Profile, kind: &str, k: u16) -> Resul
     };
     let run = |clients: usize| -> Result<snowline_harness::RunReport> {
         let spec = spec(clients);
-        let (report, _cpu) = crate::client_cmd::with_local_cluster(name, topology, latency_ms, None, None, |config| {
-            snowline_protocols::with_protocol!(name, P => crate::sim_cmd::bench_on::<P>(config, &spec))
-                .map_err(anyhow::Error::from)?
-        })?;
+        let (report, _cpu) =
+            crate::client_cmd::with_local_cluster(name, topology, latency_ms, Default::default(), |config| {
+                snowline_protocols::with_protocol!(name, P => crate::sim_cmd::bench_on::<P>(config, &spec, false))
+                    .map_err(anyhow::Error::from)?
+                    .map(|(report, _)| report)
+            })?;
         Ok(report)
     };
     // A read of one group is reported as a GET.

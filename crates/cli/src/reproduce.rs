@@ -118,10 +118,15 @@ fn run_real(exp: &Experiment, variant: usize, protocol: &str, clients: usize) ->
     let v = &exp.variants[variant];
     let spec = exp.spec(variant, clients);
     let name = snowline_protocols::canonical_name(protocol)?;
-    let (report, _cpu) =
-        crate::client_cmd::with_local_cluster(name, v.topology, v.uniform_inter_dc_ms(), None, None, |config| {
+    let (report, _cpu) = crate::client_cmd::with_local_cluster(
+        name,
+        v.topology,
+        v.uniform_inter_dc_ms(),
+        Default::default(),
+        |config| {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             with_protocol!(name, P => rt.block_on(snowline_harness::net_run::run_net::<P>(config, &spec)))?
-        })?;
+        },
+    )?;
     Ok(report)
 }

@@ -289,6 +289,38 @@ pub struct BenchArgs {
     /// temporary directory, removed after each run).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// How the servers authenticate each other: tls (mutual TLS, the default) or insecure; comma-separated
+    /// to run the sweep under each and print what TLS costs (throughput, p95 latency and, with two or more
+    /// datacenters, how soon a write in dc0 is visible in dc1).
+    #[arg(long, value_delimiter = ',', default_value = "tls")]
+    pub peers: Vec<PeerAuth>,
+}
+
+/// How the servers of a benchmarked cluster authenticate each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerAuth {
+    Tls,
+    Insecure,
+}
+
+impl std::str::FromStr for PeerAuth {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim() {
+            "tls" => Ok(PeerAuth::Tls),
+            "insecure" => Ok(PeerAuth::Insecure),
+            other => Err(format!("unknown peer authentication {other:?} (tls or insecure)")),
+        }
+    }
+}
+
+impl std::fmt::Display for PeerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PeerAuth::Tls => "tls",
+            PeerAuth::Insecure => "insecure",
+        })
+    }
 }
 
 /// In memory, or durable with an fsync policy.
@@ -440,17 +472,27 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let topology = args.run.topology()?;
     let name = snowline_protocols::canonical_name(&args.run.protocol)?;
     anyhow::ensure!(!args.fsync.is_empty(), "--fsync needs at least one of memory, none, group, per-write");
+    anyhow::ensure!(!args.peers.is_empty(), "--peers needs at least one of tls, insecure");
+    let settings = args.fsync.len() * args.peers.len();
     anyhow::ensure!(
-        args.fsync.len() == 1 || args.run.out.is_none(),
-        "--out writes one results directory per storage setting: run one --fsync value at a time with it"
+        settings == 1 || args.run.out.is_none(),
+        "--out writes one results directory per setting: run one --fsync and one --peers value at a time with it"
     );
+    // Comparing settings: also measure how soon a write crosses datacenters, where the protocol can say.
+    let offers = snowline_protocols::lookup(name)?.offers;
+    let probe_visibility = settings > 1 && topology.dcs >= 2 && offers.blind_writes && offers.read_only;
     let seed = rand_seed();
-    let progress = crate::progress::bar((args.run.clients.len() * args.fsync.len()) as u64);
+    let progress = crate::progress::bar((args.run.clients.len() * settings) as u64);
     let mut records = Vec::new();
     let mut costs = Vec::new();
-    let points = args.fsync.iter().flat_map(|s| args.run.clients.iter().map(move |c| (*s, *c)));
-    for (storage, clients) in points {
-        progress.set_message(format!("{storage}, {clients} clients per DC"));
+    let mut points = Vec::new();
+    for peers in &args.peers {
+        for storage in &args.fsync {
+            points.extend(args.run.clients.iter().map(|c| (*peers, *storage, *c)));
+        }
+    }
+    for (peers, storage, clients) in points {
+        progress.set_message(format!("{storage}, {peers}, {clients} clients per DC"));
         let spec = args.run.spec(seed, clients);
         let started = Instant::now();
         let data = match storage {
@@ -464,13 +506,18 @@ pub fn bench(args: BenchArgs) -> Result<()> {
                 Some(snowline_net::LocalData { root, fsync })
             }
         };
-        let (report, cpu) = crate::client_cmd::with_local_cluster(
+        let setup = crate::client_cmd::LocalSetup {
+            dir: args.dir.clone(),
+            data: data.clone(),
+            insecure: peers == PeerAuth::Insecure,
+            ..Default::default()
+        };
+        let ((report, visibility), cpu) = crate::client_cmd::with_local_cluster(
             name,
             topology,
             args.latency_ms,
-            args.dir.clone(),
-            data.clone(),
-            |config| with_protocol!(name, P => bench_on::<P>(config, &spec)).map_err(anyhow::Error::from)?,
+            setup,
+            |config| with_protocol!(name, P => bench_on::<P>(config, &spec, probe_visibility))?,
         )?;
         if let (Some(d), None) = (&data, &args.data_dir) {
             let _ = std::fs::remove_dir_all(&d.root);
@@ -484,39 +531,68 @@ pub fn bench(args: BenchArgs) -> Result<()> {
                 Storage::Durable(p) => println!("durable servers, fsync {p}"),
                 Storage::Memory => println!("in-memory servers"),
             }
+            match peers {
+                PeerAuth::Tls => println!("peers authenticated by mutual TLS"),
+                PeerAuth::Insecure => println!("peers not authenticated (insecure)"),
+            }
         });
         finish(&report, &args.run, "real", seed)?;
-        costs.push((storage, clients, report.summary.clone()));
+        costs.push(Setting {
+            label: format!("{storage}, {peers}"),
+            clients,
+            summary: report.summary.clone(),
+            visibility,
+        });
         records.push(args.run.record("real", report, clients, wall));
         progress.inc(1);
     }
     progress.finish_and_clear();
-    if args.fsync.len() > 1 {
-        println!("\n{}", durability_costs(&costs));
+    if settings > 1 {
+        println!("\n{}", setting_costs(&costs));
         return Ok(());
     }
     write_sweep(&args.run, &records)
 }
 
-/// Throughput and p95 latency per storage setting, each against the first setting at the same client count.
-fn durability_costs(runs: &[(Storage, usize, snowline_harness::Summary)]) -> String {
+/// One benchmarked setting (storage and peer authentication) at one client count.
+struct Setting {
+    label: String,
+    clients: usize,
+    summary: snowline_harness::Summary,
+    /// Milliseconds from a PUT in dc0 to its value read in dc1, one per probe.
+    visibility: Option<Vec<f64>>,
+}
+
+/// Throughput, p95 latency and cross-datacenter visibility per setting, each against the first setting at
+/// the same client count.
+fn setting_costs(runs: &[Setting]) -> String {
     let mut out = format!(
-        "{:<18} {:>8} {:>10} {:>8} {:>12} {:>12}\n",
-        "storage", "clients", "ops/s", "× base", "p95 write", "p95 read"
+        "{:<26} {:>8} {:>10} {:>8} {:>12} {:>12} {:>14}\n",
+        "setting", "clients", "ops/s", "× base", "p95 write", "p95 read", "visible p50"
     );
     let p95 = |s: &snowline_harness::Summary, kinds: &[&str]| {
         s.per_kind.iter().filter(|k| kinds.contains(&k.kind.as_str())).map(|k| k.p95_us).fold(f64::NAN, f64::max)
     };
-    for (storage, clients, s) in runs {
-        let base = runs.iter().find(|(_, c, _)| c == clients).map(|(_, _, b)| b.ops_per_s).unwrap_or(f64::NAN);
+    for run in runs {
+        let s = &run.summary;
+        let base = runs.iter().find(|r| r.clients == run.clients).map(|r| r.summary.ops_per_s).unwrap_or(f64::NAN);
+        let visible = match &run.visibility {
+            Some(v) if !v.is_empty() => {
+                let mut v = v.clone();
+                v.sort_by(f64::total_cmp);
+                format!("{:.2} ms", v[v.len() / 2])
+            }
+            _ => "-".into(),
+        };
         out += &format!(
-            "{:<18} {:>8} {:>10.0} {:>8.2} {:>9.0} µs {:>9.0} µs\n",
-            storage.to_string(),
-            clients,
+            "{:<26} {:>8} {:>10.0} {:>8.2} {:>9.0} µs {:>9.0} µs {:>14}\n",
+            run.label,
+            run.clients,
             s.ops_per_s,
             s.ops_per_s / base,
             p95(s, &["put", "update"]),
             p95(s, &["rot", "get", "rot-rounds"]),
+            visible,
         );
     }
     out
@@ -550,9 +626,22 @@ fn write_sweep(args: &WorkloadArgs, records: &[RunRecord]) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn bench_on<P: Protocol>(config: &snowline_net::ClusterConfig, spec: &RunSpec) -> Result<RunReport> {
+pub(crate) fn bench_on<P: Protocol>(
+    config: &snowline_net::ClusterConfig,
+    spec: &RunSpec,
+    probe_visibility: bool,
+) -> Result<(RunReport, Option<Vec<f64>>)> {
+    /// Writes probed one after another, after the run.
+    const PROBES: usize = 100;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(snowline_harness::net_run::run_net::<P>(config, spec))
+    rt.block_on(async {
+        let report = snowline_harness::net_run::run_net::<P>(config, spec).await?;
+        let visibility = match probe_visibility {
+            true => Some(crate::client_cmd::visibility_ms::<P>(config, PROBES, "bench-visibility").await?),
+            false => None,
+        };
+        Ok((report, visibility))
+    })
 }
 
 fn rand_seed() -> u64 {

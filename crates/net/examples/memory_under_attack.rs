@@ -67,7 +67,8 @@ async fn main() {
             seconds = args.next().and_then(|s| s.parse().ok()).expect("--seconds N");
         }
     }
-    let config = ClusterConfig::local("cv", 1, 1, free_base_port());
+    // The attacks are a client's: peer authentication plays no part, so the one server needs no certificates.
+    let config = ClusterConfig::local("cv", 1, 1, free_base_port()).insecure();
     let addr = config.nodes[0].addr.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(run_server::<Cv>(config.clone(), 0, async move {

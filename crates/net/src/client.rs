@@ -29,6 +29,7 @@ use crate::NetError;
 use crate::config::{ClusterConfig, Routes};
 use crate::conn::{self, NetIn, OutTx, PeerSpec};
 use crate::frame::Frame;
+use crate::tls::ClientDialer;
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64};
 use rand::rngs::SmallRng;
 use snowline_core::{
@@ -103,7 +104,8 @@ impl<P: Protocol> ClientRuntime<P> {
         // A zero prefix would make the runtime's first ids small and guessable; avoid it.
         let prefix = (os_u64() >> 32).max(1);
         let (cmd, cmd_rx) = mpsc::unbounded_channel();
-        let (driver, net_rx) = Driver::<P>::new(Arc::new(config.clone()), dc, prefix);
+        let dialer = crate::tls::client_dialer(config)?;
+        let (driver, net_rx) = Driver::<P>::new(Arc::new(config.clone()), dc, prefix, dialer);
         handle.spawn(driver.run(net_rx, cmd_rx));
         Ok(Self {
             cmd,
@@ -271,6 +273,8 @@ enum Input {
 
 struct Driver<P: Protocol> {
     config: Arc<ClusterConfig>,
+    /// With `[tls] clients = true`: connections to servers use TLS.
+    dialer: Option<ClientDialer>,
     dc: DcId,
     prefix: u64,
     clients: HashMap<ClientId, ClientState<P>>,
@@ -291,10 +295,16 @@ enum Event<P: Protocol> {
 }
 
 impl<P: Protocol> Driver<P> {
-    fn new(config: Arc<ClusterConfig>, dc: DcId, prefix: u64) -> (Self, mpsc::UnboundedReceiver<NetIn<P::Msg>>) {
+    fn new(
+        config: Arc<ClusterConfig>,
+        dc: DcId,
+        prefix: u64,
+        dialer: Option<ClientDialer>,
+    ) -> (Self, mpsc::UnboundedReceiver<NetIn<P::Msg>>) {
         let routes = config.routes();
         let (net_tx, net_rx) = mpsc::unbounded_channel();
         let driver = Self {
+            dialer,
             dc,
             prefix,
             peers: vec![None; config.nodes.len()],
@@ -486,6 +496,7 @@ impl<P: Protocol> Driver<P> {
                     read_delay: Duration::from_nanos(self.config.latency_ns(peer.dc, self.dc)),
                     max_frame: self.config.max_frame_bytes,
                     inbound: Some(self.net_tx.clone()),
+                    dial: self.dialer.as_ref().map(|d| d.dial(peer.id)),
                 };
                 self.peers[node] = Some(conn::spawn_peer(&mut self.tasks, spec));
                 self.peers[node].as_ref().expect("just set")

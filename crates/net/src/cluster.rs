@@ -3,7 +3,8 @@
 //! [`spawn_local_cluster`] writes `DIR/cluster.toml`, starts one child process per node of the config as
 //! `EXE server --config DIR/cluster.toml --node ID` (so `EXE` must implement that subcommand by calling
 //! [`crate::run_server`]), sends each child's stdout and stderr to `DIR/node-ID.log` and records
-//! `ID PID` lines in `DIR/pids`. [`stop_cluster_dir`] stops such a cluster from another process.
+//! `ID PID` lines in `DIR/pids`. Unless the config is `insecure` or names certificates already, it makes
+//! the cluster's CA and node certificates in `DIR/tls` (`crate::tls`). [`stop_cluster_dir`] stops such a cluster from another process.
 //! Children are stopped with SIGTERM (the server shuts down cleanly on it), then SIGKILL after a grace
 //! period.
 
@@ -49,8 +50,12 @@ pub fn spawn_local_cluster_with(
     config: &ClusterConfig,
     data: Option<LocalData>,
 ) -> Result<LocalCluster, NetError> {
-    config.validate()?;
     std::fs::create_dir_all(dir)?;
+    let mut config = config.clone();
+    if config.tls.is_none() && !config.insecure {
+        config = config.with_new_certs(&std::path::absolute(dir.join("tls"))?)?;
+    }
+    config.validate()?;
     config.save(dir.join("cluster.toml"))?;
     let mut cluster = LocalCluster {
         dir: dir.to_owned(),

@@ -9,6 +9,11 @@
 //! max_frame_bytes = 8388608                        # omitted => 8 MiB
 //! [protocol_config]                                # snowline_core::ProtocolConfig, all fields optional
 //! stabilisation_interval_ms = 10
+//! [tls]                                            # peer authentication (crate::tls); or insecure = true
+//! ca = "tls/ca.pem"                                # relative paths: to this file's directory
+//! cert = "tls/node-{id}.pem"                       # {id}: the node's id
+//! key = "tls/node-{id}.key"
+//! clients = false                                  # true: clients must use TLS too
 //! [[node]]
 //! id = 0
 //! addr = "127.0.0.1:7100"
@@ -19,7 +24,8 @@
 //!
 //! Every server of the topology (`Topology`'s placement of each partition's replica group) is hosted by
 //! exactly one node; a node hosts servers of one datacenter only (so that messages between partitions of one
-//! process never cross a WAN link).
+//! process never cross a WAN link). A config has either a `[tls]` section or `insecure = true`: servers
+//! authenticate each other by mutual TLS, or (for experiments) not at all.
 //! [`ClusterConfig::load`] validates all of this and reports the first problem with the file's path.
 
 use serde::{Deserialize, Serialize};
@@ -87,10 +93,32 @@ pub struct ClusterConfig {
     /// Largest frame accepted or sent, in bytes.
     #[serde(default = "default_max_frame_bytes")]
     pub max_frame_bytes: usize,
+    /// No peer authentication: any connection may speak for any server (experiments only; `crate::tls`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
     #[serde(default)]
     pub protocol_config: ProtocolConfig,
+    /// Mutual TLS between servers (`crate::tls`); required unless `insecure`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsConfig>,
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeConfig>,
+}
+
+/// The `[tls]` section: where the cluster's CA certificate and each node's certificate and key are.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The CA certificate (PEM) that signed every node's certificate.
+    pub ca: PathBuf,
+    /// A node's certificate (PEM); `{id}` stands for the node id.
+    pub cert: String,
+    /// A node's private key (PEM); `{id}` stands for the node id. Each host needs only its nodes' keys.
+    pub key: String,
+    /// Clients must connect with TLS (verifying the servers against `ca`); plain client connections are
+    /// refused. Off by default: client TLS is opt-in.
+    #[serde(default)]
+    pub clients: bool,
 }
 
 /// Server → index (in `ClusterConfig::nodes`) of the node hosting it.
@@ -129,20 +157,43 @@ impl ClusterConfig {
         let path = path.as_ref();
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        let config = Self::parse(&text).map_err(|e| match e {
+        let mut config = Self::parse(&text).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_owned(), message },
             ConfigError::Invalid { message, .. } => ConfigError::Invalid { path: Some(path.to_owned()), message },
             other => other,
         })?;
+        // Relative certificate paths are relative to the config file, wherever the process runs.
+        if let (Some(tls), Some(dir)) = (&mut config.tls, path.parent()) {
+            tls.ca = dir.join(&tls.ca);
+            for template in [&mut tls.cert, &mut tls.key] {
+                *template = dir.join(&*template).display().to_string();
+            }
+        }
         Ok(config)
     }
 
     /// Parse and validate TOML text (errors carry an empty path).
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        let config: ClusterConfig = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { path: PathBuf::new(), message: e.to_string().trim_end().to_owned() })?;
+        let config = Self::parse_unvalidated(text)?;
         config.validate()?;
         Ok(config)
+    }
+
+    fn parse_unvalidated(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: PathBuf::new(), message: e.to_string().trim_end().to_owned() })
+    }
+
+    /// Read and parse a `cluster.toml` without checking it describes a runnable cluster (`snowline certs`
+    /// reads a config that has no `[tls]` section yet).
+    pub fn load_unvalidated(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Self::parse_unvalidated(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_owned(), message },
+            other => other,
+        })
     }
 
     /// Write the config as TOML (creating or replacing the file).
@@ -157,18 +208,30 @@ impl ClusterConfig {
 
     /// A loopback cluster with one node per server of the topology (full replication: one per
     /// `(dc, partition)`): node `i`, the `i`-th of `Topology::servers`, listens on `127.0.0.1:(base_port + i)`.
-    /// No emulated latency (set `inter_dc_latency_ms` afterwards if wanted).
+    /// No emulated latency (set `inter_dc_latency_ms` afterwards if wanted). It has no certificates yet:
+    /// [`ClusterConfig::with_new_certs`] (which `spawn_local_cluster` calls) or `insecure = true` completes it.
+    ///
+    /// Panics if the ports run past 65535; [`ClusterConfig::local_replicated`] returns that as an error.
     pub fn local(protocol: &str, dcs: u16, partitions: u16, base_port: u16) -> Self {
-        Self::local_replicated(protocol, Topology::new(dcs, partitions), base_port)
+        Self::local_replicated(protocol, Topology::new(dcs, partitions), base_port).expect("ports fit")
     }
 
-    /// [`ClusterConfig::local`] for any placement.
-    pub fn local_replicated(protocol: &str, topology: Topology, base_port: u16) -> Self {
+    /// [`ClusterConfig::local`] for any placement; an error if `base_port` leaves no room for every node.
+    pub fn local_replicated(protocol: &str, topology: Topology, base_port: u16) -> Result<Self, ConfigError> {
         let mut nodes = Vec::new();
+        let servers = topology.servers().count();
+        if base_port == 0 || u32::from(base_port) + servers as u32 - 1 > u32::from(u16::MAX) {
+            return Err(ConfigError::Invalid {
+                path: None,
+                message: format!(
+                    "base port {base_port} leaves no room for {servers} nodes (ports {base_port}..={} must be within 1..=65535)",
+                    u32::from(base_port) + servers as u32 - 1
+                ),
+            });
+        }
         for (i, s) in topology.servers().enumerate() {
             let id = i as u32;
             let port = u32::from(base_port) + id;
-            assert!(port <= u32::from(u16::MAX), "base port {base_port} leaves no room for {id} nodes");
             nodes.push(NodeConfig {
                 id,
                 addr: format!("127.0.0.1:{port}"),
@@ -177,16 +240,34 @@ impl ClusterConfig {
                 replica: s.replica,
             });
         }
-        Self {
+        Ok(Self {
             protocol: protocol.to_owned(),
             dcs: topology.dcs,
             partitions: topology.partitions,
             replicas: (!topology.one_replica_per_dc()).then_some(topology.replicas),
             inter_dc_latency_ms: Vec::new(),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            insecure: false,
             protocol_config: ProtocolConfig::default(),
+            tls: None,
             nodes,
-        }
+        })
+    }
+
+    /// Make a new CA and a certificate for every node in `dir` (`crate::tls::generate`) and name them in
+    /// the `[tls]` section.
+    pub fn with_new_certs(mut self, dir: &Path) -> Result<Self, crate::NetError> {
+        let certs = crate::tls::generate(self.nodes.iter().map(|n| n.id))?;
+        self.tls = Some(certs.write(dir)?);
+        self.insecure = false;
+        Ok(self)
+    }
+
+    /// No peer authentication (`insecure = true`): for experiments only.
+    pub fn insecure(mut self) -> Self {
+        self.insecure = true;
+        self.tls = None;
+        self
     }
 
     /// Set the same one-way latency between every pair of distinct datacenters.
@@ -241,6 +322,22 @@ impl ClusterConfig {
         }
         if self.nodes.is_empty() {
             return bad("no [[node]] entries".into());
+        }
+        match (&self.tls, self.insecure) {
+            (None, false) => {
+                return bad("no [tls] section: servers must authenticate each other. `snowline cluster up` makes \
+                    the certificates (for a multi-host cluster: `snowline certs --config FILE --out DIR`); or set \
+                    `insecure = true` to let any connection speak for any server (experiments only)"
+                    .into());
+            }
+            (Some(_), true) => return bad("both a [tls] section and insecure = true: choose one".into()),
+            (Some(tls), false) if !tls.cert.contains("{id}") || !tls.key.contains("{id}") => {
+                return bad(format!(
+                    "[tls] cert = {:?} and key = {:?} must contain {{id}} (each node has its own)",
+                    tls.cert, tls.key
+                ));
+            }
+            _ => {}
         }
         let mut ids = HashSet::new();
         let mut addrs = HashSet::new();
@@ -336,6 +433,7 @@ dcs = 2
 partitions = 2
 inter_dc_latency_ms = [[0.0, 40.0], [40.0, 0.0]]
 max_frame_bytes = 8388608
+insecure = true
 [protocol_config]
 stabilisation_interval_ms = 5
 [[node]]
@@ -371,7 +469,7 @@ partitions = [1]
     #[test]
     fn save_load_round_trip() {
         let path = tmp("roundtrip");
-        let c = ClusterConfig::local("cv", 3, 2, 21000).with_uniform_latency_ms(12.5);
+        let c = ClusterConfig::local("cv", 3, 2, 21000).with_uniform_latency_ms(12.5).insecure();
         c.save(&path).unwrap();
         let back = ClusterConfig::load(&path).unwrap();
         assert_eq!(back, c);
@@ -430,5 +528,35 @@ partitions = [1]
         assert!(e.contains("node id 1 appears more than once"), "{e}");
         let e = invalid(|c| c.max_frame_bytes = 10);
         assert!(e.contains("max_frame_bytes"), "{e}");
+        let e = invalid(|c| c.insecure = false);
+        assert!(e.contains("no [tls] section") && e.contains("insecure = true"), "{e}");
+        let tls = TlsConfig { ca: "ca.pem".into(), cert: "n.pem".into(), key: "n.key".into(), clients: false };
+        let e = invalid(|c| c.tls = Some(tls.clone()));
+        assert!(e.contains("choose one"), "{e}");
+        let e = invalid(|c| (c.insecure, c.tls) = (false, Some(tls)));
+        assert!(e.contains("must contain {id}"), "{e}");
+    }
+
+    #[test]
+    fn certificate_paths_are_relative_to_the_config_file() {
+        let path = tmp("tlspaths");
+        let text = GOOD.replace("insecure = true\n", "")
+            + "[tls]\nca = \"tls/ca.pem\"\ncert = \"/abs/node-{id}.pem\"\nkey = \"tls/node-{id}.key\"\n";
+        std::fs::write(&path, text).unwrap();
+        let c = ClusterConfig::load(&path).unwrap();
+        let dir = path.parent().unwrap();
+        let tls = c.tls.unwrap();
+        assert_eq!(tls.ca, dir.join("tls/ca.pem"));
+        assert_eq!(tls.cert, "/abs/node-{id}.pem");
+        assert_eq!(tls.key, dir.join("tls/node-{id}.key").display().to_string());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn ports_past_65535_are_an_error_not_a_panic() {
+        let e = ClusterConfig::local_replicated("cv", Topology::new(1, 2), 65535).unwrap_err().to_string();
+        assert!(e.contains("base port 65535 leaves no room for 2 nodes"), "{e}");
+        assert!(ClusterConfig::local_replicated("cv", Topology::new(1, 2), 0).is_err());
+        assert!(ClusterConfig::local_replicated("cv", Topology::new(1, 2), 65534).is_ok());
     }
 }

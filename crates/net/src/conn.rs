@@ -2,15 +2,15 @@
 //! delay queue, and outbound peer links that connect lazily and reconnect with backoff.
 
 use crate::frame::{self, Frame};
-use crate::limits::ConnQueue;
+use crate::limits::{ConnQueue, HANDSHAKE_TIMEOUT};
+use crate::tls::Dial;
 use bytes::BytesMut;
 use futures::StreamExt;
 use snowline_core::{Addr, Message};
 use std::collections::VecDeque;
 use std::future::Future;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender, error::TryRecvError};
 use tokio::time::{Duration, Instant, sleep, sleep_until};
 use tokio_util::codec::FramedRead;
@@ -19,6 +19,35 @@ use tokio_util::codec::FramedRead;
 pub(crate) type Out<M> = (Instant, Frame<M>);
 /// The sending side of a connection's write queue.
 pub(crate) type OutTx<M> = UnboundedSender<Out<M>>;
+
+/// The reading half of a connection, plain TCP or TLS.
+pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+/// The writing half of a connection, plain TCP or TLS.
+pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Split a plain TCP connection.
+pub(crate) fn split_tcp(stream: TcpStream) -> (ReadHalf, WriteHalf) {
+    let (rd, wr) = stream.into_split();
+    (Box::new(rd), Box::new(wr))
+}
+
+/// Split a TLS connection (either side).
+pub(crate) fn split_tls<S: AsyncRead + AsyncWrite + Send + 'static>(stream: S) -> (ReadHalf, WriteHalf) {
+    let (rd, wr) = tokio::io::split(stream);
+    (Box::new(rd), Box::new(wr))
+}
+
+/// Connect to `addr`, with TLS when `dial` says so (verifying the node it names).
+async fn connect(addr: &str, dial: Option<&Dial>) -> std::io::Result<(ReadHalf, WriteHalf)> {
+    let stream = TcpStream::connect(addr).await?;
+    let _ = stream.set_nodelay(true);
+    let Some(dial) = dial else { return Ok(split_tcp(stream)) };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, dial.connector.connect(dial.name.clone(), stream)).await {
+        Ok(Ok(tls)) => Ok(split_tls(tls)),
+        Ok(Err(e)) => Err(std::io::Error::new(e.kind(), format!("TLS handshake with {addr} failed: {e}"))),
+        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out")),
+    }
+}
 
 /// Write at most this many bytes per `write_all` before looking at the queue again.
 const MAX_BATCH_BYTES: usize = 1 << 20;
@@ -38,7 +67,7 @@ pub(crate) enum WriteEnd {
 /// once (ignoring the delay) and the write half is shut down.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn write_loop<M: Message>(
-    wr: &mut OwnedWriteHalf,
+    wr: &mut WriteHalf,
     rx: &mut UnboundedReceiver<Out<M>>,
     pending: &mut VecDeque<Out<M>>,
     delay: Duration,
@@ -140,6 +169,8 @@ pub(crate) struct PeerSpec<M> {
     pub max_frame: usize,
     /// Where frames read back are forwarded; `None`: only `Error` frames are logged.
     pub inbound: Option<UnboundedSender<NetIn<M>>>,
+    /// TLS: how to prove who we are (a server) and check the node reached; `None`: plain TCP.
+    pub dial: Option<Dial>,
 }
 
 /// Start an outbound link; returns its queue. The task connects on the first frame, sends `Hello` first on
@@ -162,8 +193,8 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
                 None => return,
             }
         }
-        let stream = match TcpStream::connect(&spec.addr).await {
-            Ok(s) => s,
+        let (rd, mut wr) = match connect(&spec.addr, spec.dial.as_ref()).await {
+            Ok(halves) => halves,
             Err(e) => {
                 if !failing {
                     eprintln!("warning: {}: cannot connect ({e}); queueing and retrying", spec.label);
@@ -183,8 +214,6 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
         }
         failing = false;
         let connected_at = Instant::now();
-        let _ = stream.set_nodelay(true);
-        let (rd, mut wr) = stream.into_split();
         let mut hello = BytesMut::new();
         frame::encode_into(&spec.hello, spec.max_frame, &mut hello).expect("a hello fits in any frame");
         if let Err(e) = wr.write_all(&hello).await {
@@ -221,7 +250,7 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
 /// Read what a peer sends back on an outbound link: `Error` frames are logged, messages forwarded (held
 /// for `delay` first). Returns when the connection closes or fails.
 async fn read_peer<M: Message>(
-    rd: OwnedReadHalf,
+    rd: ReadHalf,
     label: String,
     max_frame: usize,
     delay: Duration,

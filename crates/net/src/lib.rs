@@ -8,6 +8,7 @@
 //!   bytes. Inter-datacenter latency is emulated inside the runtime, per link, preserving FIFO order.
 //! * [`client`]: [`ClientRuntime`] and [`Session`], the async client library hosting the protocol's
 //!   client nodes and sharing one connection per server node among all sessions.
+//! * [`tls`]: peer authentication (mutual TLS between servers, opt-in TLS for clients).
 //! * [`cluster`]: starting and stopping a cluster of local server processes (`snowline cluster up/down`,
 //!   `snowline bench`).
 //!
@@ -25,13 +26,14 @@ mod conn;
 pub mod frame;
 pub mod limits;
 pub mod server;
+pub mod tls;
 mod util;
 
 pub use client::{ClientRuntime, DEFAULT_OP_TIMEOUT, Session, Txn};
 pub use cluster::{
     LocalCluster, LocalData, free_base_port, spawn_local_cluster, spawn_local_cluster_with, stop_cluster_dir,
 };
-pub use config::{ClusterConfig, ConfigError, NodeConfig, Routes};
+pub use config::{ClusterConfig, ConfigError, NodeConfig, Routes, TlsConfig};
 pub use frame::{Frame, FrameError, WIRE_VERSION};
 pub use server::{Durability, run_server, run_server_with, shutdown_signal};
 
@@ -58,6 +60,9 @@ pub enum NetError {
     Cluster(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// Certificates or keys that cannot be read, generated or used (the message names the file).
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The data directory of a durable server cannot be used (the message names the file).
     #[error(transparent)]
     Storage(#[from] snowline_storage::StorageError),

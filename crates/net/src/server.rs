@@ -26,12 +26,13 @@
 
 use crate::NetError;
 use crate::config::{ClusterConfig, Routes};
-use crate::conn::{self, OutTx, PeerSpec};
+use crate::conn::{self, OutTx, PeerSpec, ReadHalf, WriteHalf};
 use crate::frame::{self, Frame};
 use crate::limits::{
     BudgetedCodec, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT,
     MAX_CONNECTIONS, MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
 };
+use crate::tls::{NodeTls, TLS_HANDSHAKE_BYTE};
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
 use futures::StreamExt;
 use rand::rngs::SmallRng;
@@ -151,7 +152,20 @@ pub async fn run_server_with<P: Protocol>(
     let config = Arc::new(config);
     let (inbox_tx, mut inbox) = mpsc::channel(INBOX);
     let (stop_accept, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let shared = Arc::new(Shared { budget: FrameBudget::new(FRAME_BUFFER_BUDGET), log: RateLimitedLog::default() });
+    let tls = NodeTls::load(&config, node_id)?;
+    if tls.is_none() {
+        eprintln!(
+            "snowline server: node {node_id}: WARNING: insecure = true: peers are not authenticated, so any \
+             connection may speak for any server (experiments only)"
+        );
+    }
+    let shared = Arc::new(Shared {
+        budget: FrameBudget::new(FRAME_BUFFER_BUDGET),
+        log: RateLimitedLog::default(),
+        tls,
+        routes: config.routes(),
+        node_ids: config.nodes.iter().map(|n| n.id).collect(),
+    });
     let accept = tokio::spawn(accept_loop::<P>(listener, inbox_tx, config.max_frame_bytes, stop_rx, shared.clone()));
 
     let mut server = EventLoop::<P>::new(config, node_id, shared);
@@ -293,6 +307,48 @@ type ConnEntry<M> = (OutTx<M>, Arc<ConnQueue>, Addr);
 struct Shared {
     budget: Arc<FrameBudget>,
     log: RateLimitedLog,
+    /// Peer authentication; `None` for an `insecure` cluster.
+    tls: Option<NodeTls>,
+    routes: Routes,
+    /// Node ids by index in the config (what `Routes::node_of` returns).
+    node_ids: Vec<u32>,
+}
+
+/// Who is at the other end of an inbound connection, as far as its authentication tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Caller {
+    /// TLS with a certificate of the cluster's CA naming this node.
+    Node(u32),
+    /// TLS without a certificate.
+    TlsClient,
+    /// Plain TCP.
+    PlainClient,
+}
+
+impl Shared {
+    /// Whether a connection whose authentication found `caller` may say it is `from` in its `Hello`.
+    fn admit(&self, caller: Caller, from: Addr) -> Result<(), String> {
+        let Some(tls) = &self.tls else { return Ok(()) };
+        match from {
+            Addr::Client(_) if caller == Caller::PlainClient && tls.clients_need_tls => {
+                Err("this cluster requires TLS from clients ([tls] clients = true)".into())
+            }
+            Addr::Client(_) => Ok(()),
+            Addr::Server(s) => {
+                let host = self.routes.node_of(s).and_then(|i| self.node_ids.get(i).copied());
+                match caller {
+                    Caller::Node(n) if Some(n) == host => Ok(()),
+                    Caller::Node(n) => {
+                        Err(format!("this connection's certificate is node {n}'s, which does not host {s}"))
+                    }
+                    Caller::TlsClient | Caller::PlainClient => Err(format!(
+                        "a Hello in the name of server {s} without a peer certificate: servers authenticate each \
+                         other by mutual TLS, so this connection may carry client requests only"
+                    )),
+                }
+            }
+        }
+    }
 }
 
 /// When [`EventLoop::flush_durable`] is called.
@@ -639,6 +695,7 @@ impl<P: Protocol> EventLoop<P> {
                             read_delay: Duration::ZERO,
                             max_frame: self.config.max_frame_bytes,
                             inbound: None,
+                            dial: self.shared.tls.as_ref().map(|t| t.dial(peer.id)),
                         };
                         self.peers[node] = Some(conn::spawn_peer(&mut self.tasks, spec));
                         self.peers[node].as_ref().expect("just set")
@@ -704,14 +761,13 @@ enum ReadEnd {
     Closed,
 }
 
-/// One inbound connection: handshake, then frames into the inbox; replies to clients are written by a
-/// batching writer running alongside. See `limits` for the bounds and timeouts.
+/// One inbound connection: authentication (`crate::tls`), handshake, then frames into the inbox; replies
+/// to clients are written by a batching writer running alongside. See `limits` for the bounds and timeouts.
 ///
-/// Security note: a message's `from` must fit the connection's `Hello` (`EventLoop::check_sender`), and
-/// servers validate every message against the topology (`snowline_core::validate`); but the `Hello` is not
-/// authenticated, so a connection that claims to be a server can still send a well-formed message in that
-/// server's name. Authenticating peers (mutual TLS, the identity taken from the certificate rather than the
-/// frame) is the next step.
+/// Security: the `Hello` must fit what authentication found (`Shared::admit`: only a connection with a
+/// node's certificate may speak for that node's servers), every message's `from` must fit the `Hello`
+/// (`EventLoop::check_sender`), and servers validate every message against the topology
+/// (`snowline_core::validate`).
 async fn serve_conn<P: Protocol>(
     stream: TcpStream,
     peer: SocketAddr,
@@ -720,10 +776,10 @@ async fn serve_conn<P: Protocol>(
     max_frame: usize,
     shared: Arc<Shared>,
 ) {
-    let (rd, mut wr) = stream.into_split();
+    let label = format!("connection from {peer}");
+    let Some((rd, mut wr, caller)) = authenticate(stream, &label, &shared).await else { return };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let queue = Arc::new(ConnQueue::default());
-    let label = format!("connection from {peer}");
     let mut pending = VecDeque::new();
     let mut registered = false;
     let writer = conn::write_loop(
@@ -737,7 +793,7 @@ async fn serve_conn<P: Protocol>(
         std::future::pending(),
     );
     let mut writer = std::pin::pin!(writer);
-    let reader = read_conn::<P>(rd, &label, conn, &tx, &queue, &inbox, max_frame, &shared, &mut registered);
+    let reader = read_conn::<P>(rd, &label, caller, conn, &tx, &queue, &inbox, max_frame, &shared, &mut registered);
     // The writer future must not be polled again once it has completed.
     let (end, mut writer_done) = tokio::select! {
         end = reader => (end, false),
@@ -773,10 +829,54 @@ async fn serve_conn<P: Protocol>(
     }
 }
 
+/// Tell a TLS connection from a plain one by its first byte and complete a TLS handshake: the halves
+/// and who the caller is, or `None` if the connection closed or its handshake failed (logged).
+async fn authenticate(stream: TcpStream, label: &str, shared: &Shared) -> Option<(ReadHalf, WriteHalf, Caller)> {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await {
+        Ok(Ok(0)) => return None,
+        Ok(Err(e)) => {
+            shared.log.warn(|| format!("{label}: read failed: {e}"));
+            return None;
+        }
+        // Silent so far: read_conn's handshake timeout closes it with an Error frame.
+        Ok(Ok(_)) | Err(_) => {}
+    }
+    if first[0] != TLS_HANDSHAKE_BYTE {
+        let (rd, wr) = conn::split_tcp(stream);
+        return Some((rd, wr, Caller::PlainClient));
+    }
+    let Some(tls) = &shared.tls else {
+        shared.log.warn(|| {
+            format!("{label}: closing connection: it starts a TLS handshake, but this cluster is insecure (no [tls])")
+        });
+        return None;
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => {
+            let caller = match tls.identify(stream.get_ref().1.peer_certificates()) {
+                Some(node) => Caller::Node(node),
+                None => Caller::TlsClient,
+            };
+            let (rd, wr) = conn::split_tls(stream);
+            Some((rd, wr, caller))
+        }
+        Ok(Err(e)) => {
+            shared.log.warn(|| format!("{label}: closing connection: TLS handshake failed: {e}"));
+            None
+        }
+        Err(_) => {
+            shared.log.warn(|| format!("{label}: closing connection: no TLS handshake within {HANDSHAKE_TIMEOUT:?}"));
+            None
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn read_conn<P: Protocol>(
-    rd: tokio::net::tcp::OwnedReadHalf,
+    rd: ReadHalf,
     label: &str,
+    caller: Caller,
     conn: u64,
     tx: &OutTx<P::Msg>,
     queue: &Arc<ConnQueue>,
@@ -875,6 +975,9 @@ async fn read_conn<P: Protocol>(
                         "protocol mismatch: this server runs {:?}, peer {from} runs {protocol:?}",
                         P::NAME
                     ));
+                }
+                if let Err(why) = shared.admit(caller, from) {
+                    return reject(why);
                 }
                 client = matches!(from, Addr::Client(_));
                 let ev = Inbound::Connected { conn, from, tx: tx.clone(), queue: queue.clone() };

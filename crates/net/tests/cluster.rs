@@ -35,7 +35,11 @@ fn spawn_wait_stop() {
     let recorded = std::fs::read_to_string(dir.join("c1/pids")).unwrap();
     assert_eq!(recorded, format!("0 {}\n1 {}\n", pids[0], pids[1]));
     assert_eq!(cluster.node_pids(), vec![(0, pids[0]), (1, pids[1])]);
-    assert_eq!(ClusterConfig::load(dir.join("c1/cluster.toml")).unwrap(), config);
+    assert_eq!(&ClusterConfig::load(dir.join("c1/cluster.toml")).unwrap(), cluster.config());
+    // The cluster got its own CA and node certificates.
+    let tls = cluster.config().tls.clone().expect("certificates made");
+    assert!(tls.ca.starts_with(std::path::absolute(dir.join("c1/tls")).unwrap()), "{tls:?}");
+    assert!(dir.join("c1/tls/node-1.key").exists());
     // Nobody listens: wait_ready times out naming the nodes.
     let err = cluster.wait_ready(Duration::from_millis(200)).unwrap_err().to_string();
     assert!(err.contains("node 0") && err.contains("not accepting"), "{err}");

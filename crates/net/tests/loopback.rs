@@ -147,7 +147,12 @@ struct Cluster {
 }
 
 async fn start_cluster() -> Cluster {
-    let mut config = ClusterConfig::local(Kv::NAME, 2, 2, free_base_port()).with_uniform_latency_ms(LATENCY_MS);
+    // Servers authenticate each other by mutual TLS, as in every cluster that is not `insecure`.
+    let certs = std::env::temp_dir().join(format!("snowline-loopback-{}-{}", std::process::id(), free_base_port()));
+    let mut config = ClusterConfig::local(Kv::NAME, 2, 2, free_base_port())
+        .with_uniform_latency_ms(LATENCY_MS)
+        .with_new_certs(&certs)
+        .unwrap();
     config.protocol_config.max_value_bytes = 1024;
     let mut stops = Vec::new();
     let mut handles = Vec::new();
@@ -289,7 +294,7 @@ async fn read_error_and_eof(raw: &mut TcpStream) -> String {
 #[tokio::test]
 async fn client_reports_unreachable_servers_and_timeouts() {
     // Nothing listens on these ports.
-    let config = ClusterConfig::local(Kv::NAME, 1, 1, free_base_port());
+    let config = ClusterConfig::local(Kv::NAME, 1, 1, free_base_port()).insecure();
     let rt = ClientRuntime::<Kv>::connect(&config, 0).await.unwrap().with_timeout(Duration::from_secs(3));
     let s = rt.session();
     let started = Instant::now();
@@ -319,7 +324,7 @@ async fn client_reports_unreachable_servers_and_timeouts() {
 
 #[tokio::test]
 async fn sessions_get_unique_ids() {
-    let config = ClusterConfig::local(Kv::NAME, 1, 1, free_base_port());
+    let config = ClusterConfig::local(Kv::NAME, 1, 1, free_base_port()).insecure();
     let a = ClientRuntime::<Kv>::connect(&config, 0).await.unwrap();
     let b = ClientRuntime::<Kv>::connect(&config, 0).await.unwrap();
     let ids: HashMap<u64, ()> =
