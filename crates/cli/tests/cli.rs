@@ -370,3 +370,57 @@ fn txn_commits_on_a_2pl_cluster_and_an_aborted_one_prints_its_cause_and_exits_3(
     let o = snowline(&["--cluster", d, "rot", "k", "k2"]);
     assert!(text(&o).contains("\"older\"") && text(&o).contains("\"1\""), "{}", text(&o));
 }
+
+#[test]
+fn cluster_up_authenticates_peers_unless_told_otherwise_and_refuses_impossible_sizes() {
+    let dir = tempdir("peer-auth");
+    let o = snowline(&["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "0"]);
+    assert!(!o.status.success() && text(&o).contains("--dcs and --partitions must be at least 1"), "{}", text(&o));
+    let o = snowline(&["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--base-port", "65535"]);
+    assert!(!o.status.success() && text(&o).contains("base port 65535 leaves no room for 2 nodes"), "{}", text(&o));
+
+    // Client TLS on: the CLI's client connects with TLS, verifying the servers; replication runs over mutual TLS.
+    let secure = dir.join("secure");
+    let d = secure.to_str().unwrap();
+    let up = ["cluster", "up", "--protocol", "cv", "--dcs", "2", "--partitions", "1", "--background", "--dir", d];
+    let o = snowline(&[&up[..], &["--client-tls"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let _guard = Cluster(&secure);
+    assert!(text(&o).contains("peers authenticated by mutual TLS") && text(&o).contains("clients must use TLS"));
+    let config = snowline_net::ClusterConfig::load(secure.join("cluster.toml")).unwrap();
+    assert!(config.tls.as_ref().is_some_and(|t| t.clients) && !config.insecure);
+    let o = snowline(&["--cluster", d, "put", "k", "v"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !text(&snowline(&["--cluster", d, "--dc", "1", "get", "k"])).contains("\"v\"") {
+        assert!(Instant::now() < deadline, "the write never reached dc1 over mutual TLS");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // --insecure says so, on the command line and in every server's log.
+    let insecure = dir.join("insecure");
+    let d = insecure.to_str().unwrap();
+    let up = ["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "1", "--background", "--dir", d];
+    let o = snowline(&[&up[..], &["--insecure"]].concat());
+    assert!(o.status.success() && text(&o).contains("INSECURE"), "{}", text(&o));
+    let _guard2 = Cluster(&insecure);
+    let log = std::fs::read_to_string(insecure.join("node-0.log")).unwrap();
+    assert!(log.contains("WARNING: insecure = true"), "{log}");
+
+    // `certs` completes a multi-host config that has no [tls] yet.
+    let path = dir.join("multi.toml");
+    let mut text_config =
+        std::fs::read_to_string(insecure.join("cluster.toml")).unwrap().replace("insecure = true\n", "");
+    std::fs::write(&path, &text_config).unwrap();
+    let o = snowline(&["server", "--config", path.to_str().unwrap(), "--node", "0"]);
+    assert!(!o.status.success() && text(&o).contains("no [tls] section"), "{}", text(&o));
+    let o = snowline(&["certs", "--config", path.to_str().unwrap(), "--out", dir.join("tls").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let section =
+        String::from_utf8_lossy(&o.stdout).lines().skip_while(|l| *l != "[tls]").take(4).collect::<Vec<_>>().join("\n");
+    text_config += &format!("\n{section}\n");
+    std::fs::write(&path, &text_config).unwrap();
+    let config = snowline_net::ClusterConfig::load(&path).unwrap();
+    assert!(config.tls.is_some(), "{text_config}");
+    assert!(dir.join("tls/node-0.key").exists() && dir.join("tls/ca.pem").exists());
+}

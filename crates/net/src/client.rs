@@ -92,7 +92,7 @@ impl<P: Protocol> ClientRuntime<P> {
     /// this does no IO and fails only on a bad config, an unknown dc or a missing tokio runtime; an
     /// unreachable server shows up as `OpError::Unknown` on the operations that need it).
     pub async fn connect(config: &ClusterConfig, dc: DcId) -> Result<Self, NetError> {
-        config.validate()?;
+        config.validate_layout()?;
         if config.protocol != P::NAME {
             return Err(NetError::ProtocolMismatch { config: config.protocol.clone(), runtime: P::NAME });
         }

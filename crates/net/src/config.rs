@@ -277,8 +277,32 @@ impl ClusterConfig {
         self
     }
 
-    /// Check the invariants documented at the top of this module.
+    /// Check the invariants documented at the top of this module: what a server needs.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_layout()?;
+        let bad = |message: String| Err(ConfigError::Invalid { path: None, message });
+        match (&self.tls, self.insecure) {
+            (None, false) => {
+                return bad("no [tls] section: servers must authenticate each other. `snowline cluster up` makes \
+                    the certificates (for a multi-host cluster: `snowline certs --config FILE --out DIR`); or set \
+                    `insecure = true` to let any connection speak for any server (experiments only)"
+                    .into());
+            }
+            (Some(_), true) => return bad("both a [tls] section and insecure = true: choose one".into()),
+            (Some(tls), false) if !tls.cert.contains("{id}") || !tls.key.contains("{id}") => {
+                return bad(format!(
+                    "[tls] cert = {:?} and key = {:?} must contain {{id}} (each node has its own)",
+                    tls.cert, tls.key
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Everything [`validate`](Self::validate) checks but peer authentication, which is the servers'
+    /// business: what a client runtime needs (with `[tls] clients = true` it needs the CA too).
+    pub fn validate_layout(&self) -> Result<(), ConfigError> {
         let bad = |message: String| Err(ConfigError::Invalid { path: None, message });
         if self.protocol.is_empty() {
             return bad("`protocol` is empty".into());
@@ -322,22 +346,6 @@ impl ClusterConfig {
         }
         if self.nodes.is_empty() {
             return bad("no [[node]] entries".into());
-        }
-        match (&self.tls, self.insecure) {
-            (None, false) => {
-                return bad("no [tls] section: servers must authenticate each other. `snowline cluster up` makes \
-                    the certificates (for a multi-host cluster: `snowline certs --config FILE --out DIR`); or set \
-                    `insecure = true` to let any connection speak for any server (experiments only)"
-                    .into());
-            }
-            (Some(_), true) => return bad("both a [tls] section and insecure = true: choose one".into()),
-            (Some(tls), false) if !tls.cert.contains("{id}") || !tls.key.contains("{id}") => {
-                return bad(format!(
-                    "[tls] cert = {:?} and key = {:?} must contain {{id}} (each node has its own)",
-                    tls.cert, tls.key
-                ));
-            }
-            _ => {}
         }
         let mut ids = HashSet::new();
         let mut addrs = HashSet::new();
