@@ -42,6 +42,11 @@ use std::fmt::Debug;
 pub trait Message: Serialize + DeserializeOwned + Clone + Debug + Send + 'static {
     /// A short name of the message's kind ("read", "prepare", ...), for traces and per-kind counts.
     fn kind(&self) -> &'static str;
+    /// Whether this message, from a client, asks its server to write: a durable server whose disk is full
+    /// refuses it (and lets reads through; `snowline_storage::host`). Server-to-server messages answer false.
+    fn is_client_write(&self) -> bool {
+        false
+    }
 }
 
 /// What a protocol assumes of the links between nodes. The simulator injects only faults within them.

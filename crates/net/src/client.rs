@@ -409,6 +409,14 @@ impl<P: Protocol> Driver<P> {
                 Addr::Client(c) if self.clients.contains_key(&c) => self.handle(c, Event::Msg(from, msg)),
                 _ => {} // A session that is gone (driver contract, rule 4).
             },
+            NetIn::Refused { client, message } => {
+                if let Some(state) = self.clients.get_mut(&client) {
+                    for (_, done) in state.pending.drain() {
+                        let _ = done.send(Err(OpError::Rejected(message.clone())));
+                    }
+                    state.touched.clear();
+                }
+            }
             NetIn::Down { peer, reason } => {
                 for state in self.clients.values_mut() {
                     if state.touched.contains(&peer) {

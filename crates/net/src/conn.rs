@@ -137,6 +137,7 @@ fn describe<M: Message>(f: &Frame<M>) -> String {
         Frame::Error { .. } => "error frame".into(),
         Frame::Seq { from, to, seq, msg } => format!("{} message {from} -> {to} (#{seq})", msg.kind()),
         Frame::Ack { from, to, seq, .. } => format!("ack {from} -> {to} (#{seq})"),
+        Frame::Refused { client, .. } => format!("refusal to {client}"),
     }
 }
 
@@ -146,6 +147,11 @@ pub(crate) enum NetIn<M> {
         from: Addr,
         to: Addr,
         msg: M,
+    },
+    /// The server did not take client `client`'s last request (`Frame::Refused`).
+    Refused {
+        client: snowline_core::ClientId,
+        message: String,
     },
     /// The link to peer `peer` broke or could not be established.
     Down {
@@ -294,6 +300,15 @@ async fn read_peer<M: Message>(
             }
             // A server says why it closes the connection, or why it refused one message.
             Ok(Frame::Error { message }) => eprintln!("warning: {label}: peer reports: {message}"),
+            Ok(Frame::Refused { client, message }) => {
+                let Some(inbound) = &inbound else { continue };
+                let m = NetIn::Refused { client, message };
+                if delay.is_zero() {
+                    let _ = inbound.send(m);
+                } else {
+                    held.push_back((Instant::now() + delay, m));
+                }
+            }
             // Clients are never sent sequenced messages or acknowledgements.
             Ok(Frame::Hello { .. } | Frame::Seq { .. } | Frame::Ack { .. }) => {}
             Err(e) => {

@@ -10,14 +10,16 @@
 //! running different protocols (whose messages would decode as garbage) refuse each other clearly.
 //!
 //! On every connection the connecting side first sends [`Frame::Hello`]; then either side sends
-//! [`Frame::Msg`]s (between durable servers, [`Frame::Seq`] and [`Frame::Ack`]). A server that refuses a peer or closes a connection because of a bad frame first sends
+//! [`Frame::Msg`]s (between durable servers, [`Frame::Seq`] and [`Frame::Ack`]; to a client whose request a
+//! durable server with a full disk did not take, [`Frame::Refused`]). A server that refuses a peer or closes a
+//! connection because of a bad frame first sends
 //! [`Frame::Error`] saying why. A malformed, truncated, oversized or wrong-version frame closes only the
 //! connection it arrived on.
 
 use bytes::{BufMut, BytesMut};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use snowline_core::{Addr, ServerId};
+use snowline_core::{Addr, ClientId, ServerId};
 use tokio_util::codec::LengthDelimitedCodec;
 
 /// The current wire version, the first byte of every payload.
@@ -41,6 +43,9 @@ pub enum Frame<M> {
     /// `from` has durably delivered the link `to → from` up to `seq`; with `resend`, it asks `to` to send
     /// everything after `seq` again (the catch-up exchange). Non-durable servers ignore it.
     Ack { from: ServerId, to: ServerId, seq: u64, resend: bool },
+    /// The server did not take the last request of client `client` (its disk is full, or the request was
+    /// invalid): the client's operation fails with `OpError::Rejected(message)`; it had no effect.
+    Refused { client: ClientId, message: String },
 }
 
 /// A frame that could not be encoded or decoded.

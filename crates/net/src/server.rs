@@ -202,6 +202,7 @@ pub async fn run_server_with<P: Protocol>(
             timers: TimerHeap::new(),
             oldest_pending: None,
             backlog_warned: None,
+            full_retry_at: None,
         });
     } else {
         for idx in 0..server.hosted.len() {
@@ -234,6 +235,13 @@ pub async fn run_server_with<P: Protocol>(
                 if let Some(d) = &mut server.durable {
                     d.host.tick(wall_ns());
                     d.warn_about_backlog();
+                    let was_full = d.host.disk_full();
+                    if was_full && d.host.reclaim_space() {
+                        eprintln!("snowline server: node {node_id}: disk space is available again: writes are taken");
+                        d.full_retry_at = None;
+                    } else if !was_full && d.full_retry_at.is_some() {
+                        d.full_retry_at = None;
+                    }
                 }
             }
             ev = inbox.recv() => {
@@ -373,7 +381,12 @@ struct DurableState<P: Protocol> {
     oldest_pending: Option<Instant>,
     /// When a link backlog was last reported.
     backlog_warned: Option<Instant>,
+    /// After a commit found the disk full: no new try before this (each try reopens the data file).
+    full_retry_at: Option<Instant>,
 }
+
+/// How long a server whose commit found the disk full waits before trying again.
+const DISK_FULL_RETRY: Duration = Duration::from_millis(100);
 
 /// A link backlog this long (messages a peer has not acknowledged) is reported, at most every 10 s.
 const BACKLOG_WARNING: usize = 100_000;
@@ -480,9 +493,23 @@ impl<P: Protocol> EventLoop<P> {
     /// pending, or when the oldest has waited `max_delay_ms` while the server stays busy.
     fn flush_durable(&mut self, when: Flush) -> Result<(), NetError> {
         let Some(d) = &mut self.durable else { return Ok(()) };
-        if d.host.pending() > 0 && d.commit_due(when) {
-            d.host.commit()?;
-            d.oldest_pending = None;
+        let retry_wait = d.full_retry_at.is_some_and(|at| Instant::now() < at) && when != Flush::Stop;
+        if d.host.pending() > 0 && !retry_wait && d.commit_due(when) {
+            match d.host.commit() {
+                Ok(_) => {
+                    d.oldest_pending = None;
+                    d.full_retry_at = None;
+                }
+                // Not a failed write: what was handled stays pending, its effects held, and client requests
+                // are refused until space is freed (`DurableHost::commit`).
+                Err(e @ snowline_storage::StorageError::DiskFull { .. }) => {
+                    if d.full_retry_at.is_none() {
+                        eprintln!("snowline server: {e}: refusing client requests until space is freed");
+                    }
+                    d.full_retry_at = Some(Instant::now() + DISK_FULL_RETRY);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         let outputs = d.host.take_outputs();
         self.now = Instant::now();
@@ -547,8 +574,16 @@ impl<P: Protocol> EventLoop<P> {
                     if !d.host.on_message(to_server, from, seq, msg, wall_ns()) {
                         eprintln!("warning: dropping a message from {from} to {to}: not hosted here");
                     }
-                    for e in d.host.take_invalid() {
+                    let (invalid, refusals) = (d.host.take_invalid(), d.host.take_refusals());
+                    for e in invalid {
                         self.refuse(conn, e);
+                    }
+                    for r in refusals {
+                        self.shared.log.warn(|| format!("refused a {} from {}: {}", r.msg, r.client, r.why));
+                        if let Some((tx, queue, _)) = self.conns.get(&conn) {
+                            queue.push();
+                            let _ = tx.send((self.now, Frame::Refused { client: r.client, message: r.why }));
+                        }
                     }
                     return;
                 }
@@ -986,7 +1021,9 @@ async fn read_conn<P: Protocol>(
                 }
                 *registered = true;
             }
-            Frame::Msg { .. } | Frame::Error { .. } | Frame::Seq { .. } | Frame::Ack { .. } if !*registered => {
+            Frame::Msg { .. } | Frame::Error { .. } | Frame::Seq { .. } | Frame::Ack { .. } | Frame::Refused { .. }
+                if !*registered =>
+            {
                 return reject("the first frame on a connection must be Hello".into());
             }
             Frame::Msg { from, to, msg } => {
@@ -1006,6 +1043,8 @@ async fn read_conn<P: Protocol>(
                 }
             }
             Frame::Error { message } => shared.log.warn(|| format!("{label}: peer reports: {message}")),
+            // Refusals go to clients; a server has no use for one.
+            Frame::Refused { .. } => {}
         }
     }
 }

@@ -56,6 +56,15 @@ pub enum StorageError {
         /// The underlying message.
         detail: String,
     },
+    /// The disk (or the quota) is full. The write did not happen and nothing committed was harmed: the
+    /// records waiting for it stay waiting, and a later commit writes them once space is freed.
+    #[error("data file {}: the disk is full ({detail})", file.display())]
+    DiskFull {
+        /// The data file.
+        file: PathBuf,
+        /// The underlying message.
+        detail: String,
+    },
     /// An earlier write to this log failed; whether it reached the disk is unknown, so the log refuses
     /// further writes. Drop it and open the directory again to recover.
     #[error("data file {} had a failed write earlier; reopen it to recover", file.display())]
@@ -75,6 +84,7 @@ impl StorageError {
             | StorageError::Incompatible { file, .. }
             | StorageError::Mismatch { file, .. }
             | StorageError::Io { file, .. }
+            | StorageError::DiskFull { file, .. }
             | StorageError::Poisoned { file } => file,
         }
     }
@@ -97,6 +107,7 @@ impl StorageError {
             {
                 StorageError::Corrupted { file, detail }
             }
+            redb::Error::Io(ref io) if is_disk_full(io) => StorageError::DiskFull { file, detail },
             redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::ValueTooLarge(_) => {
                 StorageError::Io { file, detail }
             }
@@ -108,4 +119,9 @@ impl StorageError {
             _ => StorageError::Corrupted { file, detail },
         }
     }
+}
+
+/// Whether an I/O error means "no space left" (ENOSPC) or "quota exceeded" (EDQUOT).
+pub(crate) fn is_disk_full(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
 }

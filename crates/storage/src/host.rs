@@ -44,7 +44,9 @@ use crate::{Lsn, RecordLog, Recovered, StorageError};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::{Deserialize, Serialize};
-use snowline_core::{Addr, Ctx, Effects, InvalidInput, Protocol, ProtocolConfig, ServerId, ServerNode, Topology};
+use snowline_core::{
+    Addr, ClientId, Ctx, Effects, InvalidInput, Message, Protocol, ProtocolConfig, ServerId, ServerNode, Topology,
+};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -160,6 +162,22 @@ pub struct DurableHost<P: Protocol, L: RecordLog> {
     work: u64,
     /// Messages the hosted servers refused since the last `take_invalid` (not counted again on replay).
     invalid: Vec<InvalidInput>,
+    /// Client requests refused because the disk is full, since the last `take_refusals`.
+    refusals: Vec<Refusal>,
+    /// The last commit found the disk full even after the log gave up its reserve: nothing a client asks
+    /// is taken until space is freed.
+    out_of_space: bool,
+}
+
+/// A client request a durable host did not hand to its server because the disk is full (the runtime tells
+/// the client, whose operation fails with `OpError::Rejected`: it certainly had no effect).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub client: ClientId,
+    pub to: ServerId,
+    /// The request's kind (`Message::kind`).
+    pub msg: &'static str,
+    pub why: String,
 }
 
 impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
@@ -233,6 +251,8 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             ready: Vec::new(),
             effects: Effects::default(),
             invalid: Vec::new(),
+            refusals: Vec::new(),
+            out_of_space: false,
             replaying: true,
             records_since_checkpoint: recovered.records.len() as u64,
             checkpoint_every: CHECKPOINT_EVERY,
@@ -315,8 +335,27 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// server that sequences its messages (`None` for clients and for servers of non-durable processes).
     /// Returns `false` if `to` is not hosted here. A duplicate is dropped; a gap is dropped and answered with
     /// a resend request.
+    ///
+    /// While the disk is full ([`RecordLog::disk_full`]) a client's write is refused (see
+    /// [`take_refusals`](Self::take_refusals)) and its reads are taken, logged in the space the log kept in
+    /// reserve; once even that is used up, every client request is refused.
     pub fn on_message(&mut self, to: ServerId, from: Addr, seq: Option<u64>, msg: P::Msg, wall_ns: u64) -> bool {
         let Some(idx) = self.node_index(to) else { return false };
+        if let Addr::Client(client) = from
+            && self.log.disk_full()
+            && (msg.is_client_write() || self.out_of_space)
+        {
+            let why = if self.out_of_space {
+                format!("{to}: the disk of {} is full: requests are refused until space is freed", self.file.display())
+            } else {
+                format!(
+                    "{to}: the disk of {} is full: writes are refused until space is freed (reads go on)",
+                    self.file.display()
+                )
+            };
+            self.refusals.push(Refusal { client, to, msg: msg.kind(), why });
+            return true;
+        }
         self.deliver(idx, from, seq.unwrap_or(0), msg, wall_ns);
         self.run_local(wall_ns);
         true
@@ -352,16 +391,44 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// Makes every input handled so far durable and releases the outputs that waited for it; checkpoints
     /// (and truncates the log) every `checkpoint_every` records. On error nothing is released: the
     /// runtime must stop (a failed fsync leaves it unknown what reached the disk).
+    ///
+    /// A full disk ([`StorageError::DiskFull`]) is not a failed write: the inputs stay pending with their
+    /// outputs held, the runtime keeps running and commits again later; the host refuses client requests
+    /// meanwhile. No checkpoint is written while the disk is full.
     pub fn commit(&mut self) -> Result<Lsn, StorageError> {
-        let lsn = self.log.commit()?;
+        let lsn = match self.log.commit() {
+            Ok(lsn) => lsn,
+            Err(e @ StorageError::DiskFull { .. }) => {
+                self.out_of_space = true;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        self.out_of_space = false;
         self.release_held();
         for (key, seq) in self.delivered_since_commit.drain(..) {
             self.durable_delivered.insert(key, seq);
         }
-        if self.records_since_checkpoint >= self.checkpoint_every {
+        if self.records_since_checkpoint >= self.checkpoint_every && !self.log.disk_full() {
             self.checkpoint()?;
         }
         Ok(lsn)
+    }
+
+    /// Client requests refused because the disk is full, since the last call.
+    pub fn take_refusals(&mut self) -> Vec<Refusal> {
+        std::mem::take(&mut self.refusals)
+    }
+
+    /// Whether the disk is full (client writes are being refused).
+    pub fn disk_full(&self) -> bool {
+        self.log.disk_full()
+    }
+
+    /// While the disk is full: see whether space has been freed (call it every ~100 ms, with `tick`);
+    /// `true` once writes are taken again.
+    pub fn reclaim_space(&mut self) -> bool {
+        self.log.reclaim_space()
     }
 
     /// Writes a checkpoint of every hosted server and drops the log records it covers.

@@ -11,6 +11,11 @@ use crate::{Checkpoint, FsyncPolicy, Lsn, Record, RecordLog, Recovered, StorageE
 
 /// Name of the data file inside the data directory.
 pub const LOG_FILE: &str = "log.redb";
+/// Name of the space reserve inside the data directory: a file of [`DISK_RESERVE_BYTES`] zeros, given up
+/// when the disk fills so that what was already handled can still be made durable.
+pub const RESERVE_FILE: &str = "reserve";
+/// Bytes of disk a log keeps in reserve (about 50,000 small records).
+pub const DISK_RESERVE_BYTES: u64 = 8 << 20;
 
 /// LSN → checksummed record (see `record::encode_record`).
 const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("records");
@@ -28,6 +33,14 @@ const CHECKPOINT_KEY: u64 = 0;
 /// [`close`](Log::close) to commit them first. After any failed write the log is poisoned (whether the
 /// write reached the disk is unknown) and every later write returns [`StorageError::Poisoned`]: drop it
 /// and [`open`](Log::open) the directory again.
+///
+/// A full disk is not a failed write: redb's transaction did not commit, so nothing committed is harmed
+/// and the pending records are kept. The log reopens the file (redb latches an I/O error), gives up its
+/// space reserve ([`RESERVE_FILE`]) and writes them again; from then on it reports
+/// [`disk_full`](RecordLog::disk_full) (its host refuses client writes, while reads and the records of
+/// what was already accepted use the reserve) until [`reclaim_space`](RecordLog::reclaim_space) manages to
+/// restore the reserve, i.e. until space has been freed. A write that still finds no space returns
+/// [`StorageError::DiskFull`] and keeps its records for the next commit.
 pub struct Log {
     /// Always `Some` until `Drop` takes it to close it under a panic guard.
     db: Option<Database>,
@@ -43,6 +56,10 @@ pub struct Log {
     /// Lowest LSN still stored (`committed + 1` when none is).
     first_stored: Lsn,
     poisoned: bool,
+    /// The space reserve file.
+    reserve: PathBuf,
+    /// The disk filled up and the reserve has not been restored since.
+    full: bool,
 }
 
 impl Log {
@@ -61,7 +78,11 @@ impl Log {
         let file = dir.join(LOG_FILE);
         // redb reports damage it finds as errors; this guard makes sure a check it makes with an assertion
         // cannot take the server down with a panic instead of a message naming the file.
-        guarded(&file, || Log::open_file(&file, policy))
+        let (mut log, recovered) = guarded(&file, || Log::open_file(&file, policy))?;
+        log.reserve = dir.join(RESERVE_FILE);
+        log.full = !restore_reserve(&log.reserve)
+            .map_err(|source| StorageError::Directory { dir: dir.to_path_buf(), source })?;
+        Ok((log, recovered))
     }
 
     fn open_file(file: &Path, policy: FsyncPolicy) -> Result<(Log, Recovered), StorageError> {
@@ -88,6 +109,8 @@ impl Log {
             checkpoint,
             first_stored: first_stored.unwrap_or(last.next()),
             poisoned: false,
+            reserve: PathBuf::new(),
+            full: false,
         };
         Ok((log, recovered))
     }
@@ -139,7 +162,7 @@ impl Log {
     }
 
     /// One write transaction: the pending records (if `with_pending`), then the checkpoint if any, then the
-    /// truncation if any.
+    /// truncation if any. A full disk is handled as the type's docs say; any other failure poisons the log.
     fn write(
         &mut self,
         with_pending: bool,
@@ -147,12 +170,63 @@ impl Log {
         truncate_below: Option<Lsn>,
     ) -> Result<(), StorageError> {
         self.check_poisoned()?;
-        let records = if with_pending { &self.pending[..] } else { &[] };
-        let result = guarded(&self.file, || self.write_txn(records, checkpoint, truncate_below));
-        if result.is_err() {
-            self.poisoned = true;
+        // At most two tries: the second after giving up the space reserve.
+        let mut reserve_given_up = false;
+        loop {
+            let records = if with_pending { &self.pending[..] } else { &[] };
+            let full = match guarded(&self.file, || self.write_txn(records, checkpoint, truncate_below)) {
+                Ok(()) => return Ok(()),
+                Err(e @ StorageError::DiskFull { .. }) => e,
+                Err(e) => {
+                    self.poisoned = true;
+                    return Err(e);
+                }
+            };
+            self.full = true;
+            // The reserve goes first: reopening may itself need a little space.
+            let retry = !reserve_given_up && fs::remove_file(&self.reserve).is_ok();
+            reserve_given_up = true;
+            match self.reopen(with_pending) {
+                // The write had reached the disk after all.
+                Ok(true) => return Ok(()),
+                Ok(false) if retry => continue,
+                Ok(false) => return Err(full),
+                Err(e) => {
+                    self.poisoned = true;
+                    return Err(e);
+                }
+            }
         }
-        result
+    }
+
+    /// Close and open the data file again after a write that found the disk full (redb refuses every
+    /// operation after an I/O error until then), and check what it holds: `Ok(false)` if the pending records
+    /// are still pending, `Ok(true)` if the write had in fact committed them.
+    fn reopen(&mut self, with_pending: bool) -> Result<bool, StorageError> {
+        if let Some(db) = self.db.take() {
+            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(db)));
+        }
+        let file = self.file.clone();
+        let db = guarded(&file, || Database::create(&file).map_err(|e| StorageError::from_redb(&file, e)))?;
+        let (recovered, first_stored) = recover(&db, &file)?;
+        let last = recovered.last_lsn();
+        self.db = Some(db);
+        self.checkpoint = recovered.checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
+        self.first_stored = first_stored.unwrap_or(last.next());
+        if last == self.committed {
+            Ok(false)
+        } else if with_pending && last == self.last {
+            self.mark_committed();
+            Ok(true)
+        } else {
+            Err(StorageError::corrupted(
+                &self.file,
+                format!(
+                    "after a write that found the disk full it holds records up to {} (expected {} or {})",
+                    last.0, self.committed.0, self.last.0
+                ),
+            ))
+        }
     }
 
     fn write_txn(
@@ -256,6 +330,44 @@ impl RecordLog for Log {
 
     fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    fn disk_full(&self) -> bool {
+        self.full
+    }
+
+    fn reclaim_space(&mut self) -> bool {
+        if self.full && matches!(restore_reserve(&self.reserve), Ok(true)) {
+            self.full = false;
+        }
+        !self.full
+    }
+}
+
+/// Make sure the space reserve `path` exists with its full size: `Ok(false)` if there is no room for it.
+/// The space is allocated (`fallocate`), not written, so making it costs no I/O; it is not fsynced either: a
+/// reserve lost in a crash is made again at the next start.
+fn restore_reserve(path: &Path) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    if fs::metadata(path).is_ok_and(|m| m.len() == DISK_RESERVE_BYTES) {
+        return Ok(true);
+    }
+    let tmp = path.with_extension("tmp");
+    let made = (|| {
+        let f = fs::File::create(&tmp)?;
+        // SAFETY: `f` is an open file descriptor for the duration of the call.
+        let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, DISK_RESERVE_BYTES as libc::off_t) };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        fs::rename(&tmp, path)
+    })();
+    match made {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            if crate::error::is_disk_full(&e) { Ok(false) } else { Err(e) }
+        }
     }
 }
 

@@ -78,6 +78,15 @@ pub trait RecordLog {
     fn last_lsn(&self) -> Lsn;
     /// The last durably committed LSN.
     fn durable_lsn(&self) -> Lsn;
+    /// The disk is full (a write failed for lack of space, or the space reserve could not be restored):
+    /// the host refuses client writes until [`reclaim_space`](RecordLog::reclaim_space) says otherwise.
+    fn disk_full(&self) -> bool {
+        false
+    }
+    /// While the disk is full: try to restore the space reserve; `true` once it is (writes may resume).
+    fn reclaim_space(&mut self) -> bool {
+        !self.disk_full()
+    }
     /// How many records are appended but not committed.
     fn pending(&self) -> usize;
 }

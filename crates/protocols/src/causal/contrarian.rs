@@ -146,6 +146,10 @@ impl Message for ContrarianMsg {
             ContrarianMsg::Vv { .. } => "vv",
         }
     }
+
+    fn is_client_write(&self) -> bool {
+        matches!(self, ContrarianMsg::Put { .. })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -280,6 +280,10 @@ impl Message for CopsMsg {
             CopsMsg::DepOk { .. } => "dep-ok",
         }
     }
+
+    fn is_client_write(&self) -> bool {
+        matches!(self, CopsMsg::Put { .. })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

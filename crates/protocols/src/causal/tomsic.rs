@@ -258,6 +258,10 @@ impl Message for TomsicMsg {
             TomsicMsg::Stable { .. } => "stable",
         }
     }
+
+    fn is_client_write(&self) -> bool {
+        matches!(self, TomsicMsg::Begin { request, .. } if !request.is_read_only())
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

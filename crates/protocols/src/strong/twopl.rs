@@ -251,6 +251,11 @@ impl Message for TwoPlMsg {
             TwoPlMsg::Outcome { .. } => "outcome",
         }
     }
+
+    /// A commit may carry writes; one that does not is refused too (its locks go at the timeout sweep).
+    fn is_client_write(&self) -> bool {
+        matches!(self, TwoPlMsg::Commit { .. })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
