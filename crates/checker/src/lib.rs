@@ -163,8 +163,30 @@ pub fn check_history(history: &History, level: Level) -> Verdict {
 fn run(graph: &Graph, level: Level, rep: &mut checks::Reporter) {
     if level.is_graph() {
         cycles::run(graph, level, rep);
+        settle_by_strict_ser(graph, level, rep);
     } else {
         checks::run(graph, level, rep);
+    }
+}
+
+/// A `ser`, `pos` or `us` verdict left inconclusive (the search for a version order ran out of budget) is
+/// settled when the history is proven strictly serializable: a serial order that respects real time is a
+/// serial order (`ser`), respects each process's order (`pos`: a process runs one transaction at a time)
+/// and serializes the updates (`us`). Real time orders many writers that `ser` alone leaves unordered,
+/// which is what makes `strict-ser` cheap to prove on the histories of strong protocols.
+fn settle_by_strict_ser(graph: &Graph, level: Level, rep: &mut checks::Reporter) {
+    if !rep.inconclusive || !matches!(level, Level::Ser | Level::Pos | Level::Us) {
+        return;
+    }
+    let mut strict = checks::Reporter::new(Level::StrictSer);
+    cycles::run(graph, Level::StrictSer, &mut strict);
+    let strict = strict.finish();
+    if strict.ok && !strict.inconclusive {
+        rep.inconclusive = false;
+        rep.basis = Some(format!(
+            "the history is strictly serializable ({}), which implies {level}",
+            strict.basis.as_deref().unwrap_or("proven at strict-ser").trim_end_matches('.')
+        ));
     }
 }
 
@@ -207,4 +229,74 @@ fn invalid(level: Level, e: InputError) -> Verdict {
         edges: Vec::new(),
     });
     rep.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snowline_core::history::{EventType, HistoryOp, OpKind};
+
+    /// One transaction: its process and its micro-operations `(read?, key, value)`.
+    type Spec<'a> = (u64, &'a [(bool, &'a str, &'a str)]);
+
+    /// Transactions one after another (none overlap in real time).
+    fn serial(txns: &[Spec<'_>]) -> History {
+        let mut events = Vec::new();
+        for (p, ops) in txns {
+            for kind in [EventType::Invoke, EventType::Ok] {
+                let value = ops
+                    .iter()
+                    .map(|&(read, key, v)| {
+                        let shown = (kind == EventType::Ok || !read).then(|| v.into());
+                        HistoryOp(if read { OpKind::Read } else { OpKind::Write }, key.into(), shown)
+                    })
+                    .collect();
+                let index = events.len() as u64;
+                events.push(HistoryEvent {
+                    index,
+                    process: *p,
+                    dc: 0,
+                    kind,
+                    f: "txn".into(),
+                    value,
+                    time: index * 10,
+                    error: None,
+                    cause: None,
+                    version: None,
+                });
+            }
+        }
+        validate(&events).unwrap()
+    }
+
+    /// What the budget-bound search of a large history would leave: `ok`, inconclusive.
+    fn settled(history: &History, level: Level) -> checks::Reporter {
+        let mut rep = checks::Reporter::new(level);
+        rep.inconclusive = true;
+        settle_by_strict_ser(&Graph::new(history), level, &mut rep);
+        rep
+    }
+
+    #[test]
+    fn an_inconclusive_ser_verdict_is_settled_by_a_proof_of_strict_ser_and_only_by_one() {
+        // Strictly serializable: process 2 reads what process 1 wrote before it started.
+        let strict = serial(&[(1, &[(false, "x", "1")]), (2, &[(true, "x", "1"), (false, "y", "2")])]);
+        for level in [Level::Ser, Level::Pos, Level::Us] {
+            let rep = settled(&strict, level);
+            assert!(!rep.inconclusive, "{level}");
+            assert!(rep.basis.as_deref().is_some_and(|b| b.contains(&format!("implies {level}"))), "{:?}", rep.basis);
+        }
+        // Serializable but a stale read (not strict): the verdict stays inconclusive.
+        let stale = serial(&[
+            (1, &[(false, "x", "1")]),
+            (2, &[(true, "x", "1")]),
+            (1, &[(false, "x", "2")]),
+            (3, &[(true, "x", "1")]),
+        ]);
+        assert!(check_history(&stale, Level::Ser).ok);
+        assert!(!check_history(&stale, Level::StrictSer).ok);
+        assert!(settled(&stale, Level::Ser).inconclusive);
+        // Other levels are not settled this way.
+        assert!(settled(&strict, Level::Si).inconclusive);
+    }
 }

@@ -38,7 +38,9 @@ struct Row {
 }
 
 pub fn run(args: DemoArgs) -> Result<()> {
-    let topology = Topology::new(2, args.partitions.max(1));
+    anyhow::ensure!(args.partitions > 0, "--partitions must be at least 1");
+    anyhow::ensure!(args.clients > 0, "--clients must be at least 1");
+    let topology = Topology::new(2, args.partitions);
     println!(
         "snowline demo: {} datacenters × {} partitions of real server processes, {} ms emulated one-way WAN latency, {} clients per datacenter, {:.1} s per protocol",
         topology.dcs, topology.partitions, args.latency_ms, args.clients, args.seconds

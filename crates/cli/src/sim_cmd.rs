@@ -169,6 +169,7 @@ impl WorkloadArgs {
             check_cmd::resolve_level(level, &self.protocol)?;
         }
         anyhow::ensure!(!self.clients.is_empty(), "--clients needs at least one count");
+        anyhow::ensure!(!self.clients.contains(&0), "--clients must be at least 1 (clients per datacenter)");
         anyhow::ensure!(
             self.clients.len() == 1 || (self.history.is_none() && self.check.is_none() && self.json.is_none()),
             "--history, --check and --json take one client count; use --out for a sweep"

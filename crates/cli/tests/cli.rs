@@ -378,6 +378,8 @@ fn cluster_up_authenticates_peers_unless_told_otherwise_and_refuses_impossible_s
     assert!(!o.status.success() && text(&o).contains("--dcs and --partitions must be at least 1"), "{}", text(&o));
     let o = snowline(&["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--base-port", "65535"]);
     assert!(!o.status.success() && text(&o).contains("base port 65535 leaves no room for 2 nodes"), "{}", text(&o));
+    let o = snowline(&["bench", "--protocol", "cv", "--clients", "0", "--duration", "1s"]);
+    assert!(!o.status.success() && text(&o).contains("--clients must be at least 1"), "{}", text(&o));
 
     // Client TLS on: the CLI's client connects with TLS, verifying the servers; replication runs over mutual TLS.
     let secure = dir.join("secure");
