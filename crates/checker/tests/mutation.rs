@@ -1,10 +1,12 @@
 //! Mutation tests: a serial execution against one copy of the store satisfies every level; one injected
 //! anomaly is caught under its own name (for read-write histories: at every dependency-graph level that
-//! forbids it, while the levels that allow it pass).
+//! forbids it, while the levels that allow it pass). The injectors at the end are shared with the harness,
+//! which applies them to histories recorded from 2PL runs (`crates/harness/tests/injected_anomalies.rs`).
 
 mod common;
 
-use common::{kinds, serial_events, serial_history, serial_rw_txns};
+use common::inject::{self, Subject};
+use common::{kinds, serial_events, serial_events_with_aborts, serial_history, serial_rw_txns, serial_skew_txns};
 use snowline_checker::{Level, check};
 use snowline_core::history::{EventType, HistoryEvent, HistoryOp, OpKind};
 use snowline_core::request::{Key, Value};
@@ -475,4 +477,87 @@ fn injected_non_monotonic_snapshot_is_named() {
         hits += 1;
     }
     assert!(hits >= 5, "only {hits} seeds had a session to break");
+}
+
+// The injectors shared with the recorded-history tests of the harness (`common/inject.rs`), on generated
+// serial histories: G0, G1a, G1b, the read-only anomaly and G2-item here (the other classes have their own
+// tests above, and are injected the shared way by the last test). Each injection is named at every level of
+// its class's row of the expectation matrix, the unmutated history passes those levels, and the harmless
+// half of an edit (G1b's extra write, the read-only anomaly's update) passes alone.
+
+/// A generated read-write serial history with aborted attempts, as a single-copy store would record it.
+fn generated(seed: u64) -> Subject {
+    Subject::new(serial_events_with_aborts(&serial_rw_txns(seed, 4, 300, 4)))
+}
+
+/// Inject `class` into each subject that has transactions to edit; assert that it is named each time and
+/// that at least `min_hits` subjects had them.
+fn inject_into(class: &str, subjects: impl Iterator<Item = Subject>, min_hits: usize) {
+    let mut hits = 0;
+    for s in subjects {
+        let Some(m) = inject::injector(class)(&s) else { continue };
+        inject::assert_named(&s, &m);
+        hits += 1;
+    }
+    assert!(hits >= min_hits, "{class}: only {hits} histories had transactions to edit");
+}
+
+#[test]
+fn serial_rw_executions_with_aborted_attempts_pass_every_level() {
+    for seed in 0..8 {
+        let s = generated(seed);
+        assert!(s.history.txns.iter().any(|t| t.status == snowline_checker::TxnStatus::Fail));
+        for level in Level::ALL {
+            for (how, v) in s.verdicts(&s.events, None, level) {
+                assert!(v.ok && !v.inconclusive, "seed {seed} at {level} ({how}):\n{v}");
+            }
+        }
+    }
+}
+
+/// G0: two concurrent blind writes of the same two keys, listed in opposite orders on the two keys by the
+/// commit order the checker is given (the only way a write cycle can show: an inferred order never orders
+/// blind writes against each other).
+#[test]
+fn injected_write_cycle_g0_is_named() {
+    inject_into("g0", (0..10).map(generated), 8);
+}
+
+/// G1a: a read returns the value of an aborted attempt that ended before the reader began.
+#[test]
+fn injected_aborted_read_g1a_is_named() {
+    inject_into("aborted-read", (0..10).map(generated), 8);
+}
+
+/// G1b: a committed update gets an intermediate write of a key, which a transaction that read the update
+/// now returns.
+#[test]
+fn injected_intermediate_read_g1b_is_named() {
+    inject_into("intermediate-read", (0..10).map(generated), 8);
+}
+
+/// The read-only anomaly: of two adjacent updates, the later now misses the earlier (still serializable),
+/// and a read-only transaction that saw both now sees only the earlier.
+#[test]
+fn injected_read_only_anomaly_is_named() {
+    inject_into("read-only-anomaly", (0..20).map(generated), 10);
+}
+
+/// G2-item: three adjacent updates whose reads and writes chain; the second now misses the first and the
+/// third the second. (Histories of read-two-write-one updates have such chains often.)
+#[test]
+fn injected_g2_item_is_named() {
+    let skew = |seed| Subject::new(serial_events_with_aborts(&serial_skew_txns(seed, 4, 300, 4)));
+    inject_into("g2-item", (0..20).map(skew), 10);
+}
+
+#[test]
+fn the_shared_injectors_name_every_other_class_in_generated_histories() {
+    let others =
+        ["g1c", "lost-update", "g-single", "write-skew", "long-fork", "non-monotonic-snapshot", "real-time-violation"];
+    for class in others {
+        inject_into(class, (0..10).map(generated), 5);
+    }
+    let tested = ["g0", "aborted-read", "intermediate-read", "read-only-anomaly", "g2-item"];
+    assert!(inject::CLASSES.iter().all(|c| others.contains(&c.0) || tested.contains(&c.0)), "every class is injected");
 }

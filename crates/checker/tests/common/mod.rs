@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod inject;
 pub mod reference;
 
 use rand::rngs::SmallRng;
@@ -189,6 +190,33 @@ pub fn serial_rw_txns(seed: u64, sessions: u64, steps: usize, keys: usize) -> Ve
     out
 }
 
+/// A serial execution of "skew" updates (read two keys, write the first, as YCSB-T's mix B does with a third
+/// read) and one-key reads, as (process, completed micro-operations). Updates whose reads and writes chain
+/// through several transactions in a row, which G2-item needs, are common here. Always satisfies every
+/// level.
+pub fn serial_skew_txns(seed: u64, sessions: u64, steps: usize, keys: usize) -> Vec<(u64, Vec<HistoryOp>)> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut store: BTreeMap<String, String> = BTreeMap::new();
+    let read = |store: &BTreeMap<String, String>, k: &str| {
+        HistoryOp(OpKind::Read, k.into(), store.get(k).map(|v| v.as_str().into()))
+    };
+    (0..steps)
+        .map(|step| {
+            let p = rng.random_range(0..sessions);
+            let a = rng.random_range(0..keys);
+            let ka = format!("k{a}");
+            if rng.random_bool(1.0 / 3.0) {
+                return (p, vec![read(&store, &ka)]);
+            }
+            let kb = format!("k{}", (a + rng.random_range(1..keys)) % keys);
+            let ops = vec![read(&store, &ka), read(&store, &kb)];
+            let v = format!("v{step}");
+            store.insert(ka.clone(), v.clone());
+            (p, [ops, vec![HistoryOp(OpKind::Write, ka.as_str().into(), Some(v.as_str().into()))]].concat())
+        })
+        .collect()
+}
+
 /// Record transactions one after another (`ok`), in the builder's timing: none overlap in real time.
 pub fn serial_events(txns: &[(u64, Vec<HistoryOp>)]) -> Vec<HistoryEvent> {
     let mut b = Builder::new();
@@ -198,6 +226,36 @@ pub fn serial_events(txns: &[(u64, Vec<HistoryOp>)]) -> Vec<HistoryEvent> {
             .map(|HistoryOp(k, key, v)| HistoryOp(*k, key.clone(), v.clone().filter(|_| *k == OpKind::Write)))
             .collect();
         b.push(*p, EventType::Invoke, invoked);
+        b.push(*p, EventType::Ok, ops.clone());
+    }
+    b.events
+}
+
+/// Like [`serial_events`], with an aborted attempt before every third update: the same micro-operations by
+/// the same process, ended `fail` (cause `conflict`), its written values suffixed `-aborted` (a retry writes
+/// fresh values), its reads `null`. Aborted attempts have no effect, so the history stays valid at every
+/// level.
+pub fn serial_events_with_aborts(txns: &[(u64, Vec<HistoryOp>)]) -> Vec<HistoryEvent> {
+    let mut b = Builder::new();
+    let mut updates = 0;
+    for (p, ops) in txns {
+        let invoked = |suffix: &str| -> Vec<HistoryOp> {
+            ops.iter()
+                .map(|HistoryOp(k, key, v)| {
+                    let v = v.as_ref().filter(|_| *k == OpKind::Write).map(|v| format!("{v}{suffix}").into());
+                    HistoryOp(*k, key.clone(), v)
+                })
+                .collect()
+        };
+        if ops.iter().any(|o| o.0 == OpKind::Write) {
+            updates += 1;
+            if updates % 3 == 0 {
+                b.push(*p, EventType::Invoke, invoked("-aborted"));
+                b.push(*p, EventType::Fail, invoked("-aborted"));
+                b.events.last_mut().unwrap().cause = Some(snowline_core::request::AbortCause::Conflict);
+            }
+        }
+        b.push(*p, EventType::Invoke, invoked(""));
         b.push(*p, EventType::Ok, ops.clone());
     }
     b.events
