@@ -4,6 +4,13 @@
 //! minority member crashing, a member cut off and healed, messages lost), and a deliberately broken
 //! variant that the checker must catch.
 //!
+//! A crash here is crash-stop modelled as the loss of every message to and from the server from the moment
+//! it crashes (the leader: right after its first proposal leaves), not `Sim::crash`, on purpose: a server
+//! the simulator crashes loses its state, and with it the log of what it delivered before it died, which
+//! uniform agreement is about (what a faulty member delivered, every correct member must deliver). Cut
+//! off instead, the member is as dead to the protocol and its log stays readable for the checker.
+//! (`crates/harness/tests/swarm_faults.rs` runs amcast-kv under the simulator's own crashes.)
+//!
 //! `SNOWLINE_LONG_TESTS=1` runs 200 seeds per configuration instead of 20.
 
 use rand::rngs::SmallRng;
