@@ -177,11 +177,31 @@ pub struct ClusterUpArgs {
 }
 
 fn main() {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// Output piped into a reader that stops (`snowline check ... | head`) ends the command quietly with
+/// status 141, as a Unix tool killed by SIGPIPE would, instead of a panic message from `println!`. (SIGPIPE
+/// itself stays ignored: the process also writes to sockets, where a closed peer must be an error.)
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }
 
 fn run(cli: Cli) -> Result<()> {

@@ -426,3 +426,21 @@ fn cluster_up_authenticates_peers_unless_told_otherwise_and_refuses_impossible_s
     assert!(config.tls.is_some(), "{text_config}");
     assert!(dir.join("tls/node-0.key").exists() && dir.join("tls/ca.pem").exists());
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_snowline"))
+        .args(["sim", "--protocol", "cv", "--clients", "2", "--duration", "10s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("seed"), "{first}");
+    // The reader is gone (as `| head -1` leaves it): the next line the command prints meets a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
