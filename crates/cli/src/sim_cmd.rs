@@ -568,8 +568,8 @@ struct Setting {
 /// the same client count.
 fn setting_costs(runs: &[Setting]) -> String {
     let mut out = format!(
-        "{:<26} {:>8} {:>10} {:>8} {:>12} {:>12} {:>14}\n",
-        "setting", "clients", "ops/s", "× base", "p95 write", "p95 read", "visible p50"
+        "{:<26} {:>10} {:>10} {:>8} {:>12} {:>12} {:>14}\n",
+        "setting", "clients/DC", "ops/s", "× base", "p95 write", "p95 read", "visible p50"
     );
     let p95 = |s: &snowline_harness::Summary, kinds: &[&str]| {
         s.per_kind.iter().filter(|k| kinds.contains(&k.kind.as_str())).map(|k| k.p95_us).fold(f64::NAN, f64::max)
@@ -586,7 +586,7 @@ fn setting_costs(runs: &[Setting]) -> String {
             _ => "-".into(),
         };
         out += &format!(
-            "{:<26} {:>8} {:>10.0} {:>8.2} {:>9.0} µs {:>9.0} µs {:>14}\n",
+            "{:<26} {:>10} {:>10.0} {:>8.2} {:>9.0} µs {:>9.0} µs {:>14}\n",
             run.label,
             run.clients,
             s.ops_per_s,

@@ -174,10 +174,10 @@ pub fn table(records: &[RunRecord]) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{:<12} {:<12} {:>7} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>7} {:>8}",
+        "{:<12} {:<12} {:>10} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>7} {:>8}",
         "variant",
         "protocol",
-        "clients",
+        "clients/DC",
         "ops/s",
         "key ops/s",
         "ROT p50",
@@ -196,10 +196,10 @@ pub fn table(records: &[RunRecord]) -> String {
         let rc = s.readers_check.as_ref().map_or("-".to_string(), |rc| format!("{:.1}", rc.rot_ids_total_mean));
         let _ = writeln!(
             t,
-            "{:<12} {:<12} {:>7} {:>10.0} {:>11.0} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>7.3} {:>7.2} {:>8}",
+            "{:<12} {:<12} {:>10} {:>10.0} {:>11.0} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>7.3} {:>7.2} {:>8}",
             r.variant,
             r.protocol,
-            r.clients_total,
+            r.clients_per_dc,
             s.ops_per_s,
             s.key_ops_per_s,
             fmt_us(p50),
