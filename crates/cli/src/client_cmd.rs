@@ -4,7 +4,10 @@ use crate::ClusterUpArgs;
 use anyhow::{Context, Result, bail};
 use snowline_core::{Key, Protocol, Request, Topology, Value};
 use snowline_net::ClusterConfig;
-use snowline_net::cluster::{LocalCluster, LocalData, spawn_local_cluster_with};
+use snowline_net::cluster::{
+    CONFIG_FILE, LocalCluster, LocalData, PIDS_FILE, SERVERS_FILE, STOP_GRACE, ServerProcess, load_local_data,
+    spawn_local_cluster_with,
+};
 use snowline_protocols::with_protocol;
 use snowline_storage::FsyncPolicy;
 use std::path::{Path, PathBuf};
@@ -155,10 +158,24 @@ pub fn start_local_cluster(
     Ok((cluster, config, dir))
 }
 
-/// `snowline cluster up`.
+/// `snowline cluster up`: a new cluster, or (`--dir` holding a stopped one) that cluster started again.
 pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
     anyhow::ensure!(args.replicas != Some(0), "--replicas must be at least 1");
     anyhow::ensure!(args.dcs > 0 && args.partitions > 0, "--dcs and --partitions must be at least 1");
+    if let Some(dir) = &args.dir
+        && dir.join(CONFIG_FILE).exists()
+    {
+        snowline_net::cluster::refuse_if_running(dir)?;
+        if let UpPlan::Resume(data) = plan_for_existing(&args, dir)? {
+            let exe = std::env::current_exe().context("locating the snowline executable")?;
+            let cluster = snowline_net::resume_local_cluster(&exe, dir, data)
+                .with_context(|| format!("starting the stopped cluster in {} again", dir.display()))?;
+            cluster
+                .wait_ready(Duration::from_secs(60))
+                .with_context(|| format!("waiting for the servers to start (their logs are in {})", dir.display()))?;
+            return serve_until_stopped(cluster, true, args.background);
+        }
+    }
     let (dcs, partitions) = (args.dcs, args.partitions);
     let topology = Topology::replicated(dcs, partitions, args.replicas.unwrap_or(dcs));
     snowline_protocols::with_protocol!(&args.protocol, P => P::check_topology(&topology))?
@@ -171,20 +188,107 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         insecure: args.insecure,
         client_tls: args.client_tls,
     };
-    let (cluster, config, dir) = start_local_cluster(&args.protocol, topology, args.latency_ms, setup)?;
+    let (cluster, _, _) = start_local_cluster(&args.protocol, topology, args.latency_ms, setup)?;
+    serve_until_stopped(cluster, false, args.background)
+}
+
+/// What `cluster up --dir DIR` does when DIR holds a stopped cluster.
+enum UpPlan {
+    /// Start it again, its servers durable (`Some`) or in memory.
+    Resume(Option<LocalData>),
+    /// Start a new cluster in its place (it ran in memory and the flags ask for another).
+    New,
+}
+
+/// Compare the flags given on the command line with the stopped cluster in `dir`: start it again if they
+/// agree (flags left out agree; --fsync may change), a new one in place of an in-memory cluster if not, and
+/// refuse to replace a durable cluster.
+fn plan_for_existing(args: &ClusterUpArgs, dir: &Path) -> Result<UpPlan> {
+    let path = dir.join(CONFIG_FILE);
+    let config = load_config(&path).with_context(|| {
+        format!("{} holds a cluster whose config cannot be used; remove it or use another --dir", dir.display())
+    })?;
+    let recorded = if dir.join(SERVERS_FILE).exists() { load_local_data(dir)? } else { None };
+    let topology = config.topology();
+    let given = |id: &str| args.given.iter().any(|g| g == id);
+    let mut differ = Vec::new();
+    let mut check = |id: &str, ours: String, theirs: String| {
+        if given(id) && ours != theirs {
+            differ.push(format!("--{} {ours} (the cluster's: {theirs})", id.replace('_', "-")));
+        }
+    };
+    let protocol = snowline_protocols::canonical_name(&args.protocol).unwrap_or(&args.protocol);
+    check("protocol", protocol.to_string(), config.protocol.clone());
+    check("dcs", args.dcs.to_string(), topology.dcs.to_string());
+    check("partitions", args.partitions.to_string(), topology.partitions.to_string());
+    check("replicas", args.replicas.unwrap_or(args.dcs).to_string(), topology.replicas.to_string());
+    let latency = config.inter_dc_latency_ms.iter().flatten().fold(0.0_f64, |a, b| a.max(*b));
+    check("latency_ms", args.latency_ms.to_string(), latency.to_string());
+    let port = config.nodes.first().and_then(|n| n.addr.rsplit_once(':')).map(|(_, p)| p.to_string());
+    check("base_port", args.base_port.map(|p| p.to_string()).unwrap_or_default(), port.unwrap_or_default());
+    check("insecure", args.insecure.to_string(), config.insecure.to_string());
+    let client_tls = config.tls.as_ref().is_some_and(|t| t.clients);
+    check("client_tls", args.client_tls.to_string(), client_tls.to_string());
+    let ours = match &args.data_dir {
+        Some(d) => std::path::absolute(d)?.display().to_string(),
+        None => String::new(),
+    };
+    let theirs = recorded.as_ref().map_or("none (in memory)".to_string(), |d| d.root.display().to_string());
+    check("data_dir", ours, theirs);
+    let shape = format!(
+        "{}, {} datacenter(s) × {} partition(s) × {} replica(s)",
+        config.protocol, topology.dcs, topology.partitions, topology.replicas
+    );
+    if differ.is_empty() {
+        let data = recorded.map(|d| LocalData { fsync: if given("fsync") { args.fsync } else { d.fsync }, ..d });
+        return Ok(UpPlan::Resume(data));
+    }
+    let d = dir.display();
+    match recorded {
+        Some(data) => bail!(
+            "{d} holds a stopped durable cluster ({shape}; data in {}) and these flags differ from it: {}. \
+             `snowline cluster up --dir {d}` (with no flags, or flags that agree) starts it again with its data; \
+             for a new cluster use another --dir",
+            data.root.display(),
+            differ.join(", ")
+        ),
+        None => {
+            println!(
+                "replacing the stopped in-memory cluster in {d} ({shape}; it held no data): {}",
+                differ.join(", ")
+            );
+            Ok(UpPlan::New)
+        }
+    }
+}
+
+/// Print what runs and how to use it; then return (`--background`, the servers left running) or wait for
+/// Ctrl-C and stop every server of the directory (nodes that `cluster restart` started too).
+fn serve_until_stopped(cluster: LocalCluster, resumed: bool, background: bool) -> Result<()> {
+    let config = cluster.config().clone();
+    let dir = cluster.dir().to_owned();
+    let topology = config.topology();
     println!(
-        "cluster up: protocol {}, {} datacenters × {} partitions × {} replicas, {} server processes",
+        "cluster up{}: protocol {}, {} datacenters × {} partitions × {} replicas, {} server processes",
+        if resumed {
+            " again (the stopped cluster of this directory: same config, ports and certificates)"
+        } else {
+            ""
+        },
         config.protocol,
         topology.dcs,
         topology.partitions,
         topology.replicas,
         config.nodes.len()
     );
-    match &args.data_dir {
+    match cluster.data() {
         Some(d) => println!(
-            "durable: node N keeps its data in {}/node-N (fsync {}); restarting with the same --data-dir recovers it",
-            d.display(),
-            args.fsync
+            "durable: node N {} its data in {}/node-N (fsync {}); after `cluster down`, `cluster up --dir {}` \
+             starts it again from there",
+            if resumed { "recovered" } else { "keeps" },
+            d.root.display(),
+            d.fsync,
+            dir.display()
         ),
         None => println!("in memory (no --data-dir): the data is lost when the servers stop"),
     }
@@ -196,12 +300,13 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         ),
         None => println!("INSECURE (--insecure): peers are not authenticated; any connection may speak for any server"),
     }
-    println!("config: {}", dir.join("cluster.toml").display());
+    println!("config: {}", dir.join(CONFIG_FILE).display());
     println!(
         "connect: snowline --cluster {} [--dc N] put KEY VALUE | get KEY | rot KEY... | txn --put K=V ...",
         dir.display()
     );
-    if args.background {
+    println!("status:  snowline cluster status --dir {}", dir.display());
+    if background {
         println!("stop:    snowline cluster down --dir {}", dir.display());
         cluster.detach();
         return Ok(());
@@ -210,7 +315,208 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(shutdown_signal());
     cluster.stop();
+    // Nodes another process started (`cluster restart`) are not this process's children.
+    let rest = snowline_net::stop_cluster_dir(&dir)?;
+    if !rest.stopped.is_empty() {
+        println!("stopped {} restarted server process(es) too: {}", rest.stopped.len(), list(&rest.stopped, &dir));
+    }
     println!("cluster stopped");
+    Ok(())
+}
+
+/// `node 0 (pid 11), node 1 (pid 12, not in DIR/pids)`.
+fn list(processes: &[ServerProcess], dir: &Path) -> String {
+    let pids = dir.join(PIDS_FILE);
+    processes
+        .iter()
+        .map(|p| {
+            let unlisted = if p.listed { String::new() } else { format!(", not in {}", pids.display()) };
+            format!("node {} (pid {}{unlisted})", p.node, p.pid)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `snowline cluster down`.
+pub fn cluster_down(dir: &Path) -> Result<()> {
+    let r =
+        snowline_net::stop_cluster_dir(dir).with_context(|| format!("stopping the cluster in {}", dir.display()))?;
+    let running = r.stopped.len() + r.still_running.len();
+    if running == 0 {
+        println!("no server process of the cluster in {} was running: nothing to stop", dir.display());
+    } else {
+        println!(
+            "stopped {} server process{} ({running} {} running): {}",
+            r.stopped.len(),
+            if r.stopped.len() == 1 { "" } else { "es" },
+            if running == 1 { "was" } else { "were" },
+            list(&r.stopped, dir)
+        );
+    }
+    for p in &r.killed {
+        println!("node {} (pid {}) ignored SIGTERM for {:?}: killed with SIGKILL", p.node, p.pid, STOP_GRACE);
+    }
+    let down = r.already_down();
+    if !down.is_empty() {
+        println!("already down: {}", down.iter().map(|n| format!("node {n}")).collect::<Vec<_>>().join(", "));
+    }
+    for f in &r.foreign {
+        println!(
+            "left alone: pid {} (listed for node {} in {}) is not this cluster's server; it runs: {}",
+            f.pid,
+            f.node,
+            dir.join(PIDS_FILE).display(),
+            f.command
+        );
+    }
+    anyhow::ensure!(r.still_running.is_empty(), "still running after SIGKILL: {}", list(&r.still_running, dir));
+    Ok(())
+}
+
+/// `snowline cluster status`: one line per node (one per process if a node has several).
+pub fn cluster_status(dir: &Path) -> Result<()> {
+    let path = dir.join(CONFIG_FILE);
+    anyhow::ensure!(
+        path.exists(),
+        "no cluster in {}: it has no {CONFIG_FILE} (`snowline cluster up --dir {}` makes one)",
+        dir.display(),
+        dir.display()
+    );
+    let config = load_config(&path)?;
+    // `None`: not recorded (a directory from an older snowline).
+    let data = if dir.join(SERVERS_FILE).exists() { Some(load_local_data(dir)?) } else { None };
+    let survey = snowline_net::survey_cluster_dir(dir)?;
+    let topology = config.topology();
+    let storage = match &data {
+        Some(Some(d)) => format!("durable (data in {}, fsync {})", d.root.display(), d.fsync),
+        Some(None) => "in memory".to_string(),
+        None => format!("storage unknown (no {SERVERS_FILE})"),
+    };
+    let peers =
+        if config.insecure { "peers NOT authenticated (insecure)" } else { "peers authenticated by mutual TLS" };
+    println!(
+        "cluster {}: protocol {}, {} datacenter(s) × {} partition(s) × {} replica(s), {storage}, {peers}",
+        dir.display(),
+        config.protocol,
+        topology.dcs,
+        topology.partitions,
+        topology.replicas
+    );
+    let mut rows = vec![
+        ["NODE", "SERVERS", "STATE", "PROTOCOL", "PID", "ADDRESS", "DATA", "RSS", "CPU", "CPU%", "WRITTEN"]
+            .map(String::from),
+    ];
+    let mut up = 0;
+    let mut down = Vec::new();
+    for node in &config.nodes {
+        let partitions: Vec<String> = node.partitions.iter().map(|p| format!("p{p}")).collect();
+        let replica = if node.replica > 0 { format!("/r{}", node.replica) } else { String::new() };
+        let servers = format!("dc{}/{}{replica}", node.dc, partitions.join(","));
+        let data_dir = match &data {
+            Some(Some(d)) => d.node_dir(node.id).display().to_string(),
+            Some(None) => "(memory)".to_string(),
+            None => "?".to_string(),
+        };
+        let processes: Vec<&ServerProcess> = survey.running.iter().filter(|p| p.node == node.id).collect();
+        let row = |state: &str, pid: String, stats: Option<snowline_net::cluster::ProcessStats>| {
+            let dash = || "-".to_string();
+            [
+                node.id.to_string(),
+                servers.clone(),
+                state.to_string(),
+                config.protocol.clone(),
+                pid,
+                node.addr.clone(),
+                data_dir.clone(),
+                stats.map_or_else(dash, |s| mib(s.rss_bytes)),
+                stats.map_or_else(dash, |s| format!("{:.2}s", s.cpu_seconds)),
+                stats.map_or_else(dash, |s| format!("{:.1}", s.cpu_percent())),
+                stats.and_then(|s| s.written_bytes).map_or_else(dash, mib),
+            ]
+        };
+        if processes.is_empty() {
+            down.push(node.id);
+            rows.push(row("down", "-".into(), None));
+        } else {
+            up += 1;
+        }
+        for p in processes {
+            rows.push(row("up", p.pid.to_string(), snowline_net::cluster::process_stats(p.pid)));
+        }
+    }
+    let widths: Vec<usize> =
+        (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    for row in &rows {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        println!("{}", cells.join("  ").trim_end());
+    }
+    let d = dir.display();
+    println!("{up} of {} nodes up", config.nodes.len());
+    if up == 0 {
+        println!("stopped: `snowline cluster up --dir {d}` starts it again");
+    } else if !down.is_empty() {
+        match &data {
+            Some(Some(_)) => {
+                for n in &down {
+                    println!("start node {n} again: snowline cluster restart --dir {d} --node {n}");
+                }
+            }
+            _ => println!(
+                "in memory, a node cannot come back with its data: `snowline cluster down --dir {d}` and \
+                 `snowline cluster up --dir {d}` start the whole cluster again, empty"
+            ),
+        }
+    }
+    for p in survey.running.iter().filter(|p| !p.listed) {
+        println!(
+            "note: node {} (pid {}) is not in {} (started by hand?); `cluster down` stops it too",
+            p.node,
+            p.pid,
+            dir.join(PIDS_FILE).display()
+        );
+    }
+    for f in &survey.foreign {
+        println!(
+            "note: {} lists pid {} for node {}, but that process is not this cluster's server (it runs: {}); \
+             `cluster down` leaves it alone",
+            dir.join(PIDS_FILE).display(),
+            f.pid,
+            f.node,
+            f.command
+        );
+    }
+    Ok(())
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1}MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// `snowline cluster restart`.
+pub fn cluster_restart(dir: &Path, nodes: &[u32]) -> Result<()> {
+    let config = load_config(&dir.join(CONFIG_FILE))
+        .with_context(|| format!("no cluster to restart a node of in {}", dir.display()))?;
+    let Some(data) = load_local_data(dir)? else {
+        bail!(
+            "the cluster in {d} runs in memory: a restarted node would come back empty, without the writes it held \
+             (a raft-kv member without its votes and log), so it is not restarted. Start the whole cluster again \
+             (`snowline cluster down --dir {d}`, then `snowline cluster up --dir {d}`: empty), or run a durable \
+             cluster (--data-dir)",
+            d = dir.display()
+        )
+    };
+    let exe = std::env::current_exe().context("locating the snowline executable")?;
+    for &id in nodes {
+        let pid = snowline_net::restart_node_in_dir(&exe, dir, id, Duration::from_secs(60))
+            .with_context(|| format!("restarting node {id} of the cluster in {}", dir.display()))?;
+        println!(
+            "node {id} is running again: pid {pid}, {}, data {} (fsync {}), log {}",
+            config.node(id).map_or("?", |n| n.addr.as_str()),
+            data.node_dir(id).display(),
+            data.fsync,
+            dir.join(format!("node-{id}.log")).display()
+        );
+    }
     Ok(())
 }
 
@@ -245,12 +551,7 @@ pub fn with_local_cluster<T>(
 
 /// User plus system CPU seconds of a live process, from /proc (0 where unavailable).
 fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
-    // Fields after the parenthesised command name; utime and stime are the 14th and 15th fields.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return 0.0 };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields.get(11..13).map(|f| f.iter().filter_map(|x| x.parse::<f64>().ok()).sum()).unwrap_or(0.0);
-    ticks / 100.0
+    snowline_net::cluster::process_stats(pid).map_or(0.0, |s| s.cpu_seconds)
 }
 
 /// A client command's operation.

@@ -12,7 +12,7 @@ mod reproduce;
 mod sim_cmd;
 
 use anyhow::{Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -53,7 +53,7 @@ enum Command {
         #[arg(long, default_value = "group")]
         fsync: snowline_storage::FsyncPolicy,
     },
-    /// Start or stop a local cluster of server processes.
+    /// Start, inspect, restart nodes of and stop a local cluster of server processes.
     #[command(subcommand)]
     Cluster(ClusterCommand),
     /// Make a CA and a certificate and key for every node of a cluster config (for a multi-host cluster;
@@ -126,28 +126,73 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ClusterCommand {
-    /// Start a local cluster; stays in the foreground until Ctrl-C unless --background.
+    /// Start a local cluster, or the stopped cluster of --dir again; foreground until Ctrl-C unless
+    /// --background.
+    ///
+    /// With --dir DIR where DIR holds a cluster already (DIR/cluster.toml, from an earlier `cluster up`):
+    /// refused while any of its servers runs. A stopped cluster is started again as it was: same config,
+    /// ports and certificates (DIR/tls), and a durable cluster recovers its data (DIR/servers.toml records
+    /// the --data-dir and --fsync it was started with). Flags may then be left out; those given must agree with
+    /// DIR's cluster, except --fsync, which may change. A stopped in-memory cluster has no data to keep: flags
+    /// that differ replace it with a new cluster. Use another --dir for a new durable cluster.
     Up(ClusterUpArgs),
-    /// Stop a cluster started with --background.
+    /// Stop every server of the cluster of --dir (verifying each pid first); `cluster up --dir` resumes it.
+    ///
+    /// Stops every process that is verifiably one of its servers (its command line says `server --config
+    /// DIR/cluster.toml --node N`), whether `cluster up`, `cluster restart` or a user started it; a pid in
+    /// DIR/pids that is not one of them is left alone and reported. Prints how many were running, which were
+    /// stopped and which nodes were down already. DIR keeps the config, the certificates and the data
+    /// directory's location: `cluster up --dir DIR` starts the cluster again.
     Down {
+        /// The cluster's directory (what `cluster up` printed).
         #[arg(long)]
         dir: PathBuf,
+    },
+    /// Show each node of the cluster of --dir: up or down, pid, address, data directory, memory and CPU.
+    ///
+    /// One line per node: id, the servers it hosts, up/down, protocol, pid, address, data directory, and for a
+    /// running node its resident memory, CPU time, average share of one core since it started and bytes it
+    /// wrote to storage. Notes a server missing from DIR/pids (started by hand) and a pid in DIR/pids that is
+    /// not one of its servers. Exits 0 whatever runs.
+    Status {
+        /// The cluster's directory (what `cluster up` printed).
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Start node N of a durable cluster again after it stopped or crashed; it recovers its data.
+    ///
+    /// Starts it with the arguments `cluster up` used (DIR/servers.toml: its data directory and fsync policy),
+    /// appending to DIR/node-N.log and recording its pid in DIR/pids so that `cluster down` stops it; returns
+    /// once it accepts connections. It recovers its data and catches up with the other servers. Refused if
+    /// node N runs, and for an in-memory cluster (the node would come back empty, without the writes it held).
+    Restart {
+        /// The cluster's directory (what `cluster up` printed).
+        #[arg(long)]
+        dir: PathBuf,
+        /// The node to start (`cluster status` lists them); repeat for several.
+        #[arg(long = "node", value_name = "N", required = true)]
+        nodes: Vec<u32>,
     },
 }
 
 #[derive(Args, Clone)]
 pub struct ClusterUpArgs {
+    /// The protocol every server runs: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl,
+    /// raft-kv, amcast-kv or tpc-kv (docs/PROTOCOLS.md).
     #[arg(long, default_value = "cv")]
     pub protocol: String,
+    /// Datacenters.
     #[arg(long, default_value_t = 2)]
     pub dcs: u16,
+    /// Partitions per datacenter.
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), spread over the datacenters. Default: one per datacenter,
     /// which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
-    /// Where to write cluster.toml, pids and logs (default: a new temporary directory).
+    /// Where to write cluster.toml, servers.toml, pids, the logs and tls/ (default: a new temporary
+    /// directory). If it holds a stopped cluster, that cluster is started again (see above).
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// Emulated one-way latency between datacenters, in milliseconds.
@@ -174,11 +219,24 @@ pub struct ClusterUpArgs {
     /// may use plain TCP or TLS.
     #[arg(long, conflicts_with = "insecure")]
     pub client_tls: bool,
+    /// The flags given on the command line (not defaulted), by argument id: a resumed cluster checks them.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 fn main() {
     quiet_on_broken_pipe();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let (Command::Cluster(ClusterCommand::Up(args)), Some(up)) =
+        (&mut cli.command, matches.subcommand_matches("cluster").and_then(|m| m.subcommand_matches("up")))
+    {
+        args.given = up
+            .ids()
+            .filter(|id| up.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+            .map(|id| id.as_str().to_owned())
+            .collect();
+    }
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -213,12 +271,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Server { config, node, data_dir, fsync } => client_cmd::server(&config, node, data_dir, fsync),
         Command::Cluster(ClusterCommand::Up(args)) => client_cmd::cluster_up(args),
         Command::Certs { config, out } => client_cmd::certs(&config, &out),
-        Command::Cluster(ClusterCommand::Down { dir }) => {
-            let n = snowline_net::cluster::stop_cluster_dir(&dir)
-                .with_context(|| format!("stopping the cluster in {}", dir.display()))?;
-            println!("stopped {n} server processes");
-            Ok(())
-        }
+        Command::Cluster(ClusterCommand::Down { dir }) => client_cmd::cluster_down(&dir),
+        Command::Cluster(ClusterCommand::Status { dir }) => client_cmd::cluster_status(&dir),
+        Command::Cluster(ClusterCommand::Restart { dir, nodes }) => client_cmd::cluster_restart(&dir, &nodes),
         Command::Sim(args) => sim_cmd::sim(args),
         Command::Bench(args) => sim_cmd::bench(args),
         Command::BenchMulticast(args) => multicast_bench::run_bench(args),

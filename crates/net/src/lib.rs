@@ -9,8 +9,8 @@
 //! * [`client`]: [`ClientRuntime`] and [`Session`], the async client library hosting the protocol's
 //!   client nodes and sharing one connection per server node among all sessions.
 //! * [`tls`]: peer authentication (mutual TLS between servers, opt-in TLS for clients).
-//! * [`cluster`]: starting and stopping a cluster of local server processes (`snowline cluster up/down`,
-//!   `snowline bench`).
+//! * [`cluster`]: starting, surveying, restarting and stopping a cluster of local server processes
+//!   (`snowline cluster up/status/restart/down`, `snowline bench`).
 //!
 //! Everything is designed for a current-thread tokio runtime per process (faster than the multi-thread
 //! scheduler on small machines); it also works on a multi-thread runtime.
@@ -31,7 +31,8 @@ mod util;
 
 pub use client::{ClientRuntime, DEFAULT_OP_TIMEOUT, Session, Txn};
 pub use cluster::{
-    LocalCluster, LocalData, free_base_port, spawn_local_cluster, spawn_local_cluster_with, stop_cluster_dir,
+    LocalCluster, LocalData, StopReport, Survey, free_base_port, restart_node_in_dir, resume_local_cluster,
+    spawn_local_cluster, spawn_local_cluster_with, stop_cluster_dir, survey_cluster_dir,
 };
 pub use config::{ClusterConfig, ConfigError, NodeConfig, Routes, TlsConfig};
 pub use frame::{Frame, FrameError, WIRE_VERSION};
