@@ -82,6 +82,12 @@ pub async fn visibility_ms<P: Protocol>(config: &ClusterConfig, probes: usize, t
     Ok(out)
 }
 
+/// "2 datacenters × 4 partitions × 1 replica".
+fn shape(t: &Topology) -> String {
+    let n = |count: u16, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
+    format!("{} × {} × {}", n(t.dcs, "datacenter"), n(t.partitions, "partition"), n(t.replicas, "replica"))
+}
+
 /// Resolves on SIGTERM or Ctrl-C.
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -235,10 +241,7 @@ fn plan_for_existing(args: &ClusterUpArgs, dir: &Path) -> Result<UpPlan> {
     };
     let theirs = recorded.as_ref().map_or("none (in memory)".to_string(), |d| d.root.display().to_string());
     check("data_dir", ours, theirs);
-    let shape = format!(
-        "{}, {} datacenter(s) × {} partition(s) × {} replica(s)",
-        config.protocol, topology.dcs, topology.partitions, topology.replicas
-    );
+    let described = format!("{}, {}", config.protocol, shape(&topology));
     if differ.is_empty() {
         let data = recorded.map(|d| LocalData { fsync: if given("fsync") { args.fsync } else { d.fsync }, ..d });
         return Ok(UpPlan::Resume(data));
@@ -246,7 +249,7 @@ fn plan_for_existing(args: &ClusterUpArgs, dir: &Path) -> Result<UpPlan> {
     let d = dir.display();
     match recorded {
         Some(data) => bail!(
-            "{d} holds a stopped durable cluster ({shape}; data in {}) and these flags differ from it: {}. \
+            "{d} holds a stopped durable cluster ({described}; data in {}) and these flags differ from it: {}. \
              `snowline cluster up --dir {d}` (with no flags, or flags that agree) starts it again with its data; \
              for a new cluster use another --dir",
             data.root.display(),
@@ -254,7 +257,7 @@ fn plan_for_existing(args: &ClusterUpArgs, dir: &Path) -> Result<UpPlan> {
         ),
         None => {
             println!(
-                "replacing the stopped in-memory cluster in {d} ({shape}; it held no data): {}",
+                "replacing the stopped in-memory cluster in {d} ({described}; it held no data): {}",
                 differ.join(", ")
             );
             Ok(UpPlan::New)
@@ -269,16 +272,14 @@ fn serve_until_stopped(cluster: LocalCluster, resumed: bool, background: bool) -
     let dir = cluster.dir().to_owned();
     let topology = config.topology();
     println!(
-        "cluster up{}: protocol {}, {} datacenters × {} partitions × {} replicas, {} server processes",
+        "cluster up{}: protocol {}, {}, {} server processes",
         if resumed {
             " again (the stopped cluster of this directory: same config, ports and certificates)"
         } else {
             ""
         },
         config.protocol,
-        topology.dcs,
-        topology.partitions,
-        topology.replicas,
+        shape(&topology),
         config.nodes.len()
     );
     match cluster.data() {
@@ -394,14 +395,7 @@ pub fn cluster_status(dir: &Path) -> Result<()> {
     };
     let peers =
         if config.insecure { "peers NOT authenticated (insecure)" } else { "peers authenticated by mutual TLS" };
-    println!(
-        "cluster {}: protocol {}, {} datacenter(s) × {} partition(s) × {} replica(s), {storage}, {peers}",
-        dir.display(),
-        config.protocol,
-        topology.dcs,
-        topology.partitions,
-        topology.replicas
-    );
+    println!("cluster {}: protocol {}, {}, {storage}, {peers}", dir.display(), config.protocol, shape(&topology));
     let mut rows = vec![
         ["NODE", "SERVERS", "STATE", "PROTOCOL", "PID", "ADDRESS", "DATA", "RSS", "CPU", "CPU%", "WRITTEN"]
             .map(String::from),

@@ -20,6 +20,7 @@ pub struct DemoArgs {
     /// Closed-loop clients per datacenter.
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
+    /// Partitions per datacenter.
     #[arg(long, default_value_t = 2)]
     pub partitions: u16,
     /// Emulated one-way latency between the two datacenters, in milliseconds.

@@ -39,8 +39,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run one server process (hosting the partitions the config assigns to NODE).
     Server {
+        /// The cluster's config file (docs/CONFIG.md), the same for every process of the cluster.
         #[arg(long)]
         config: PathBuf,
+        /// Which node of the config this process is (its [[node]] id).
         #[arg(long)]
         node: u32,
         /// Keep this server's data here and recover it on restart (default: in memory, lost on exit).
@@ -81,6 +83,7 @@ enum Command {
     /// Check a recorded history (docs/HISTORY.md) at a consistency level: exit 0 if it holds, 1 with a
     /// witness if not, 2 if the input is not a valid history.
     Check {
+        /// The history file (JSON lines, docs/HISTORY.md), as `sim` or `bench --history` write it.
         history: PathBuf,
         /// A consistency level (rc, ra, causal-snapshot, causal, tcc, ser, strict-ser, si, psi, nmsi, us, pos), or
         /// `claimed`: the level the protocol claims (the protocol from --protocol or the history's metadata).
@@ -98,7 +101,9 @@ enum Command {
     },
     /// Write KEY = VALUE (or the contents of --value-file).
     Put {
+        /// The key to write.
         key: String,
+        /// The value to write (or --value-file).
         #[arg(required_unless_present = "value_file", conflicts_with = "value_file")]
         value: Option<String>,
         /// Read the value from this file (for values too large for a command line).
@@ -106,9 +111,13 @@ enum Command {
         value_file: Option<PathBuf>,
     },
     /// Read KEY.
-    Get { key: String },
+    Get {
+        /// The key to read.
+        key: String,
+    },
     /// A read-only transaction over KEYS; prints JSON.
     Rot {
+        /// The keys to read, from one snapshot.
         #[arg(required = true)]
         keys: Vec<String>,
     },
@@ -117,8 +126,10 @@ enum Command {
     /// may abort: then it prints the cause and exits 3. Protocols with only blind write transactions (cure,
     /// av, op, cv) take --put alone. Prints JSON: the values read and the commit version.
     Txn {
+        /// A key to read (repeatable), before the writes.
         #[arg(long = "get", value_name = "KEY")]
         gets: Vec<String>,
+        /// A key to write and its value (repeatable), committed with the transaction.
         #[arg(long = "put", value_name = "KEY=VALUE", required_unless_present = "gets")]
         puts: Vec<String>,
     },
@@ -300,5 +311,32 @@ fn run(cli: Cli) -> Result<()> {
             let reads = gets.into_iter().map(Into::into).collect();
             client_cmd::client(cli.cluster, cli.dc, client_cmd::Op::Txn { reads, writes })
         }
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::*;
+
+    fn missing(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            if arg.is_hide_set() || ["help", "version"].contains(&arg.get_id().as_str()) {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                out.push(format!("{path} --{}", arg.get_long().unwrap_or(arg.get_id().as_str())));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            missing(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    /// Every flag and argument of every command says what it is for.
+    #[test]
+    fn every_flag_has_a_help_line() {
+        let mut out = Vec::new();
+        missing(&Cli::command(), "snowline", &mut out);
+        assert!(out.is_empty(), "flags without a help line:\n{}", out.join("\n"));
     }
 }

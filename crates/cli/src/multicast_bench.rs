@@ -36,8 +36,10 @@ pub struct MulticastBenchArgs {
     /// datacenters, δ = --wan-ms between them, --lan-us within one; each group's members in three).
     #[arg(long, value_delimiter = ',', default_value = "lan,wan")]
     latency: Vec<String>,
+    /// One-way delay within a datacenter (the LAN rows), in microseconds.
     #[arg(long, default_value_t = 100)]
     lan_us: u64,
+    /// One-way delay between datacenters (the WAN rows), in milliseconds.
     #[arg(long, default_value_t = 40)]
     wan_ms: u64,
     /// Closed-loop clients of the throughput run.
@@ -46,6 +48,7 @@ pub struct MulticastBenchArgs {
     /// Simulated length of each run.
     #[arg(long, default_value = "5s", value_parser = duration::parse)]
     duration: Duration,
+    /// Seed of the simulator runs (the same seed, the same figures).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// sim (the simulator, exact delays, message counts) or real (a local cluster of server processes per

@@ -12,10 +12,14 @@ use std::time::{Duration, Instant};
 /// The workload and cluster shape shared by `sim` and `bench`.
 #[derive(Args, Clone, Debug)]
 pub struct WorkloadArgs {
+    /// The protocol: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, raft-kv, amcast-kv or tpc-kv
+    /// (docs/PROTOCOLS.md).
     #[arg(long, default_value = "cv")]
     pub protocol: String,
+    /// Datacenters.
     #[arg(long, default_value_t = 2)]
     pub dcs: u16,
+    /// Partitions per datacenter.
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), spread over the datacenters (docs/ARCHITECTURE.md,
@@ -25,6 +29,7 @@ pub struct WorkloadArgs {
     /// Closed-loop clients per datacenter; a comma-separated list (10,50,100) sweeps them, one run each.
     #[arg(long, value_delimiter = ',', default_value = "50")]
     pub clients: Vec<usize>,
+    /// How long each run lasts (virtual time in `sim`), e.g. 10s, 500ms.
     #[arg(long, default_value = "10s", value_parser = duration::parse)]
     pub duration: Duration,
     /// Not measured at the start of the run.
@@ -213,6 +218,7 @@ impl WorkloadArgs {
 pub struct SimArgs {
     #[command(flatten)]
     pub run: WorkloadArgs,
+    /// The simulator's seed: the same seed and flags give the same run, byte for byte.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// One-way latency between datacenters, in milliseconds.

@@ -617,8 +617,19 @@ pub fn survey_cluster_dir(dir: &Path) -> Result<Survey, NetError> {
             }
         }
     }
+    // A fork of a server (a child that has not called exec yet, or a stand-in script's child) carries its
+    // parent's command line: it is part of that server, not another one.
+    let pids: Vec<u32> = survey.running.iter().map(|p| p.pid).collect();
+    survey.running.retain(|p| p.listed || parent_pid(p.pid).is_none_or(|parent| !pids.contains(&parent)));
     survey.running.sort_unstable();
     Ok(survey)
+}
+
+/// The parent of a live process, from `/proc/PID/stat` (Linux).
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the parenthesised command name: the state, then the parent's pid.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// An error if `dir` holds a cluster that is running (any of its servers alive, [`survey_cluster_dir`]),
