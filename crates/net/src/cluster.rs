@@ -249,16 +249,8 @@ pub fn restart_node_in_dir(exe: &Path, dir: &Path, id: u32, timeout: Duration) -
         return Err(NetError::Cluster(format!("node {id} is already running (pid {})", p.pid)));
     }
     let cluster = LocalCluster { dir, config, exe: exe.to_owned(), data, children: Mutex::default() };
-    let (child, log_from) = cluster.spawn_node(id, true)?;
-    let pid = child.id();
-    cluster.lock().push(Running { id, child, log_from });
-    // Recorded before waiting: if the caller is interrupted, `cluster down` still finds the pid.
-    update_pids(&cluster.dir, |pids| {
-        pids.retain(|(n, _)| *n != id);
-        pids.push((id, pid));
-    })?;
     // On failure the child is stopped (by dropping the cluster, which forgets its pid).
-    cluster.wait_ready(timeout)?;
+    let pid = cluster.restart_node(id, timeout)?;
     cluster.detach();
     Ok(pid)
 }
@@ -318,18 +310,20 @@ impl LocalCluster {
 
     /// Start node `id` again (after [`kill_node`](Self::kill_node)) with the same arguments; its log is
     /// appended to. Returns once it accepts connections.
-    pub fn restart_node(&self, id: u32, timeout: Duration) -> Result<(), NetError> {
+    pub fn restart_node(&self, id: u32, timeout: Duration) -> Result<u32, NetError> {
         if self.lock().iter().any(|r| r.id == id) {
             return Err(NetError::Cluster(format!("node {id} is already running")));
         }
         let (child, log_from) = self.spawn_node(id, true)?;
         let pid = child.id();
         self.lock().push(Running { id, child, log_from });
+        // Recorded before waiting: if the caller is interrupted, `cluster down` still finds the pid.
         update_pids(&self.dir, |pids| {
             pids.retain(|(n, _)| *n != id);
             pids.push((id, pid));
         })?;
-        self.wait_ready(timeout)
+        self.wait_ready(timeout)?;
+        Ok(pid)
     }
 
     pub fn dir(&self) -> &Path {

@@ -288,33 +288,26 @@ async fn read_peer<M: Message>(
                 break;
             }
         };
-        match frame::decode::<M>(&bytes) {
-            Ok(Frame::Msg { from, to, msg }) => {
-                let Some(inbound) = &inbound else { continue };
-                let m = NetIn::Msg { from, to, msg };
-                if delay.is_zero() {
-                    let _ = inbound.send(m);
-                } else {
-                    held.push_back((Instant::now() + delay, m));
-                }
-            }
+        let m = match frame::decode::<M>(&bytes) {
+            Ok(Frame::Msg { from, to, msg }) => NetIn::Msg { from, to, msg },
+            Ok(Frame::Refused { client, message }) => NetIn::Refused { client, message },
             // A server says why it closes the connection, or why it refused one message.
-            Ok(Frame::Error { message }) => eprintln!("warning: {label}: peer reports: {message}"),
-            Ok(Frame::Refused { client, message }) => {
-                let Some(inbound) = &inbound else { continue };
-                let m = NetIn::Refused { client, message };
-                if delay.is_zero() {
-                    let _ = inbound.send(m);
-                } else {
-                    held.push_back((Instant::now() + delay, m));
-                }
+            Ok(Frame::Error { message }) => {
+                eprintln!("warning: {label}: peer reports: {message}");
+                continue;
             }
             // Clients are never sent sequenced messages or acknowledgements.
-            Ok(Frame::Hello { .. } | Frame::Seq { .. } | Frame::Ack { .. }) => {}
+            Ok(Frame::Hello { .. } | Frame::Seq { .. } | Frame::Ack { .. }) => continue,
             Err(e) => {
                 eprintln!("warning: {label}: closing connection: {e}");
                 break;
             }
+        };
+        let Some(inbound) = &inbound else { continue };
+        if delay.is_zero() {
+            let _ = inbound.send(m);
+        } else {
+            held.push_back((Instant::now() + delay, m));
         }
     }
     // Messages already received are still delivered, after their emulated latency.

@@ -239,8 +239,6 @@ pub async fn run_server_with<P: Protocol>(
                     if was_full && d.host.reclaim_space() {
                         eprintln!("snowline server: node {node_id}: disk space is available again: writes are taken");
                         d.full_retry_at = None;
-                    } else if !was_full && d.full_retry_at.is_some() {
-                        d.full_retry_at = None;
                     }
                 }
             }
@@ -580,10 +578,7 @@ impl<P: Protocol> EventLoop<P> {
                     }
                     for r in refusals {
                         self.shared.log.warn(|| format!("refused a {} from {}: {}", r.msg, r.client, r.why));
-                        if let Some((tx, queue, _)) = self.conns.get(&conn) {
-                            queue.push();
-                            let _ = tx.send((self.now, Frame::Refused { client: r.client, message: r.why }));
-                        }
+                        self.answer(conn, Frame::Refused { client: r.client, message: r.why });
                     }
                     return;
                 }
@@ -604,8 +599,7 @@ impl<P: Protocol> EventLoop<P> {
     /// A message's sender must fit what the connection's `Hello` said: a client connection speaks only for
     /// client ids of its runtime (the prefix in its `Hello`), so it can neither pose as a server nor take
     /// over another runtime's replies; a server's connection speaks only for the servers of its node. The
-    /// `Hello` itself is not authenticated yet (mutual TLS is the next step), so this stops the forgeries a
-    /// plain client connection could make, and the protocols' validation stops malformed ones from anyone.
+    /// `Hello` itself was admitted by what the connection's certificate proves (`Shared::admit`).
     fn check_sender(&self, conn: u64, from: Addr, kind: &'static str) -> Result<(), InvalidInput> {
         let Some((_, _, hello)) = self.conns.get(&conn) else { return Ok(()) };
         let fits = match (*hello, from) {
@@ -629,9 +623,14 @@ impl<P: Protocol> EventLoop<P> {
         self.invalid_inputs += 1;
         let n = self.invalid_inputs;
         self.shared.log.warn(|| format!("connection {conn}: refused {e} ({n} refused so far)"));
+        self.answer(conn, Frame::Error { message: format!("refused: {e}") });
+    }
+
+    /// Queue `frame` on inbound connection `conn` (if it is still open), counted in its reply queue.
+    fn answer(&self, conn: u64, frame: Frame<P::Msg>) {
         if let Some((tx, queue, _)) = self.conns.get(&conn) {
             queue.push();
-            let _ = tx.send((self.now, Frame::Error { message: format!("refused: {e}") }));
+            let _ = tx.send((self.now, frame));
         }
     }
 
@@ -701,12 +700,10 @@ impl<P: Protocol> EventLoop<P> {
                 self.send_frame(s, Frame::Msg { from: Addr::Server(from), to, msg });
             }
             Addr::Client(c) => {
-                let Some(conn) = self.clients.get(&c).or_else(|| self.client_runtimes.get(&(c.0 >> 32))) else {
+                let Some(&conn) = self.clients.get(&c).or_else(|| self.client_runtimes.get(&(c.0 >> 32))) else {
                     return;
                 };
-                let Some((tx, queue, _)) = self.conns.get(conn) else { return };
-                queue.push();
-                let _ = tx.send((self.now, Frame::Msg { from: Addr::Server(from), to, msg }));
+                self.answer(conn, Frame::Msg { from: Addr::Server(from), to, msg });
             }
         }
     }

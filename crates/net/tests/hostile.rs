@@ -12,7 +12,10 @@ use bytes::BytesMut;
 use futures::StreamExt;
 use snowline_core::{Addr, ClientId, Key, OpId, Protocol, Request, ServerId, Topology, Value, VectorClock, Version};
 use snowline_net::frame::{self, Frame};
-use snowline_net::{ClientRuntime, ClusterConfig, free_base_port, run_server};
+use snowline_net::{ClientRuntime, ClusterConfig, free_base_port};
+
+mod common;
+use common::Cluster;
 use snowline_protocols::causal::contrarian::ContrarianMsg;
 use snowline_protocols::causal::cops::{CopsMsg, Dep};
 use snowline_protocols::causal::tomsic::{Replicated, Session, TomsicMsg};
@@ -24,54 +27,18 @@ use snowline_protocols::{AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op,
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout};
 use tokio_util::codec::FramedRead;
-
-struct Cluster {
-    config: ClusterConfig,
-    stops: Vec<oneshot::Sender<()>>,
-    handles: Vec<tokio::task::JoinHandle<Result<(), snowline_net::NetError>>>,
-}
 
 /// An `insecure` cluster: a forged `Hello` in a server's name gets through, so these tests reach the
 /// protocols' own validation, which is what still stands between a buggy (authenticated) peer and the
 /// server's state. `peer_auth.rs` shows that with certificates no such message is delivered at all.
 async fn start<P: Protocol>(dcs: u16, partitions: u16) -> Cluster {
-    let config = ClusterConfig::local(P::NAME, dcs, partitions, free_base_port()).insecure();
-    let mut stops = Vec::new();
-    let mut handles = Vec::new();
-    for node in &config.nodes {
-        let (tx, rx) = oneshot::channel::<()>();
-        stops.push(tx);
-        handles.push(tokio::spawn(run_server::<P>(config.clone(), node.id, async move {
-            let _ = rx.await;
-        })));
-    }
-    for node in &config.nodes {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(&node.addr).await.is_err() {
-            assert!(Instant::now() < deadline, "node {} never started listening", node.id);
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-    Cluster { config, stops, handles }
+    common::start::<P>(ClusterConfig::local(P::NAME, dcs, partitions, free_base_port()).insecure()).await
 }
 
-impl Cluster {
-    /// Stops every server; each must have survived (no panic) and stop cleanly.
-    async fn stop(self) {
-        for s in self.stops {
-            let _ = s.send(());
-        }
-        for h in self.handles {
-            h.await.expect("a server task panicked").expect("a server returned an error");
-        }
-    }
-
-    fn addr_of(&self, s: ServerId) -> String {
-        self.config.routes().node_of(s).map(|n| self.config.nodes[n].addr.clone()).expect("a node hosts it")
-    }
+fn addr_of(config: &ClusterConfig, s: ServerId) -> String {
+    config.routes().node_of(s).map(|n| config.nodes[n].addr.clone()).expect("a node hosts it")
 }
 
 fn encode<M: serde::Serialize>(f: &Frame<M>) -> BytesMut {
@@ -85,7 +52,7 @@ async fn raw<P: Protocol>(addr: &str) -> TcpStream {
     raw_as::<P>(addr, Addr::Client(ClientId(0xdead_0000_0001))).await
 }
 
-/// A raw connection whose Hello claims to be `who` (nothing authenticates it yet).
+/// A raw connection whose Hello claims to be `who` (an `insecure` cluster believes it).
 async fn raw_as<P: Protocol>(addr: &str, who: Addr) -> TcpStream {
     let mut s = TcpStream::connect(addr).await.unwrap();
     let hello = Frame::<P::Msg>::Hello { protocol: P::NAME.into(), from: who };
@@ -420,7 +387,7 @@ async fn survives_forgeries<P: Protocol>(forge: impl FnOnce(Topology, &Key, &Key
     session.execute(put(&key, "v1")).await.unwrap_or_else(|e| panic!("{}: put: {e}", P::NAME));
 
     let forgeries = forge(t, &key, &victim);
-    let target = cluster.addr_of(ServerId::new(0, 0));
+    let target = addr_of(&cluster.config, ServerId::new(0, 0));
     // Each forgery on the client port twice: from a client connection (refused for its sender), and from a
     // connection whose Hello claims the forged sender (it reaches the protocol, which refuses it).
     let mut conns = Vec::new();

@@ -7,7 +7,10 @@ use snowline_core::{
     ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology, Version,
 };
 use snowline_net::frame::{self, Frame};
-use snowline_net::{ClientRuntime, ClusterConfig, free_base_port, run_server};
+use snowline_net::{ClientRuntime, ClusterConfig, free_base_port};
+
+mod common;
+use common::Cluster;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -140,12 +143,6 @@ impl Protocol for Kv {
 
 const LATENCY_MS: f64 = 60.0;
 
-struct Cluster {
-    config: ClusterConfig,
-    stops: Vec<oneshot::Sender<()>>,
-    handles: Vec<tokio::task::JoinHandle<Result<(), snowline_net::NetError>>>,
-}
-
 async fn start_cluster() -> Cluster {
     // Servers authenticate each other by mutual TLS, as in every cluster that is not `insecure`.
     let certs = std::env::temp_dir().join(format!("snowline-loopback-{}-{}", std::process::id(), free_base_port()));
@@ -154,36 +151,7 @@ async fn start_cluster() -> Cluster {
         .with_new_certs(&certs)
         .unwrap();
     config.protocol_config.max_value_bytes = 1024;
-    let mut stops = Vec::new();
-    let mut handles = Vec::new();
-    for node in &config.nodes {
-        let (tx, rx) = oneshot::channel::<()>();
-        stops.push(tx);
-        let shutdown = async move {
-            let _ = rx.await;
-        };
-        handles.push(tokio::spawn(run_server::<Kv>(config.clone(), node.id, shutdown)));
-    }
-    // Wait until every node accepts connections.
-    for node in &config.nodes {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(&node.addr).await.is_err() {
-            assert!(Instant::now() < deadline, "node {} never started listening", node.id);
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-    Cluster { config, stops, handles }
-}
-
-impl Cluster {
-    async fn stop(self) {
-        for s in self.stops {
-            let _ = s.send(());
-        }
-        for h in self.handles {
-            h.await.expect("server task panicked").expect("server returned an error");
-        }
-    }
+    common::start::<Kv>(config).await
 }
 
 fn put(key: &str, value: &str) -> Request {
@@ -343,7 +311,7 @@ async fn queued_messages_survive_a_peer_restart() {
     let sibling = config.node_hosting(ServerId::new(1, 0)).unwrap().id as usize;
 
     // Stop dc1/p0; a write in dc0 queues its replication message while the peer is down.
-    let (tx, rx) = oneshot::channel::<()>();
+    let (tx, _) = oneshot::channel::<()>();
     let _ = std::mem::replace(&mut cluster.stops[sibling], tx).send(());
     let h = std::mem::replace(&mut cluster.handles[sibling], tokio::spawn(async { Ok(()) }));
     h.await.unwrap().unwrap();
@@ -351,10 +319,7 @@ async fn queued_messages_survive_a_peer_restart() {
     tokio::time::sleep(Duration::from_millis(150)).await;
 
     // Restart it (fresh state): the queued replication arrives.
-    let shutdown = async move {
-        let _ = rx.await;
-    };
-    cluster.handles[sibling] = tokio::spawn(run_server::<Kv>(config.clone(), sibling as u32, shutdown));
+    (cluster.stops[sibling], cluster.handles[sibling]) = common::spawn_node::<Kv>(&config, sibling as u32);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         if let Ok(reply) = s1.execute(get(&key)).await

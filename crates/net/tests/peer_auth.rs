@@ -11,23 +11,18 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use snowline_core::{Addr, ClientId, Key, Protocol, Reply, Request, ServerId, Value, Version};
 use snowline_net::frame::{self, Frame};
-use snowline_net::{ClientRuntime, ClusterConfig, free_base_port, run_server};
+use snowline_net::{ClientRuntime, ClusterConfig, free_base_port};
 use snowline_protocols::Cv;
 use snowline_protocols::causal::tomsic::TomsicMsg;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
-
-struct Cluster {
-    config: ClusterConfig,
-    stops: Vec<oneshot::Sender<()>>,
-    handles: Vec<tokio::task::JoinHandle<Result<(), snowline_net::NetError>>>,
-}
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("snowline-peer-auth-{}-{name}", std::process::id()));
@@ -42,37 +37,6 @@ fn config(certs: Option<&Path>) -> ClusterConfig {
     match certs {
         Some(dir) => config.with_new_certs(dir).unwrap(),
         None => config.insecure(),
-    }
-}
-
-async fn start(config: ClusterConfig) -> Cluster {
-    let mut stops = Vec::new();
-    let mut handles = Vec::new();
-    for node in &config.nodes {
-        let (tx, rx) = oneshot::channel::<()>();
-        stops.push(tx);
-        handles.push(tokio::spawn(run_server::<Cv>(config.clone(), node.id, async move {
-            let _ = rx.await;
-        })));
-    }
-    for node in &config.nodes {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(&node.addr).await.is_err() {
-            assert!(Instant::now() < deadline, "node {} never started listening", node.id);
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-    Cluster { config, stops, handles }
-}
-
-impl Cluster {
-    async fn stop(self) {
-        for s in self.stops {
-            let _ = s.send(());
-        }
-        for h in self.handles {
-            h.await.expect("a server task panicked").expect("a server returned an error");
-        }
     }
 }
 
@@ -177,7 +141,7 @@ async fn read_until(config: &ClusterConfig, key: &Key, want: Option<&str>, wait:
 #[tokio::test]
 async fn without_peer_credentials_no_peer_message_is_delivered() {
     let dir = scratch("secure");
-    let cluster = start(config(Some(&dir.join("tls")))).await;
+    let cluster = common::start::<Cv>(config(Some(&dir.join("tls")))).await;
     let tls = cluster.config.tls.clone().unwrap();
     let node_file = |id: u32, template: &str| PathBuf::from(template.replace("{id}", &id.to_string()));
     let target = cluster.config.nodes[0].addr.clone();
@@ -216,7 +180,7 @@ async fn without_peer_credentials_no_peer_message_is_delivered() {
 /// The control: without authentication, the same forgery is delivered and applied.
 #[tokio::test]
 async fn an_insecure_cluster_applies_the_same_forgery() {
-    let cluster = start(config(None)).await;
+    let cluster = common::start::<Cv>(config(None)).await;
     let key: Key = cluster.config.topology().key_on(0, "k").into();
     let errors = forge(&cluster.config.nodes[0].addr, Path::new("/unused"), Credentials::None, &key).await.unwrap();
     assert!(errors.is_empty(), "{errors:?}");
@@ -230,7 +194,7 @@ async fn clients_use_tls_when_the_cluster_requires_it() {
     let dir = scratch("clients");
     let mut config = config(Some(&dir.join("tls")));
     config.tls.as_mut().unwrap().clients = true;
-    let cluster = start(config).await;
+    let cluster = common::start::<Cv>(config).await;
     let key: Key = cluster.config.topology().key_on(0, "k").into();
     // The client runtime connects with TLS, verifying the servers.
     let client = ClientRuntime::<Cv>::connect(&cluster.config, 0).await.unwrap();
