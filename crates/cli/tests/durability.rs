@@ -75,7 +75,13 @@ fn crash_and_recover<P: Protocol>(crash: Crash) {
 
     let level: Level = snowline_protocols::claimed_level(P::NAME).unwrap().parse().unwrap();
     let verdict = snowline_checker::check(&history, level);
-    assert!(verdict.ok, "{} after {crash:?}: {verdict}", P::NAME);
+    if !verdict.ok {
+        // Keep what explains the failure: the history (with commit versions) beside the servers' logs.
+        let file = dir.join("history.jsonl");
+        let out = std::fs::File::create(&file).expect("history file");
+        snowline_core::history::HistoryWriter::write_jsonl(&history, std::io::BufWriter::new(out)).expect("history");
+        panic!("{} after {crash:?}: {verdict}\n(history and server logs in {})", P::NAME, dir.display());
+    }
     cluster.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,8 +40,11 @@
 //!   with every operation; the TC uses `max(SV, client ss)` (same datacenter: "updates its SV to ss
 //!   immediately") and `dep_T = max(ss_T, client dep)`, so a client's later updates are ordered after its
 //!   earlier ones. Under AV and OP the client caches its own unstable writes and returns a cached version
-//!   when it is fresher than the one read (read your writes); `Done` carries the TC's `SV`, and the client
-//!   drops cached writes with `cv ≤ SV`. Cure needs no cache: its snapshot includes the client's own
+//!   when it is fresher than the one read (read your writes); `Done` carries the TC's `SV`, which the client
+//!   merges into its `ss`, and each operation it starts drops the cached writes with `cv ≤ ss` (its
+//!   snapshot includes them). Not on `Done`: after a timeout the client may start an operation while an
+//!   abandoned one is still under way, and the late `Done` of the abandoned one must not take from the
+//!   newer one, snapshotted earlier, the cached writes it needs. Cure needs no cache: its snapshot includes the client's own
 //!   commits, and its reads wait for them.
 //! - **CV's commit times.** The paper gives CV none (Alg. 1 line 25, Alg. 2 lines 8–11). Replicas must still
 //!   converge when two datacenters write a key concurrently, so CV keeps the same timestamps and a replica
@@ -1160,7 +1163,12 @@ impl<F: Flavour> TomsicClient<F> {
                 self.dep.merge_max(&cv);
                 if F::VARIANT.caches_own_writes() {
                     for (key, value) in writes {
-                        self.cache.insert(key, CachedWrite { value, version: commit, cv: cv.clone() });
+                        // The newest own write of a key stays: the late reply of an abandoned older write
+                        // must not displace a newer one.
+                        let newer = self.cache.get(&key).is_none_or(|c| (commit, &value) > (c.version, &c.value));
+                        if newer {
+                            self.cache.insert(key, CachedWrite { value, version: commit, cv: cv.clone() });
+                        }
                     }
                 }
             }
@@ -1177,10 +1185,6 @@ impl<F: Flavour> TomsicClient<F> {
                     }
                 }
             }
-        }
-        // Writes with cv ≤ SV are in every later snapshot.
-        if session.stable.0.len() == self.ss.0.len() {
-            self.cache.retain(|_, c| !c.cv.le(&session.stable));
         }
         result
     }
@@ -1203,6 +1207,11 @@ impl<F: Flavour> ClientNode<Tomsic<F>> for TomsicClient<F> {
             }
         };
         self.pending.insert(op, request.writes());
+        // Cached writes with cv ≤ ss are in this operation's snapshot (the TC snapshots at or above ss) and
+        // in every later one. They are dropped here, when the snapshot is sent, and not when the reply that
+        // raised ss arrives: the late reply of an abandoned operation can arrive while a newer operation,
+        // snapshotted below it, is in flight, and that one still needs the cache.
+        self.cache.retain(|_, c| !c.cv.le(&self.ss));
         let tc = self.topology.server_of(self.dc, &first_key);
         let session = Session { dep: self.dep.clone(), ss: self.ss.clone(), observed: self.observed.clone() };
         cx.send(tc, TomsicMsg::Begin { op, request, session });
@@ -1624,5 +1633,84 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(tc.stored_versions(), 0);
+    }
+
+    /// Feeds one input to a client and returns what it completed.
+    fn client_step<F: Flavour>(
+        c: &mut TomsicClient<F>,
+        f: impl FnOnce(&mut TomsicClient<F>, &mut Cx<'_, F>),
+    ) -> Vec<(OpId, Result<Reply, OpError>)> {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut out = Effects::default();
+        f(c, &mut Ctx::new(NOW, &mut rng, &mut out));
+        std::mem::take(&mut out.completions)
+    }
+
+    fn client_done<F: Flavour>(
+        c: &mut TomsicClient<F>,
+        op: u64,
+        reply: Reply,
+        ss: [u64; 2],
+        stable: [u64; 2],
+    ) -> Vec<(OpId, Result<Reply, OpError>)> {
+        let session = SessionUpdate { dep: vc(ss), ss: vc(ss), stable: vc(stable) };
+        let msg = TomsicMsg::Done { op: OpId(op), result: Ok(reply), session };
+        client_step(c, |c, cx| c.on_message(cx, ServerId::new(0, 0).into(), msg))
+    }
+
+    #[test]
+    fn av_client_reads_its_write_even_when_an_abandoned_operation_answers_late() {
+        // The durability test's failure: after a timeout the session starts a read while an abandoned
+        // operation is still under way; the abandoned one's late reply carries a stable vector covering the
+        // session's cached write, but the read was snapshotted before it and misses that write.
+        let mut c = Tomsic::<AvFlavour>::client(CLIENT, 0, topo(), &ProtocolConfig::default());
+        let (k, old, mine) = (key(0), Value::from("old"), Value::from("mine"));
+        client_step(&mut c, |c, cx| c.on_request(cx, OpId(1), Request::Put { key: k.clone(), value: mine.clone() }));
+        let commit = Version { time: 10, dc: 0 };
+        let put = Reply { reads: Vec::new(), commit: Some(commit), metrics: OpMetrics::default(), writes: Vec::new() };
+        client_done(&mut c, 1, put, [5, 5], [5, 5]);
+        assert_eq!(c.cached_writes(), 1);
+        // Operation 2 is abandoned by the application; operation 3 reads the key.
+        client_step(&mut c, |c, cx| c.on_request(cx, OpId(2), Request::Rot { keys: vec![key(1)] }));
+        client_step(&mut c, |c, cx| c.on_request(cx, OpId(3), Request::Rot { keys: vec![k.clone()] }));
+        let empty = Reply { reads: Vec::new(), commit: None, metrics: OpMetrics::default(), writes: Vec::new() };
+        client_done(&mut c, 2, empty, [20, 20], [20, 20]);
+        // Operation 3's snapshot [5, 5] excludes the write: the server returns the older version.
+        let stale =
+            ReadResult { key: k.clone(), value: Some(old), version: Version { time: 3, dc: 1 }, versions_skipped: 0 };
+        let read = Reply { reads: vec![stale], commit: None, metrics: OpMetrics::default(), writes: Vec::new() };
+        let completed = client_done(&mut c, 3, read, [5, 5], [5, 5]);
+        match &completed[..] {
+            [(OpId(3), Ok(reply))] => {
+                assert_eq!(reply.reads[0].value.as_ref(), Some(&mine), "read your writes");
+                assert_eq!(reply.reads[0].version, commit);
+            }
+            other => panic!("{other:?}"),
+        }
+        // The next operation's snapshot includes the write: the cache lets it go.
+        client_step(&mut c, |c, cx| c.on_request(cx, OpId(4), Request::Rot { keys: vec![k.clone()] }));
+        assert_eq!(c.cached_writes(), 0);
+    }
+
+    #[test]
+    fn av_client_keeps_its_newest_write_when_an_older_one_is_acknowledged_late() {
+        let mut c = Tomsic::<AvFlavour>::client(CLIENT, 0, topo(), &ProtocolConfig::default());
+        let k = key(0);
+        let put = |v: &str| Request::Put { key: k.clone(), value: v.into() };
+        let committed = |time| Reply {
+            reads: Vec::new(),
+            commit: Some(Version { time, dc: 0 }),
+            metrics: OpMetrics::default(),
+            writes: Vec::new(),
+        };
+        client_step(&mut c, |c, cx| c.on_request(cx, OpId(1), put("older")));
+        client_step(&mut c, |c, cx| c.on_request(cx, OpId(2), put("newer")));
+        client_done(&mut c, 2, committed(20), [5, 5], [5, 5]);
+        client_done(&mut c, 1, committed(10), [5, 5], [5, 5]);
+        client_step(&mut c, |c, cx| c.on_request(cx, OpId(3), Request::Rot { keys: vec![k.clone()] }));
+        let stale = ReadResult { key: k.clone(), value: None, version: Version::INITIAL, versions_skipped: 0 };
+        let read = Reply { reads: vec![stale], commit: None, metrics: OpMetrics::default(), writes: Vec::new() };
+        let completed = client_done(&mut c, 3, read, [5, 5], [5, 5]);
+        assert_eq!(completed[0].1.as_ref().unwrap().reads[0].value, Some(Value::from("newer")));
     }
 }
