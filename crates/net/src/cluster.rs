@@ -291,6 +291,9 @@ impl LocalCluster {
             .stderr(log)
             .spawn()
             .map_err(|source| NetError::Spawn { exe: self.exe.clone(), source })?;
+        // Until its command line shows, the new process cannot be told apart from a foreign one: a `cluster
+        // down` right now would leave it running.
+        let _ = settled_cmdline(child.id());
         Ok((child, log_from))
     }
 
@@ -520,6 +523,20 @@ fn cmdline(pid: u32) -> Option<Vec<String>> {
     Some(raw.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect())
 }
 
+/// [`cmdline`] of a process expected to have one: a process that has just called exec shows an empty command
+/// line for a moment (the kernel sets it up after the exec is already reported to the parent), so an empty
+/// one of a live process is read again for up to a second before it counts.
+fn settled_cmdline(pid: u32) -> Option<Vec<String>> {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let args = cmdline(pid);
+        if args.is_some() || !is_running(pid) || Instant::now() >= deadline {
+            return args;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The value of `--flag V` or `--flag=V` in `args`.
 fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     args.iter().enumerate().find_map(|(i, a)| {
@@ -530,7 +547,11 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 /// The node id if `pid` runs `... server ... --config CONFIG --node ID ...` with `CONFIG` this cluster's
 /// config file (a relative path resolved against the process's working directory).
 fn server_node(pid: u32, config: &ConfigPath) -> Option<u32> {
-    let args = cmdline(pid)?;
+    server_node_of(pid, &cmdline(pid)?, config)
+}
+
+/// [`server_node`] given the process's command line.
+fn server_node_of(pid: u32, args: &[String], config: &ConfigPath) -> Option<u32> {
     if !args.iter().any(|a| a == "server") {
         return None;
     }
@@ -587,10 +608,12 @@ pub fn survey_cluster_dir(dir: &Path) -> Result<Survey, NetError> {
     for (node, pid) in read_pids(dir)? {
         if !is_running(pid) {
             survey.exited.push((node, pid));
-        } else if server_node(pid, &config) == Some(node) {
+        } else if let Some(args) = settled_cmdline(pid)
+            && server_node_of(pid, &args, &config) == Some(node)
+        {
             survey.running.push(ServerProcess { node, pid, listed: true });
         } else {
-            let mut command = cmdline(pid).map(|a| a.join(" ")).unwrap_or_else(|| "?".into());
+            let mut command = settled_cmdline(pid).map(|a| a.join(" ")).unwrap_or_else(|| "?".into());
             if command.chars().count() > 120 {
                 command = command.chars().take(117).collect::<String>() + "...";
             }
