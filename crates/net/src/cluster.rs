@@ -555,8 +555,8 @@ fn server_node_of(pid: u32, args: &[String], config: &ConfigPath) -> Option<u32>
     if !args.iter().any(|a| a == "server") {
         return None;
     }
-    let node = flag_value(&args, "--node")?.parse().ok()?;
-    let path = Path::new(flag_value(&args, "--config")?);
+    let node = flag_value(args, "--node")?.parse().ok()?;
+    let path = Path::new(flag_value(args, "--config")?);
     let path = if path.is_relative() {
         std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?.join(path)
     } else {
