@@ -24,14 +24,25 @@ fn load_config(path: &Path) -> Result<ClusterConfig> {
 }
 
 /// `snowline server`: one OS process hosting its partitions until SIGTERM or Ctrl-C.
-pub fn server(config_path: &Path, node: u32, data_dir: Option<PathBuf>, fsync: FsyncPolicy) -> Result<()> {
-    let config = load_config(config_path)?;
-    anyhow::ensure!(
-        config.node(node).is_some(),
-        "node {node} is not in {} (it lists nodes {:?})",
-        config_path.display(),
-        config.nodes.iter().map(|n| n.id).collect::<Vec<_>>()
-    );
+pub fn server(
+    config_path: &Path,
+    node: u32,
+    data_dir: Option<PathBuf>,
+    fsync: FsyncPolicy,
+    metrics: Option<String>,
+) -> Result<()> {
+    let mut config = load_config(config_path)?;
+    let Some(me) = config.nodes.iter_mut().find(|n| n.id == node) else {
+        bail!(
+            "node {node} is not in {} (it lists nodes {:?})",
+            config_path.display(),
+            config.nodes.iter().map(|n| n.id).collect::<Vec<_>>()
+        );
+    };
+    if metrics.is_some() {
+        me.metrics = metrics;
+        config.validate().context("--metrics")?;
+    }
     let protocol = config.protocol.clone();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
@@ -122,6 +133,8 @@ pub struct LocalSetup {
     pub insecure: bool,
     /// Clients must use TLS too.
     pub client_tls: bool,
+    /// Every server gets a metrics port.
+    pub metrics: bool,
 }
 
 /// Start a local cluster of real server processes and wait until every one accepts connections.
@@ -131,7 +144,7 @@ pub fn start_local_cluster(
     latency_ms: f64,
     setup: LocalSetup,
 ) -> Result<(LocalCluster, ClusterConfig, PathBuf)> {
-    let LocalSetup { dir, base_port, data, insecure, client_tls } = setup;
+    let LocalSetup { dir, base_port, data, insecure, client_tls, metrics } = setup;
     anyhow::ensure!(!(insecure && client_tls), "--client-tls needs certificates: it cannot go with --insecure");
     let protocol = snowline_protocols::canonical_name(protocol)?;
     let dir = new_cluster_dir(dir)?;
@@ -148,6 +161,10 @@ pub fn start_local_cluster(
         );
     }
     let mut config = ClusterConfig::local_replicated(protocol, topology, port)?.with_uniform_latency_ms(latency_ms);
+    if metrics {
+        let base = metrics_base_port(port, config.nodes.len());
+        config = config.with_metrics_ports(base)?;
+    }
     if insecure {
         config = config.insecure();
     } else if client_tls {
@@ -162,6 +179,21 @@ pub fn start_local_cluster(
         .wait_ready(Duration::from_secs(20))
         .with_context(|| format!("waiting for the servers to start (their logs are in {})", dir.display()))?;
     Ok((cluster, config, dir))
+}
+
+/// A base port for `count` metrics listeners: free just now and clear of the servers' own ports
+/// `servers..servers + count`.
+fn metrics_base_port(servers: u16, count: usize) -> u16 {
+    let count = u16::try_from(count).unwrap_or(u16::MAX);
+    let clear = |m: u16| u32::from(m) + u32::from(count) <= u32::from(servers) || m >= servers.saturating_add(count);
+    let mut base = snowline_net::cluster::free_port_range(count);
+    for _ in 0..20 {
+        if clear(base) {
+            break;
+        }
+        base = snowline_net::cluster::free_port_range(count);
+    }
+    base
 }
 
 /// `snowline cluster up`: a new cluster, or (`--dir` holding a stopped one) that cluster started again.
@@ -193,6 +225,7 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         data,
         insecure: args.insecure,
         client_tls: args.client_tls,
+        metrics: args.metrics,
     };
     let (cluster, _, _) = start_local_cluster(&args.protocol, topology, args.latency_ms, setup)?;
     serve_until_stopped(cluster, false, args.background)
@@ -235,6 +268,8 @@ fn plan_for_existing(args: &ClusterUpArgs, dir: &Path) -> Result<UpPlan> {
     check("insecure", args.insecure.to_string(), config.insecure.to_string());
     let client_tls = config.tls.as_ref().is_some_and(|t| t.clients);
     check("client_tls", args.client_tls.to_string(), client_tls.to_string());
+    let metrics = config.nodes.iter().any(|n| n.metrics.is_some());
+    check("metrics", args.metrics.to_string(), metrics.to_string());
     let ours = match &args.data_dir {
         Some(d) => std::path::absolute(d)?.display().to_string(),
         None => String::new(),
@@ -302,6 +337,14 @@ fn serve_until_stopped(cluster: LocalCluster, resumed: bool, background: bool) -
         None => println!("INSECURE (--insecure): peers are not authenticated; any connection may speak for any server"),
     }
     println!("config: {}", dir.join(CONFIG_FILE).display());
+    let metrics: Vec<String> = config
+        .nodes
+        .iter()
+        .filter_map(|n| n.metrics.as_ref().map(|m| format!("node {}: http://{m}/metrics", n.id)))
+        .collect();
+    if !metrics.is_empty() {
+        println!("metrics: {}", metrics.join(", "));
+    }
     println!(
         "connect: snowline --cluster {} [--dc N] put KEY VALUE | get KEY | rot KEY... | txn --put K=V ...",
         dir.display()
@@ -396,10 +439,16 @@ pub fn cluster_status(dir: &Path) -> Result<()> {
     let peers =
         if config.insecure { "peers NOT authenticated (insecure)" } else { "peers authenticated by mutual TLS" };
     println!("cluster {}: protocol {}, {}, {storage}, {peers}", dir.display(), config.protocol, shape(&topology));
-    let mut rows = vec![
+    // The METRICS column only when some node has a metrics address.
+    let with_metrics = config.nodes.iter().any(|n| n.metrics.is_some());
+    let mut header: Vec<String> =
         ["NODE", "SERVERS", "STATE", "PROTOCOL", "PID", "ADDRESS", "DATA", "RSS", "CPU", "CPU%", "WRITTEN"]
-            .map(String::from),
-    ];
+            .map(String::from)
+            .to_vec();
+    if with_metrics {
+        header.insert(6, "METRICS".into());
+    }
+    let mut rows = vec![header];
     let mut up = 0;
     let mut down = Vec::new();
     for node in &config.nodes {
@@ -414,7 +463,7 @@ pub fn cluster_status(dir: &Path) -> Result<()> {
         let processes: Vec<&ServerProcess> = survey.running.iter().filter(|p| p.node == node.id).collect();
         let row = |state: &str, pid: String, stats: Option<snowline_net::cluster::ProcessStats>| {
             let dash = || "-".to_string();
-            [
+            let mut row = vec![
                 node.id.to_string(),
                 servers.clone(),
                 state.to_string(),
@@ -426,7 +475,11 @@ pub fn cluster_status(dir: &Path) -> Result<()> {
                 stats.map_or_else(dash, |s| format!("{:.2}s", s.cpu_seconds)),
                 stats.map_or_else(dash, |s| format!("{:.1}", s.cpu_percent())),
                 stats.and_then(|s| s.written_bytes).map_or_else(dash, mib),
-            ]
+            ];
+            if with_metrics {
+                row.insert(6, node.metrics.clone().unwrap_or_else(dash));
+            }
+            row
         };
         if processes.is_empty() {
             down.push(node.id);

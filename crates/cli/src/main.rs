@@ -54,6 +54,10 @@ enum Command {
         /// none: no fsync (a crash of the machine loses acknowledged writes; benchmarks only).
         #[arg(long, default_value = "group")]
         fsync: snowline_storage::FsyncPolicy,
+        /// Serve metrics (Prometheus text, GET http://ADDR/metrics) on ADDR (host:port), overriding the
+        /// node's `metrics` in the config (docs/OPERATIONS.md). Default: the config's, else none.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
     },
     /// Start, inspect, restart nodes of and stop a local cluster of server processes.
     #[command(subcommand)]
@@ -161,9 +165,9 @@ enum ClusterCommand {
     },
     /// Show each node of the cluster of --dir: up or down, pid, address, data directory, memory and CPU.
     ///
-    /// One line per node: id, the servers it hosts, up/down, protocol, pid, address, data directory, and for a
-    /// running node its resident memory, CPU time, average share of one core since it started and bytes it
-    /// wrote to storage. Notes a server missing from DIR/pids (started by hand) and a pid in DIR/pids that is
+    /// One line per node: id, the servers it hosts, up/down, protocol, pid, address, metrics address (when a
+    /// node has one), data directory, and for a running node its resident memory, CPU time, average share of
+    /// one core since it started and bytes it wrote to storage. Notes a server missing from DIR/pids (started by hand) and a pid in DIR/pids that is
     /// not one of its servers. Exits 0 whatever runs.
     Status {
         /// The cluster's directory (what `cluster up` printed).
@@ -230,6 +234,10 @@ pub struct ClusterUpArgs {
     /// may use plain TCP or TLS.
     #[arg(long, conflicts_with = "insecure")]
     pub client_tls: bool,
+    /// Give every server a metrics port (Prometheus text at http://127.0.0.1:PORT/metrics, free ports written
+    /// into cluster.toml as each node's `metrics`; `cluster status` lists them). Default: no metrics.
+    #[arg(long)]
+    pub metrics: bool,
     /// The flags given on the command line (not defaulted), by argument id: a resumed cluster checks them.
     #[arg(skip)]
     pub given: Vec<String>,
@@ -279,7 +287,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Check { history, level, protocol, json, all } => {
             std::process::exit(check_cmd::run(&history, &level, protocol.as_deref(), json, all)?)
         }
-        Command::Server { config, node, data_dir, fsync } => client_cmd::server(&config, node, data_dir, fsync),
+        Command::Server { config, node, data_dir, fsync, metrics } => {
+            client_cmd::server(&config, node, data_dir, fsync, metrics)
+        }
         Command::Cluster(ClusterCommand::Up(args)) => client_cmd::cluster_up(args),
         Command::Certs { config, out } => client_cmd::certs(&config, &out),
         Command::Cluster(ClusterCommand::Down { dir }) => client_cmd::cluster_down(&dir),

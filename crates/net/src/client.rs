@@ -505,6 +505,7 @@ impl<P: Protocol> Driver<P> {
                     max_frame: self.config.max_frame_bytes,
                     inbound: Some(self.net_tx.clone()),
                     dial: self.dialer.as_ref().map(|d| d.dial(peer.id)),
+                    taken: None,
                 };
                 self.peers[node] = Some(conn::spawn_peer(&mut self.tasks, spec));
                 self.peers[node].as_ref().expect("just set")

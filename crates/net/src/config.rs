@@ -20,6 +20,7 @@
 //! dc = 0
 //! partitions = [0]                                 # partitions of its dc this OS process hosts
 //! replica = 0                                      # which of their replicas in this dc; omitted => 0
+//! metrics = "127.0.0.1:9100"                       # Prometheus text at http://ADDR/metrics; omitted => off
 //! ```
 //!
 //! Every server of the topology (`Topology`'s placement of each partition's replica group) is hosted by
@@ -58,6 +59,10 @@ pub struct NodeConfig {
     /// several servers in one datacenter.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub replica: ReplicaId,
+    /// `host:port` where the node serves its metrics (Prometheus text, `GET /metrics`); `None`: no metrics
+    /// listener. `snowline server --metrics ADDR` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
 }
 
 fn is_zero(r: &ReplicaId) -> bool {
@@ -238,6 +243,7 @@ impl ClusterConfig {
                 dc: s.dc,
                 partitions: vec![s.partition],
                 replica: s.replica,
+                metrics: None,
             });
         }
         Ok(Self {
@@ -268,6 +274,22 @@ impl ClusterConfig {
         self.insecure = true;
         self.tls = None;
         self
+    }
+
+    /// Give node `i` (in config order) a metrics listener on `127.0.0.1:(base_port + i)`; an error if the
+    /// ports run past 65535.
+    pub fn with_metrics_ports(mut self, base_port: u16) -> Result<Self, ConfigError> {
+        let last = u32::from(base_port) + self.nodes.len().saturating_sub(1) as u32;
+        if base_port == 0 || last > u32::from(u16::MAX) {
+            return Err(ConfigError::Invalid {
+                path: None,
+                message: format!("metrics base port {base_port} leaves no room for {} nodes", self.nodes.len()),
+            });
+        }
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            node.metrics = Some(format!("127.0.0.1:{}", u32::from(base_port) + i as u32));
+        }
+        Ok(self)
     }
 
     /// Set the same one-way latency between every pair of distinct datacenters.
@@ -357,6 +379,17 @@ impl ClusterConfig {
             if !addrs.insert(node.addr.as_str()) {
                 return bad(format!("address {} is used by more than one node (second: node {})", node.addr, node.id));
             }
+            if let Some(m) = &node.metrics {
+                if let Err(why) = check_listen_addr(m) {
+                    return bad(format!("node {}: metrics = {m:?}: {why}", node.id));
+                }
+                if !addrs.insert(m.as_str()) {
+                    return bad(format!(
+                        "node {}: metrics = {m:?} is an address another node or listener of the config uses",
+                        node.id
+                    ));
+                }
+            }
             if node.dc >= self.dcs {
                 return bad(format!("node {} is in dc {} but dcs = {}", node.id, node.dc, self.dcs));
             }
@@ -422,6 +455,20 @@ impl ClusterConfig {
             .and_then(|row| row.get(usize::from(to)))
             .map(|ms| (ms * 1e6).round() as u64)
             .unwrap_or(0)
+    }
+}
+
+/// Whether `addr` looks like `host:port` with a port a listener can be found at (not 0: an operator could
+/// not tell where to scrape). Whether the host resolves is up to the server that binds it.
+fn check_listen_addr(addr: &str) -> Result<(), String> {
+    let Some((host, port)) = addr.rsplit_once(':') else { return Err("expected host:port".into()) };
+    if host.is_empty() {
+        return Err("expected host:port (the host is missing)".into());
+    }
+    match port.parse::<u16>() {
+        Ok(0) => Err("port 0 would pick a random port; name one".into()),
+        Ok(_) => Ok(()),
+        Err(_) => Err(format!("{port:?} is not a port number")),
     }
 }
 
@@ -543,6 +590,33 @@ partitions = [1]
         assert!(e.contains("choose one"), "{e}");
         let e = invalid(|c| (c.insecure, c.tls) = (false, Some(tls)));
         assert!(e.contains("must contain {id}"), "{e}");
+        let e = invalid(|c| c.nodes[1].metrics = Some("localhost".into()));
+        assert!(e.contains("node 1: metrics = \"localhost\": expected host:port"), "{e}");
+        let e = invalid(|c| c.nodes[1].metrics = Some("127.0.0.1:99999".into()));
+        assert!(e.contains("not a port number"), "{e}");
+        let e = invalid(|c| c.nodes[1].metrics = Some("127.0.0.1:0".into()));
+        assert!(e.contains("port 0"), "{e}");
+        let e = invalid(|c| c.nodes[1].metrics = Some(":9100".into()));
+        assert!(e.contains("host is missing"), "{e}");
+        let e = invalid(|c| c.nodes[1].metrics = Some("127.0.0.1:7100".into()));
+        assert!(e.contains("another node or listener"), "{e}");
+        let e = invalid(|c| {
+            c.nodes[0].metrics = Some("127.0.0.1:9100".into());
+            c.nodes[2].metrics = Some("127.0.0.1:9100".into());
+        });
+        assert!(e.contains("node 2: metrics = \"127.0.0.1:9100\""), "{e}");
+    }
+
+    #[test]
+    fn metrics_addresses_round_trip_and_are_optional() {
+        let c = ClusterConfig::parse(GOOD).unwrap();
+        assert!(c.nodes.iter().all(|n| n.metrics.is_none()));
+        assert!(!toml::to_string(&c).unwrap().contains("metrics"), "an unset field is not written");
+        let c = c.with_metrics_ports(9100).unwrap();
+        assert_eq!(c.nodes[2].metrics.as_deref(), Some("127.0.0.1:9102"));
+        let back = ClusterConfig::parse(&toml::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+        assert!(ClusterConfig::parse(GOOD).unwrap().with_metrics_ports(65535).is_err());
     }
 
     #[test]

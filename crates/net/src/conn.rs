@@ -9,6 +9,8 @@ use futures::StreamExt;
 use snowline_core::{Addr, Message};
 use std::collections::VecDeque;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender, error::TryRecvError};
@@ -64,7 +66,8 @@ pub(crate) enum WriteEnd {
 /// Write queued frames to `wr`: drain everything available, encode it into one buffer, write it with one
 /// call (batching is what makes throughput), repeat. A frame is held until `delay` after its stamp; the
 /// delay is constant per connection so order is kept. When every sender is gone, the rest is written at
-/// once (ignoring the delay) and the write half is shut down.
+/// once (ignoring the delay) and the write half is shut down. `taken` counts the frames taken from the
+/// queue (one atomic add per batch: the owner's metrics compare it with what it queued).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn write_loop<M: Message>(
     wr: &mut WriteHalf,
@@ -74,6 +77,7 @@ pub(crate) async fn write_loop<M: Message>(
     max_frame: usize,
     label: &str,
     queue: Option<&ConnQueue>,
+    taken: Option<&AtomicU64>,
     stop: impl Future<Output = ()>,
 ) -> WriteEnd {
     let mut stop = std::pin::pin!(stop);
@@ -88,17 +92,22 @@ pub(crate) async fn write_loop<M: Message>(
             }
         }
         let now = Instant::now();
+        let mut batch = 0;
         while let Some((stamp, _)) = pending.front() {
             if !(closed || delay.is_zero() || *stamp + delay <= now) || buf.len() >= MAX_BATCH_BYTES {
                 break;
             }
             let (_, f) = pending.pop_front().expect("front exists");
+            batch += 1;
             if let Some(q) = queue {
                 q.pop();
             }
             if let Err(e) = frame::encode_into(&f, max_frame, &mut buf) {
                 eprintln!("warning: {label}: dropping an outgoing {}: {e}", describe(&f));
             }
+        }
+        if let (Some(t), 1..) = (taken, batch) {
+            t.fetch_add(batch, Ordering::Relaxed);
         }
         if !buf.is_empty() {
             let res = tokio::select! {
@@ -177,6 +186,8 @@ pub(crate) struct PeerSpec<M> {
     pub inbound: Option<UnboundedSender<NetIn<M>>>,
     /// TLS: how to prove who we are (a server) and check the node reached; `None`: plain TCP.
     pub dial: Option<Dial>,
+    /// Counts the frames taken from the link's queue (`write_loop`'s `taken`), for the server's metrics.
+    pub taken: Option<Arc<AtomicU64>>,
 }
 
 /// Start an outbound link; returns its queue. The task connects on the first frame, sends `Hello` first on
@@ -231,11 +242,20 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
         let reader =
             tokio::spawn(read_peer(rd, spec.label.clone(), spec.max_frame, spec.read_delay, spec.inbound.clone()));
         let abort = reader.abort_handle();
-        let end =
-            write_loop(&mut wr, &mut rx, &mut pending, spec.write_delay, spec.max_frame, &spec.label, None, async {
+        let end = write_loop(
+            &mut wr,
+            &mut rx,
+            &mut pending,
+            spec.write_delay,
+            spec.max_frame,
+            &spec.label,
+            None,
+            spec.taken.as_deref(),
+            async {
                 let _ = reader.await;
-            })
-            .await;
+            },
+        )
+        .await;
         abort.abort();
         if end == WriteEnd::Drained {
             return;

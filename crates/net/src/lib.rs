@@ -8,6 +8,7 @@
 //!   bytes. Inter-datacenter latency is emulated inside the runtime, per link, preserving FIFO order.
 //! * [`client`]: [`ClientRuntime`] and [`Session`], the async client library hosting the protocol's
 //!   client nodes and sharing one connection per server node among all sessions.
+//! * [`metrics`]: a server's counters and histograms, served as Prometheus text on an opt-in port.
 //! * [`tls`]: peer authentication (mutual TLS between servers, opt-in TLS for clients).
 //! * [`cluster`]: starting, surveying, restarting and stopping a cluster of local server processes
 //!   (`snowline cluster up/status/restart/down`, `snowline bench`).
@@ -25,6 +26,7 @@ pub mod config;
 mod conn;
 pub mod frame;
 pub mod limits;
+pub mod metrics;
 pub mod server;
 pub mod tls;
 mod util;
@@ -53,6 +55,9 @@ pub enum NetError {
     ProtocolMismatch { config: String, runtime: &'static str },
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
+    /// The node's metrics address (`metrics` in its `[[node]]` entry, or `--metrics`) cannot be bound.
+    #[error("cannot listen for metrics on {addr}: {source}")]
+    MetricsBind { addr: String, source: std::io::Error },
     #[error("no tokio runtime: {0} must be called from inside a tokio runtime")]
     NoRuntime(&'static str),
     #[error("cannot start {}: {source}", exe.display())]

@@ -32,6 +32,7 @@ use crate::limits::{
     BudgetedCodec, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT,
     MAX_CONNECTIONS, MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
 };
+use crate::metrics::{self, Counters, Scrape, Text};
 use crate::tls::{NodeTls, TLS_HANDSHAKE_BYTE};
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
 use futures::StreamExt;
@@ -45,6 +46,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -135,6 +137,7 @@ pub async fn run_server_with<P: Protocol>(
     if config.protocol != P::NAME {
         return Err(NetError::ProtocolMismatch { config: config.protocol.clone(), runtime: P::NAME });
     }
+    let started = Instant::now();
     let me = config.node(node_id).ok_or(NetError::UnknownNode(node_id))?.clone();
     // Opened before anything listens: a damaged or foreign data directory stops the server here.
     let opened = match &durability {
@@ -143,12 +146,22 @@ pub async fn run_server_with<P: Protocol>(
     };
     let listener =
         TcpListener::bind(&me.addr).await.map_err(|source| NetError::Bind { addr: me.addr.clone(), source })?;
+    // Bound before anything runs: a taken metrics port stops the server here, not half-started.
+    let metrics_listener = match &me.metrics {
+        Some(addr) => {
+            Some(TcpListener::bind(addr).await.map_err(|source| NetError::MetricsBind { addr: addr.clone(), source })?)
+        }
+        None => None,
+    };
     eprintln!(
         "snowline server: node {node_id} ({}) listening on {}, hosting {}",
         P::NAME,
         me.addr,
         me.servers().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
     );
+    if let Some(addr) = &me.metrics {
+        eprintln!("snowline server: node {node_id}: metrics at http://{addr}/metrics");
+    }
     let config = Arc::new(config);
     let (inbox_tx, mut inbox) = mpsc::channel(INBOX);
     let (stop_accept, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -165,10 +178,19 @@ pub async fn run_server_with<P: Protocol>(
         tls,
         routes: config.routes(),
         node_ids: config.nodes.iter().map(|n| n.id).collect(),
+        open_conns: AtomicUsize::new(0),
     });
     let accept = tokio::spawn(accept_loop::<P>(listener, inbox_tx, config.max_frame_bytes, stop_rx, shared.clone()));
+    let (mut scrapes, metrics_task) = match metrics_listener {
+        Some(l) => {
+            let (tx, rx) = mpsc::channel(metrics::MAX_SCRAPERS);
+            (Some(rx), Some(tokio::spawn(metrics::serve(l, tx))))
+        }
+        None => (None, None),
+    };
 
-    let mut server = EventLoop::<P>::new(config, node_id, shared);
+    let mut server = EventLoop::<P>::new(config, node_id, shared, started);
+    server.timed = scrapes.is_some();
     if let Some(((log, recovered), fsync)) = opened {
         let (records, from_checkpoint) = (recovered.records.len(), recovered.checkpoint.is_some());
         let hosted: Vec<ServerId> = server.hosted.iter().map(|h| h.id).collect();
@@ -231,6 +253,12 @@ pub async fn run_server_with<P: Protocol>(
                 armed = None;
                 server.fire_due_timers()?;
             }
+            scrape = next_scrape(&mut scrapes) => match scrape {
+                Some(reply) => {
+                    let _ = reply.send(server.render_metrics());
+                }
+                None => scrapes = None,
+            },
             _ = tick.tick(), if server.durable.is_some() => {
                 if let Some(d) = &mut server.durable {
                     d.host.tick(wall_ns());
@@ -265,6 +293,9 @@ pub async fn run_server_with<P: Protocol>(
 
     // Shutdown: stop accepting, let links write what is queued (ignoring emulated latency), then abort.
     let _ = stop_accept.send(());
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
     let mut tasks = std::mem::take(&mut server.tasks);
     drop(server);
     let _ = tokio::time::timeout(SHUTDOWN_FLUSH, async { while tasks.join_next().await.is_some() {} }).await;
@@ -285,7 +316,7 @@ struct EventLoop<P: Protocol> {
     /// Server → index of the hosting node in `config.nodes`.
     routes: Routes,
     /// Outbound links, by node index; started on first use.
-    peers: Vec<Option<OutTx<P::Msg>>>,
+    peers: Vec<Option<PeerLink<P::Msg>>>,
     /// Per connection: its write queue and who its `Hello` said it is.
     conns: HashMap<u64, ConnEntry<P::Msg>>,
     clients: HashMap<ClientId, u64>,
@@ -304,6 +335,29 @@ struct EventLoop<P: Protocol> {
     /// Messages the hosted servers refused as invalid input (each answered with an `Error` frame).
     invalid_inputs: u64,
     shared: Arc<Shared>,
+    node_id: u32,
+    /// When the process started serving (uptime).
+    started: Instant,
+    counters: Counters,
+    /// Metrics are served: time each message's handling.
+    timed: bool,
+}
+
+/// An outbound link to a peer node: its queue, and what was queued and taken for the backlog metric.
+struct PeerLink<M> {
+    tx: OutTx<M>,
+    /// Frames queued (event loop only: a plain integer).
+    queued: u64,
+    /// Frames its writer has taken from the queue.
+    taken: Arc<AtomicU64>,
+}
+
+/// The next scrape request, if metrics are on (else never).
+async fn next_scrape(rx: &mut Option<mpsc::Receiver<Scrape>>) -> Option<Scrape> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// An inbound connection as the event loop knows it: its write queue and who its `Hello` said it is.
@@ -318,6 +372,8 @@ struct Shared {
     routes: Routes,
     /// Node ids by index in the config (what `Routes::node_of` returns).
     node_ids: Vec<u32>,
+    /// Inbound connections open (handshake done or not), kept by the accept task.
+    open_conns: AtomicUsize,
 }
 
 /// Who is at the other end of an inbound connection, as far as its authentication tells.
@@ -432,7 +488,7 @@ impl<P: Protocol> DurableState<P> {
 }
 
 impl<P: Protocol> EventLoop<P> {
-    fn new(config: Arc<ClusterConfig>, node_id: u32, shared: Arc<Shared>) -> Self {
+    fn new(config: Arc<ClusterConfig>, node_id: u32, shared: Arc<Shared>, started: Instant) -> Self {
         let me = config.node(node_id).expect("checked by the caller").clone();
         let topology = config.topology();
         let mut by_partition = vec![None; usize::from(config.partitions)];
@@ -452,7 +508,7 @@ impl<P: Protocol> EventLoop<P> {
         Self {
             dc: me.dc,
             replica: me.replica,
-            peers: vec![None; config.nodes.len()],
+            peers: (0..config.nodes.len()).map(|_| None).collect(),
             config,
             hosted,
             by_partition,
@@ -469,7 +525,174 @@ impl<P: Protocol> EventLoop<P> {
             durable: None,
             invalid_inputs: 0,
             shared,
+            node_id,
+            started,
+            counters: Counters::default(),
+            timed: false,
         }
+    }
+
+    /// Everything the metrics endpoint shows, as Prometheus text (`docs/OPERATIONS.md` lists it). Runs on
+    /// a scrape only; the hot path keeps plain counters.
+    fn render_metrics(&self) -> String {
+        let mut t = Text::new(self.node_id);
+        let durable = self.durable.as_ref();
+        let info = "snowline_server_info";
+        t.family(info, "gauge", "Always 1; the labels say which protocol the node runs and whether it is durable.");
+        t.sample(info, &[("protocol", P::NAME), ("mode", if durable.is_some() { "durable" } else { "memory" })], 1);
+        t.single(
+            "snowline_uptime_seconds",
+            "gauge",
+            "Seconds since the server process started serving.",
+            self.started.elapsed().as_secs_f64(),
+        );
+
+        let received = "snowline_messages_received_total";
+        t.family(received, "counter", "Messages from the network handed to hosted servers, by sender role and kind.");
+        for (from, counts) in
+            [("client", &self.counters.received_from_clients), ("server", &self.counters.received_from_servers)]
+        {
+            for (kind, n) in counts.sorted() {
+                t.sample(received, &[("from", from), ("kind", kind)], n);
+            }
+        }
+        let sent = "snowline_messages_sent_total";
+        t.family(
+            sent,
+            "counter",
+            "Messages sent to other processes, by receiver role and kind (to clients: the replies; retransmissions included).",
+        );
+        for (to, counts) in [("client", &self.counters.sent_to_clients), ("server", &self.counters.sent_to_servers)] {
+            for (kind, n) in counts.sorted() {
+                t.sample(sent, &[("to", to), ("kind", kind)], n);
+            }
+        }
+        t.single(
+            "snowline_client_replies_dropped_total",
+            "counter",
+            "Messages to clients dropped because the client has no connection to this process any more.",
+            self.counters.client_replies_dropped,
+        );
+        t.single(
+            "snowline_invalid_inputs_total",
+            "counter",
+            "Messages refused as invalid input (answered with an Error frame).",
+            self.invalid_inputs,
+        );
+        t.single(
+            "snowline_refused_requests_total",
+            "counter",
+            "Client requests refused because the disk is full (answered with a Refused frame).",
+            self.counters.refused_disk_full,
+        );
+        t.histogram(
+            "snowline_handler_seconds",
+            "Time to hand one message from the network to its server and carry out its effects (durable: its log append, not the commit).",
+            &self.counters.handler,
+        );
+
+        let versions: usize = match durable {
+            Some(d) => d.host.servers().map(|(_, s)| s.stored_versions()).sum(),
+            None => self.hosted.iter().map(|h| h.node.stored_versions()).sum(),
+        };
+        t.single(
+            "snowline_versions_stored",
+            "gauge",
+            "Versions the hosted servers hold (ServerNode::stored_versions, summed).",
+            versions,
+        );
+
+        let conns = "snowline_connections";
+        t.family(conns, "gauge", "Inbound connections past their Hello, by role.");
+        let clients = self.conns.values().filter(|(_, _, from)| matches!(from, Addr::Client(_))).count();
+        t.sample(conns, &[("role", "client")], clients);
+        t.sample(conns, &[("role", "server")], self.conns.len() - clients);
+        t.single(
+            "snowline_inbound_connections_open",
+            "gauge",
+            "Inbound connections open, handshake done or not.",
+            self.shared.open_conns.load(Ordering::Relaxed),
+        );
+        let replies: usize = self.conns.values().map(|(_, q, _)| q.queued()).sum();
+        t.single(
+            "snowline_reply_queue_frames",
+            "gauge",
+            "Frames queued on inbound connections and not yet written (replies to clients).",
+            replies,
+        );
+        let peer_queue = "snowline_peer_queue_frames";
+        t.family(
+            peer_queue,
+            "gauge",
+            "Frames queued on the outbound link to each peer node and not yet written (held for emulated latency, or while the peer is unreachable).",
+        );
+        for (i, link) in self.peers.iter().enumerate() {
+            if let Some(link) = link {
+                let queued = link.queued.saturating_sub(link.taken.load(Ordering::Relaxed));
+                t.sample(peer_queue, &[("peer", &self.config.nodes[i].id.to_string())], queued);
+            }
+        }
+        let unacked = "snowline_link_unacked_messages";
+        t.family(
+            unacked,
+            "gauge",
+            "Durable mode: messages on each sequenced link from a hosted server that its receiver has not acknowledged.",
+        );
+        if let Some(d) = durable {
+            for (from, to, n) in d.host.backlogs() {
+                t.sample(unacked, &[("from", &from.to_string()), ("to", &to.to_string())], n);
+            }
+        }
+
+        let log = durable.map(|d| d.host.log().stats()).unwrap_or_default();
+        t.single(
+            "snowline_log_records_total",
+            "counter",
+            "Durable mode: records appended to the log (0 in memory).",
+            log.records,
+        );
+        t.single(
+            "snowline_log_bytes_total",
+            "counter",
+            "Durable mode: payload bytes appended to the log (0 in memory).",
+            log.bytes,
+        );
+        t.single(
+            "snowline_log_commits_total",
+            "counter",
+            "Durable mode: log write transactions committed (records, checkpoints, truncations; 0 in memory).",
+            log.commits,
+        );
+        t.single(
+            "snowline_log_fsyncs_total",
+            "counter",
+            "Durable mode: log commits made durable with an fsync (all but under --fsync none; 0 in memory).",
+            log.fsyncs,
+        );
+        t.single(
+            "snowline_log_checkpoints_total",
+            "counter",
+            "Durable mode: checkpoints written (0 in memory).",
+            log.checkpoints,
+        );
+        t.single(
+            "snowline_log_pending_records",
+            "gauge",
+            "Durable mode: records appended and not yet committed (their effects are held).",
+            durable.map_or(0, |d| d.host.pending()),
+        );
+        t.single(
+            "snowline_disk_full",
+            "gauge",
+            "Durable mode: 1 while the disk is full (client writes are refused), else 0.",
+            u8::from(durable.is_some_and(|d| d.host.disk_full())),
+        );
+        t.histogram(
+            "snowline_log_commit_seconds",
+            "Durable mode: time of one log commit, fsync included (empty in memory).",
+            &self.counters.commit,
+        );
+        t.finish()
     }
 
     /// The earliest protocol timer or group-commit deadline.
@@ -493,8 +716,10 @@ impl<P: Protocol> EventLoop<P> {
         let Some(d) = &mut self.durable else { return Ok(()) };
         let retry_wait = d.full_retry_at.is_some_and(|at| Instant::now() < at) && when != Flush::Stop;
         if d.host.pending() > 0 && !retry_wait && d.commit_due(when) {
+            let started = Instant::now();
             match d.host.commit() {
                 Ok(_) => {
+                    self.counters.commit.record(started.elapsed());
                     d.oldest_pending = None;
                     d.full_retry_at = None;
                 }
@@ -515,6 +740,7 @@ impl<P: Protocol> EventLoop<P> {
             match out {
                 Output::ToClient { from, to, msg } => self.send(from, to, msg),
                 Output::Seq { from, to, seq, msg } => {
+                    self.counters.sent_to_servers.add(msg.kind());
                     self.send_frame(to, Frame::Seq { from, to, seq, msg });
                 }
                 Output::Ack { from, to, seq, resend } => {
@@ -557,42 +783,56 @@ impl<P: Protocol> EventLoop<P> {
                     d.host.on_ack(from, to, seq, resend, wall_ns());
                 }
             }
-            Inbound::Msg { conn, from, to, seq, msg } => {
-                if let Err(e) = self.check_sender(conn, from, msg.kind()) {
-                    return self.refuse(conn, e);
-                }
-                let Addr::Server(to_server) = to else {
-                    eprintln!("warning: dropping a {} message from {from} addressed to client {to}", msg.kind());
-                    return;
-                };
-                if let Some(d) = &mut self.durable {
-                    if let Addr::Client(c) = from {
-                        self.clients.insert(c, conn);
-                    }
-                    if !d.host.on_message(to_server, from, seq, msg, wall_ns()) {
-                        eprintln!("warning: dropping a message from {from} to {to}: not hosted here");
-                    }
-                    let (invalid, refusals) = (d.host.take_invalid(), d.host.take_refusals());
-                    for e in invalid {
-                        self.refuse(conn, e);
-                    }
-                    for r in refusals {
-                        self.shared.log.warn(|| format!("refused a {} from {}: {}", r.msg, r.client, r.why));
-                        self.answer(conn, Frame::Refused { client: r.client, message: r.why });
-                    }
-                    return;
-                }
-                let Some(idx) = self.hosted_index(to_server) else {
-                    eprintln!("warning: dropping a {} message from {from} to {to}: not hosted here", msg.kind());
-                    return;
-                };
-                if let Addr::Client(c) = from {
-                    self.clients.insert(c, conn);
-                }
-                if let Some(e) = self.handle(idx, Input::Msg(from, msg)) {
-                    self.refuse(conn, e);
-                }
+            // Timed only when someone can read the histogram: two clock reads per message otherwise saved.
+            Inbound::Msg { conn, from, to, seq, msg } if self.timed => {
+                let started = Instant::now();
+                self.on_message(conn, from, to, seq, msg);
+                self.counters.handler.record(started.elapsed());
             }
+            Inbound::Msg { conn, from, to, seq, msg } => self.on_message(conn, from, to, seq, msg),
+        }
+    }
+
+    /// A message from connection `conn`: checked, counted, handed to its server.
+    fn on_message(&mut self, conn: u64, from: Addr, to: Addr, seq: Option<u64>, msg: P::Msg) {
+        if let Err(e) = self.check_sender(conn, from, msg.kind()) {
+            return self.refuse(conn, e);
+        }
+        match from {
+            Addr::Client(_) => self.counters.received_from_clients.add(msg.kind()),
+            Addr::Server(_) => self.counters.received_from_servers.add(msg.kind()),
+        }
+        let Addr::Server(to_server) = to else {
+            eprintln!("warning: dropping a {} message from {from} addressed to client {to}", msg.kind());
+            return;
+        };
+        if let Some(d) = &mut self.durable {
+            if let Addr::Client(c) = from {
+                self.clients.insert(c, conn);
+            }
+            if !d.host.on_message(to_server, from, seq, msg, wall_ns()) {
+                eprintln!("warning: dropping a message from {from} to {to}: not hosted here");
+            }
+            let (invalid, refusals) = (d.host.take_invalid(), d.host.take_refusals());
+            for e in invalid {
+                self.refuse(conn, e);
+            }
+            for r in refusals {
+                self.counters.refused_disk_full += 1;
+                self.shared.log.warn(|| format!("refused a {} from {}: {}", r.msg, r.client, r.why));
+                self.answer(conn, Frame::Refused { client: r.client, message: r.why });
+            }
+            return;
+        }
+        let Some(idx) = self.hosted_index(to_server) else {
+            eprintln!("warning: dropping a {} message from {from} to {to}: not hosted here", msg.kind());
+            return;
+        };
+        if let Addr::Client(c) = from {
+            self.clients.insert(c, conn);
+        }
+        if let Some(e) = self.handle(idx, Input::Msg(from, msg)) {
+            self.refuse(conn, e);
         }
     }
 
@@ -697,12 +937,15 @@ impl<P: Protocol> EventLoop<P> {
                     eprintln!("warning: {from} sent a {} message to {s}, which does not exist", msg.kind());
                     return;
                 }
+                self.counters.sent_to_servers.add(msg.kind());
                 self.send_frame(s, Frame::Msg { from: Addr::Server(from), to, msg });
             }
             Addr::Client(c) => {
                 let Some(&conn) = self.clients.get(&c).or_else(|| self.client_runtimes.get(&(c.0 >> 32))) else {
+                    self.counters.client_replies_dropped += 1;
                     return;
                 };
+                self.counters.sent_to_clients.add(msg.kind());
                 self.answer(conn, Frame::Msg { from: Addr::Server(from), to, msg });
             }
         }
@@ -713,9 +956,10 @@ impl<P: Protocol> EventLoop<P> {
         let Some(node) = self.routes.node_of(s) else { return };
         {
             {
-                let tx = match &self.peers[node] {
-                    Some(tx) => tx,
+                let link = match &mut self.peers[node] {
+                    Some(link) => link,
                     None => {
+                        let taken = Arc::new(AtomicU64::new(0));
                         let peer = &self.config.nodes[node];
                         let delay = Duration::from_nanos(self.config.latency_ns(self.dc, peer.dc));
                         let spec = PeerSpec {
@@ -728,12 +972,14 @@ impl<P: Protocol> EventLoop<P> {
                             max_frame: self.config.max_frame_bytes,
                             inbound: None,
                             dial: self.shared.tls.as_ref().map(|t| t.dial(peer.id)),
+                            taken: Some(taken.clone()),
                         };
-                        self.peers[node] = Some(conn::spawn_peer(&mut self.tasks, spec));
-                        self.peers[node].as_ref().expect("just set")
+                        let tx = conn::spawn_peer(&mut self.tasks, spec);
+                        self.peers[node].insert(PeerLink { tx, queued: 0, taken })
                     }
                 };
-                let _ = tx.send((self.now, frame));
+                link.queued += 1;
+                let _ = link.tx.send((self.now, frame));
             }
         }
     }
@@ -753,7 +999,10 @@ async fn accept_loop<P: Protocol>(
         let accepted = tokio::select! {
             biased;
             _ = &mut stop => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {
+                shared.open_conns.store(conns.len(), Ordering::Relaxed);
+                continue;
+            }
             a = listener.accept() => a,
         };
         match accepted {
@@ -771,6 +1020,7 @@ async fn accept_loop<P: Protocol>(
                 let _ = stream.set_nodelay(true);
                 next_conn += 1;
                 conns.spawn(serve_conn::<P>(stream, peer, next_conn, inbox.clone(), max_frame, shared.clone()));
+                shared.open_conns.store(conns.len(), Ordering::Relaxed);
             }
             Err(e) => {
                 // Typically out of file descriptors: back off instead of spinning.
@@ -822,6 +1072,7 @@ async fn serve_conn<P: Protocol>(
         max_frame,
         &label,
         Some(&queue),
+        None,
         std::future::pending(),
     );
     let mut writer = std::pin::pin!(writer);

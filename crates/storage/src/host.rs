@@ -295,6 +295,11 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         self.index.get(&id).copied()
     }
 
+    /// The log (the runtime reads its counters for metrics).
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
     /// Gives the log back (tests crash a [`MemLog`](crate::MemLog) with it).
     pub fn into_log(self) -> L {
         self.log
@@ -313,11 +318,12 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// The link with the most unacknowledged messages: `(from, to, messages)`. A peer that stays down makes
     /// its links' backlog grow (in memory and in checkpoints) until it returns; the runtime warns about it.
     pub fn largest_backlog(&self) -> Option<(ServerId, ServerId, usize)> {
-        self.state
-            .nodes
-            .iter()
-            .flat_map(|n| n.out.iter().map(move |(to, l)| (n.id, *to, l.unacked.len())))
-            .max_by_key(|(_, _, len)| *len)
+        self.backlogs().max_by_key(|(_, _, len)| *len)
+    }
+
+    /// Every outbound link of the hosted servers with its unacknowledged messages: `(from, to, messages)`.
+    pub fn backlogs(&self) -> impl Iterator<Item = (ServerId, ServerId, usize)> + '_ {
+        self.state.nodes.iter().flat_map(|n| n.out.iter().map(move |(to, l)| (n.id, *to, l.unacked.len())))
     }
 
     /// The messages the hosted servers refused as invalid input since the last call (the runtime reports

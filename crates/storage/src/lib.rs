@@ -64,7 +64,7 @@ mod record;
 
 pub use error::StorageError;
 pub use host::{DurableHost, Output, Refusal};
-pub use log::{DISK_RESERVE_BYTES, LOG_FILE, Log, RESERVE_FILE};
+pub use log::{DISK_RESERVE_BYTES, LOG_FILE, Log, LogStats, RESERVE_FILE};
 pub use mem::MemLog;
 pub use policy::{FsyncPolicy, ParsePolicyError};
 pub use record::{Checkpoint, Lsn, Record, RecordLog, Recovered};

@@ -60,6 +60,22 @@ pub struct Log {
     reserve: PathBuf,
     /// The disk filled up and the reserve has not been restored since.
     full: bool,
+    stats: LogStats,
+}
+
+/// What a [`Log`] has done since it was opened (for the server's metrics): plain counters, read on scrape.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Records appended.
+    pub records: u64,
+    /// Payload bytes of those records.
+    pub bytes: u64,
+    /// Write transactions committed: pending records, a checkpoint, or a truncation.
+    pub commits: u64,
+    /// Those of `commits` made durable with an fsync (all of them unless the policy is `none`).
+    pub fsyncs: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
 }
 
 impl Log {
@@ -111,6 +127,7 @@ impl Log {
             poisoned: false,
             reserve: PathBuf::new(),
             full: false,
+            stats: LogStats::default(),
         };
         Ok((log, recovered))
     }
@@ -123,6 +140,11 @@ impl Log {
     /// The policy this log was opened with.
     pub fn policy(&self) -> FsyncPolicy {
         self.policy
+    }
+
+    /// What this log has written since it was opened.
+    pub fn stats(&self) -> LogStats {
+        self.stats
     }
 
     /// Whether the policy's batch limit says to commit now: any pending record under `PerWrite` and `None`,
@@ -175,7 +197,10 @@ impl Log {
         loop {
             let records = if with_pending { &self.pending[..] } else { &[] };
             let full = match guarded(&self.file, || self.write_txn(records, checkpoint, truncate_below)) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.count_commit();
+                    return Ok(());
+                }
                 Err(e @ StorageError::DiskFull { .. }) => e,
                 Err(e) => {
                     self.poisoned = true;
@@ -188,7 +213,10 @@ impl Log {
             reserve_given_up = true;
             match self.reopen(with_pending) {
                 // The write had reached the disk after all.
-                Ok(true) => return Ok(()),
+                Ok(true) => {
+                    self.count_commit();
+                    return Ok(());
+                }
                 Ok(false) if retry => continue,
                 Ok(false) => return Err(full),
                 Err(e) => {
@@ -254,6 +282,13 @@ impl Log {
         txn.commit().map_err(|e| self.err(e))
     }
 
+    fn count_commit(&mut self) {
+        self.stats.commits += 1;
+        if self.policy.is_durable() {
+            self.stats.fsyncs += 1;
+        }
+    }
+
     fn mark_committed(&mut self) {
         self.pending.clear();
         self.committed = self.last;
@@ -287,6 +322,8 @@ fn guarded<T>(file: &Path, f: impl FnOnce() -> Result<T, StorageError>) -> Resul
 impl RecordLog for Log {
     fn append(&mut self, record: &[u8]) -> Lsn {
         self.last = self.last.next();
+        self.stats.records += 1;
+        self.stats.bytes += record.len() as u64;
         self.pending.push(Record { lsn: self.last, payload: record.to_vec() });
         self.last
     }
@@ -303,6 +340,7 @@ impl RecordLog for Log {
     fn checkpoint(&mut self, state: &[u8]) -> Result<Lsn, StorageError> {
         self.write(true, Some(state), None)?;
         self.mark_committed();
+        self.stats.checkpoints += 1;
         self.checkpoint = self.last;
         Ok(self.checkpoint)
     }

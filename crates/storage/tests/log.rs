@@ -4,7 +4,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
-use snowline_storage::{Checkpoint, FsyncPolicy, LOG_FILE, Log, Lsn, RecordLog, Recovered, StorageError};
+use snowline_storage::{Checkpoint, FsyncPolicy, LOG_FILE, Log, LogStats, Lsn, RecordLog, Recovered, StorageError};
 
 fn payloads(rec: &Recovered) -> Vec<Vec<u8>> {
     rec.records.iter().map(|r| r.payload.clone()).collect()
@@ -27,6 +27,27 @@ fn fresh_directory_recovers_nothing() {
     assert_eq!(log.path(), dir.join(LOG_FILE));
     assert_eq!(log.policy(), FsyncPolicy::PerWrite);
     assert_eq!(log.last_lsn(), Lsn::ZERO);
+}
+
+#[test]
+fn stats_count_records_bytes_commits_and_fsyncs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut log, _) = Log::open_with(tmp.path().join("a"), FsyncPolicy::GROUP_DEFAULT).unwrap();
+    assert_eq!(log.stats(), LogStats::default());
+    log.append(b"abc");
+    log.append(b"de");
+    log.commit().unwrap();
+    log.commit().unwrap(); // nothing pending: no write
+    log.append(b"f");
+    log.checkpoint(b"state").unwrap();
+    log.truncate_before(Lsn(4)).unwrap();
+    let stats = LogStats { records: 3, bytes: 6, commits: 3, fsyncs: 3, checkpoints: 1 };
+    assert_eq!(log.stats(), stats);
+    // Without fsyncs, commits are counted but not as fsyncs.
+    let (mut log, _) = Log::open_with(tmp.path().join("b"), FsyncPolicy::None).unwrap();
+    log.append(b"x");
+    log.commit().unwrap();
+    assert_eq!((log.stats().commits, log.stats().fsyncs), (1, 0));
 }
 
 #[test]
