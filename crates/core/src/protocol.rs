@@ -47,6 +47,35 @@ pub trait Message: Serialize + DeserializeOwned + Clone + Debug + Send + 'static
     fn is_client_write(&self) -> bool {
         false
     }
+    /// For a server's message to a client that ends an operation or a step of one: how it went, for the
+    /// server's metrics (aborts by cause, time spent waiting). `None` for every other message, and in
+    /// protocols whose clients assemble the outcome from several replies.
+    fn reply_note(&self) -> Option<ReplyNote> {
+        None
+    }
+}
+
+/// How an operation (or a step of an interactive transaction) went, as its server's reply says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplyNote {
+    /// Aborted, and why.
+    pub abort: Option<crate::AbortCause>,
+    /// Refused without effect (bad input, an offer the protocol lacks, a snapshot too old).
+    pub rejected: bool,
+    /// Time the request waited at the servers (locks, snapshots, stabilisation), as the reply reports it.
+    pub blocked_ns: u64,
+}
+
+impl ReplyNote {
+    /// The note of a reply that carries a whole outcome.
+    pub fn of<T>(result: &Result<T, crate::OpError>, blocked_ns: u64) -> Self {
+        match result {
+            Ok(_) => ReplyNote { blocked_ns, ..Default::default() },
+            Err(e) => {
+                ReplyNote { abort: e.abort_cause(), rejected: matches!(e, crate::OpError::Rejected(_)), blocked_ns }
+            }
+        }
+    }
 }
 
 /// What a protocol assumes of the links between nodes. The simulator injects only faults within them.

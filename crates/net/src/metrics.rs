@@ -90,10 +90,27 @@ pub(crate) struct Counters {
     pub client_replies_dropped: u64,
     /// Client requests a durable server refused because its disk is full.
     pub refused_disk_full: u64,
+    /// Replies to clients that say how their operation went (`Message::reply_note`): all of them, the
+    /// refusals, the aborts by cause, and the time the requests waited.
+    pub replies_noted: u64,
+    pub replies_rejected: u64,
+    pub aborts: KindCounts,
+    pub blocked: Histogram,
     /// Time to handle one message from the network.
     pub handler: Histogram,
     /// Durable mode: time of one log commit (fsync included).
     pub commit: Histogram,
+}
+
+impl Counters {
+    pub(crate) fn note_reply(&mut self, note: snowline_core::ReplyNote) {
+        self.replies_noted += 1;
+        self.replies_rejected += u64::from(note.rejected);
+        if let Some(cause) = note.abort {
+            self.aborts.add(cause.name());
+        }
+        self.blocked.record(Duration::from_nanos(note.blocked_ns));
+    }
 }
 
 /// Prometheus text, built one metric family at a time. Every sample carries the `node` label.

@@ -585,6 +585,29 @@ impl<P: Protocol> EventLoop<P> {
             "Client requests refused because the disk is full (answered with a Refused frame).",
             self.counters.refused_disk_full,
         );
+        t.single(
+            "snowline_replies_noted_total",
+            "counter",
+            "Replies to clients that report how their operation went (cure, av, op, cv: every answer; 2pl: reads, commits and releases; the other protocols' clients assemble outcomes themselves and report none).",
+            self.counters.replies_noted,
+        );
+        t.single(
+            "snowline_replies_rejected_total",
+            "counter",
+            "Of those, operations refused without effect (bad input, an offer the protocol lacks, a snapshot older than the garbage-collection horizon).",
+            self.counters.replies_rejected,
+        );
+        let aborts = "snowline_aborts_total";
+        t.family(aborts, "counter", "Of those, transaction aborts, by cause.");
+        for cause in snowline_core::AbortCause::ALL {
+            let n = self.counters.aborts.sorted().iter().find(|(k, _)| *k == cause.name()).map_or(0, |(_, n)| *n);
+            t.sample(aborts, &[("cause", cause.name())], n);
+        }
+        t.histogram(
+            "snowline_blocked_seconds",
+            "Of those, the time each request waited at the servers (locks, snapshots, stabilisation), as the reply reports it.",
+            &self.counters.blocked,
+        );
         t.histogram(
             "snowline_handler_seconds",
             "Time to hand one message from the network to its server and carry out its effects (durable: its log append, not the commit).",
@@ -946,6 +969,9 @@ impl<P: Protocol> EventLoop<P> {
                     return;
                 };
                 self.counters.sent_to_clients.add(msg.kind());
+                if let Some(note) = msg.reply_note() {
+                    self.counters.note_reply(note);
+                }
                 self.answer(conn, Frame::Msg { from: Addr::Server(from), to, msg });
             }
         }

@@ -189,6 +189,10 @@ async fn metrics_parse_and_count_the_operations() {
         "snowline_invalid_inputs_total",
         "snowline_refused_requests_total",
         "snowline_handler_seconds",
+        "snowline_replies_noted_total",
+        "snowline_replies_rejected_total",
+        "snowline_aborts_total",
+        "snowline_blocked_seconds",
         "snowline_versions_stored",
         "snowline_connections",
         "snowline_peer_queue_frames",
@@ -214,6 +218,12 @@ async fn metrics_parse_and_count_the_operations() {
         after.sum("snowline_handler_seconds_count", &[]) >= from_clients(&after),
         "every message's handling is timed"
     );
+    // CV's coordinator answers each operation with its outcome: every answer is noted, none aborts.
+    let noted = after.sum("snowline_replies_noted_total", &[]);
+    assert!(noted > 0.0 && noted <= to_clients(&after), "{noted}");
+    assert_eq!(after.sum("snowline_blocked_seconds_count", &[]), noted, "each noted reply's waiting is recorded");
+    assert_eq!(after.sum("snowline_aborts_total", &[]), 0.0);
+    assert_eq!(after.sum("snowline_aborts_total", &[("cause", "conflict")]), 0.0, "every cause is listed");
     assert!(after.sum("snowline_versions_stored", &[]) > 0.0, "node 0 holds versions");
     assert!(after.sum("snowline_uptime_seconds", &[]) > 0.0);
     cluster.stop().await;

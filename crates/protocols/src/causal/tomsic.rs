@@ -74,8 +74,8 @@
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
-    MvStore, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId,
-    ServerNode, StoredVersion, Topology, Value, VectorClock, Version,
+    MvStore, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, ReplyNote, Request,
+    ServerId, ServerNode, StoredVersion, Topology, Value, VectorClock, Version,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;
@@ -259,6 +259,15 @@ impl Message for TomsicMsg {
             TomsicMsg::Replicate { .. } => "replicate",
             TomsicMsg::Updates { .. } => "updates",
             TomsicMsg::Stable { .. } => "stable",
+        }
+    }
+
+    fn reply_note(&self) -> Option<ReplyNote> {
+        match self {
+            TomsicMsg::Done { result, .. } => {
+                Some(ReplyNote::of(result, result.as_ref().map_or(0, |r| r.metrics.blocked_ns)))
+            }
+            _ => None,
         }
     }
 

@@ -120,8 +120,8 @@ use serde::{Deserialize, Serialize};
 use snowline_core::procedure::{self, Piece, Procedure};
 use snowline_core::{
     Abort, AbortCause, Addr, Check, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions,
-    Message, Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request,
-    ServerId, ServerNode, Topology, Value, Version,
+    Message, Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, ReplyNote,
+    Request, ServerId, ServerNode, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -255,6 +255,19 @@ impl Message for TwoPlMsg {
     /// A commit may carry writes; one that does not is refused too (its locks go at the timeout sweep).
     fn is_client_write(&self) -> bool {
         matches!(self, TwoPlMsg::Commit { .. })
+    }
+
+    fn reply_note(&self) -> Option<ReplyNote> {
+        match self {
+            TwoPlMsg::ReadReply { result, blocked_ns, .. } => Some(ReplyNote::of(result, *blocked_ns)),
+            TwoPlMsg::Outcome { result, .. } => {
+                Some(ReplyNote::of(result, result.as_ref().map_or(0, |r| r.metrics.blocked_ns)))
+            }
+            TwoPlMsg::Released { result: Err(abort), .. } => {
+                Some(ReplyNote { abort: Some(abort.cause), ..Default::default() })
+            }
+            _ => None,
+        }
     }
 }
 
@@ -2007,5 +2020,19 @@ mod tests {
         let me = TxnId { client: ClientId(1), seq: 0 };
         assert_eq!(out.sends[0], (Addr::Server(ServerId::new(0, 0)), TwoPlMsg::Release { txn: me, confirm: false }));
         assert!(matches!(out.sends[1].1, TwoPlMsg::Read { .. }), "the ROT starts");
+    }
+
+    #[test]
+    fn replies_to_clients_note_aborts_and_waiting_for_the_metrics() {
+        let conflict = Abort { cause: AbortCause::Conflict, detail: "held".into() };
+        let released = TwoPlMsg::Released { txn: txn(1), result: Err(conflict.clone()) };
+        assert_eq!(released.reply_note().unwrap().abort, Some(AbortCause::Conflict));
+        let read = TwoPlMsg::ReadReply { txn: txn(1), result: Ok(Vec::new()), blocked_ns: 7 };
+        assert_eq!(read.reply_note(), Some(ReplyNote { abort: None, rejected: false, blocked_ns: 7 }));
+        let outcome = TwoPlMsg::Outcome { txn: txn(1), result: Err(OpError::Aborted(conflict)) };
+        assert_eq!(outcome.reply_note().unwrap().abort, Some(AbortCause::Conflict));
+        let refused = TwoPlMsg::Outcome { txn: txn(1), result: Err(OpError::Rejected("no".into())) };
+        assert!(refused.reply_note().unwrap().rejected);
+        assert_eq!(TwoPlMsg::Ack { txn: txn(1) }.reply_note(), None, "server-to-server");
     }
 }
