@@ -27,6 +27,10 @@ pub struct ProtocolConfig {
     /// Contrarian: a partition that has sent its sibling replicas nothing for this long sends them a
     /// heartbeat carrying its clock (§4.1; 1 ms as in §5.1).
     pub heartbeat_ms: u64,
+    /// Causal protocols: a periodic duty (stabilisation, heartbeats, vector exchange, garbage collection)
+    /// that finds nothing new backs off, doubling its period up to this one, and returns to its own period
+    /// as soon as there is news (`components::pacer`): an idle cluster costs next to nothing.
+    pub idle_backoff_ms: u64,
     /// COPS-SNOW / CC-LO: a ROT id is dropped from a key's readers record (current or old readers) this long
     /// after it was inserted there (Contrarian §5.1: 500 ms; the original COPS-SNOW used 5 s). A ROT whose
     /// reads take longer than this to reach their partitions may observe a causality gap.
@@ -56,6 +60,7 @@ impl Default for ProtocolConfig {
             gss_interval_ms: 5,
             heartbeat_ms: 1,
             old_readers_gc_ms: 500,
+            idle_backoff_ms: 1_000,
             max_clock_ahead_ms: 60_000,
             record_components: false,
             multicast_skip_final: false,

@@ -98,16 +98,16 @@ fn tomsic_forgeries(multi_version: bool, t: Topology, key: &Key, victim: &Key) -
     let max = u64::MAX;
     let mut f = vec![
         // The issue's message: Updates from a datacenter that does not exist.
-        (nowhere, me, TomsicMsg::Updates { updates: vec![], stable: 0 }),
+        (nowhere, me, TomsicMsg::Updates { updates: vec![], stable: 0, busy: false }),
         (
             Addr::Server(ServerId::new(0, 7)),
             me,
-            TomsicMsg::Stable { vec: VectorClock(vec![1]), stable: VectorClock(vec![]) },
+            TomsicMsg::Stable { vec: VectorClock(vec![1]), stable: VectorClock(vec![]), busy: false },
         ),
         (
             Addr::Server(ServerId::new(0, 1)),
             me,
-            TomsicMsg::Stable { vec: VectorClock(vec![1; 5]), stable: VectorClock::zero(t.dcs) },
+            TomsicMsg::Stable { vec: VectorClock(vec![1; 5]), stable: VectorClock::zero(t.dcs), busy: false },
         ),
         (
             Addr::Client(ClientId(3)),
@@ -136,6 +136,7 @@ fn tomsic_forgeries(multi_version: bool, t: Topology, key: &Key, victim: &Key) -
             TomsicMsg::Updates {
                 updates: vec![Replicated { writes: forged_values(victim), dep: VectorClock::zero(t.dcs), ct: max }],
                 stable: max,
+                busy: false,
             },
         ));
         f.push((
@@ -144,6 +145,7 @@ fn tomsic_forgeries(multi_version: bool, t: Topology, key: &Key, victim: &Key) -
             TomsicMsg::Updates {
                 updates: vec![Replicated { writes: forged_values(victim), dep: VectorClock(vec![0; 7]), ct: 5 }],
                 stable: 5,
+                busy: false,
             },
         ));
     } else {
@@ -437,7 +439,7 @@ async fn the_13_byte_frame_of_issue_16_leaves_a_cv_server_alive() {
     let updates = Frame::Msg {
         from: Addr::Server(ServerId::new(5, 0)),
         to: Addr::Server(ServerId::new(0, 0)),
-        msg: TomsicMsg::Updates { updates: vec![], stable: 0 },
+        msg: TomsicMsg::Updates { updates: vec![], stable: 0, busy: false },
     };
     s.write_all(&encode(&updates)).await.unwrap();
     let back = frames_back::<Cv>(s, Duration::from_millis(500)).await;

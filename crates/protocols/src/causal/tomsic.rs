@@ -71,6 +71,7 @@
 //!   read whose snapshot is below the horizon (a transaction older than that) is refused with a clear error
 //!   rather than answered wrongly.
 
+use crate::components::Pacer;
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
@@ -79,6 +80,8 @@ use snowline_core::{
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;
+
+const MS: u64 = 1_000_000;
 
 /// Where the algorithms branch on `protocol` in the paper's pseudocode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,10 +240,10 @@ pub enum TomsicMsg {
     Replicate { writes: Vec<(Key, Value)>, version: Version },
     /// Cure/AV/OP, partition → siblings: committed updates with `ct ≤ stable`, in `ct` order, and `stable`
     /// (Alg. 3 lines 7–10).
-    Updates { updates: Vec<Replicated>, stable: u64 },
+    Updates { updates: Vec<Replicated>, stable: u64, busy: bool },
     /// Partition → the other partitions of its datacenter: its `vec_p` (Alg. 3 line 6), and its stable
     /// vector (for the garbage-collection horizon, below every snapshot any TC of the datacenter can use).
-    Stable { vec: VectorClock, stable: VectorClock },
+    Stable { vec: VectorClock, stable: VectorClock, busy: bool },
 }
 
 impl Message for TomsicMsg {
@@ -278,10 +281,10 @@ impl Message for TomsicMsg {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TomsicTimer {
-    /// Run a stabilisation round (Alg. 3 line 1).
-    Stabilise,
-    /// Collect old versions.
-    CollectGarbage,
+    /// Run a stabilisation round (Alg. 3 line 1), if this timer's generation is still the pacer's.
+    Stabilise(u64),
+    /// Collect old versions (same).
+    CollectGarbage(u64),
     /// Cure: a waiting read's snapshot time has passed on this partition's clock; re-check waiting reads.
     ClockCaughtUp,
 }
@@ -387,6 +390,16 @@ pub struct TomsicServer<F> {
     parked: Vec<Parked>,
     /// Cure: the clock reading at which a `ClockCaughtUp` timer is already due (0: none pending).
     wake_at_ns: u64,
+    /// Schedules of the stabilisation rounds and of garbage collection: they back off while idle.
+    stabilise_pacer: Pacer,
+    gc_pacer: Pacer,
+    /// Work arrived here since the last stabilisation round (a client request, a commit, replicated
+    /// updates): the round reports the partition busy to its peers and siblings.
+    news: bool,
+    /// A peer or sibling reported itself busy since the last round: keep pace with it (without echoing it).
+    peer_busy: bool,
+    /// Versions arrived since the last collection round.
+    gc_news: bool,
     _flavour: PhantomData<F>,
 }
 
@@ -395,6 +408,8 @@ type Cx<'a, F> = Ctx<'a, Tomsic<F>>;
 impl<F: Flavour> TomsicServer<F> {
     pub fn new(id: ServerId, topology: Topology, config: ProtocolConfig) -> Self {
         let zero = VectorClock::zero(topology.dcs);
+        let stabilise_pacer = Pacer::new(config.stabilisation_interval_ms * MS, config.idle_backoff_ms * MS);
+        let gc_pacer = Pacer::new(config.gc_interval_ms * MS, config.idle_backoff_ms * MS);
         Self {
             id,
             topology,
@@ -414,6 +429,11 @@ impl<F: Flavour> TomsicServer<F> {
             waiting: Vec::new(),
             parked: Vec::new(),
             wake_at_ns: 0,
+            stabilise_pacer,
+            gc_pacer,
+            news: false,
+            peer_busy: false,
+            gc_news: false,
             _flavour: PhantomData,
         }
     }
@@ -956,7 +976,7 @@ impl<F: Flavour> TomsicServer<F> {
                 check.version(version, "version")?;
                 writes_here(writes)?;
             }
-            TomsicMsg::Updates { updates, stable } => {
+            TomsicMsg::Updates { updates, stable, .. } => {
                 variant(multi)?;
                 check.sibling(me)?;
                 check.time(*stable, "stable time")?;
@@ -966,7 +986,7 @@ impl<F: Flavour> TomsicServer<F> {
                     check.time(u.ct, "commit time")?;
                 }
             }
-            TomsicMsg::Stable { vec, stable } => {
+            TomsicMsg::Stable { vec, stable, .. } => {
                 variant(multi)?;
                 check.local_peer(me)?;
                 check.vector(vec, "version vector")?;
@@ -987,8 +1007,17 @@ impl<F: Flavour> TomsicServer<F> {
         assert!(stable_n >= self.vec.get(self.id.dc), "stable_n never goes backwards");
         self.vec.set(self.id.dc, stable_n);
         // Line 6.
+        // Busy: work arrived since the last round, or some is under way here. (A peer's report of being
+        // busy keeps this partition's pace up but is not passed on, so reports do not echo forever.)
+        let busy = std::mem::take(&mut self.news)
+            || !self.prepared.is_empty()
+            || !self.to_send.is_empty()
+            || !self.coordinated.is_empty()
+            || !self.waiting.is_empty()
+            || !self.parked.is_empty();
+        let pace = busy || std::mem::take(&mut self.peer_busy);
         for peer in self.topology.local_peers(self.id) {
-            cx.send(peer, TomsicMsg::Stable { vec: self.vec.clone(), stable: self.stable.clone() });
+            cx.send(peer, TomsicMsg::Stable { vec: self.vec.clone(), stable: self.stable.clone(), busy });
         }
         // Lines 7–10: updates with ct ≤ stable_n, in ct order, and stable_n as the heartbeat.
         self.to_send.sort_by_key(|u| u.ct);
@@ -996,11 +1025,12 @@ impl<F: Flavour> TomsicServer<F> {
         let updates: Vec<Replicated> = self.to_send.drain(..ready).collect();
         cx.charge(1 + updates.len() as u64);
         for sibling in self.topology.siblings(self.id) {
-            cx.send(sibling, TomsicMsg::Updates { updates: updates.clone(), stable: stable_n });
+            cx.send(sibling, TomsicMsg::Updates { updates: updates.clone(), stable: stable_n, busy });
         }
         self.recompute_stable();
         self.start_parked(cx);
-        cx.set_timer(self.config.stabilisation_interval_ms * 1_000_000, TomsicTimer::Stabilise);
+        let (delay, generation) = self.stabilise_pacer.next(cx.now_ns(), pace);
+        cx.set_timer(delay, TomsicTimer::Stabilise(generation));
     }
 
     /// Line 12: `SV = MIN(vec_p)` over every partition of the datacenter (once all have reported).
@@ -1016,8 +1046,28 @@ impl<F: Flavour> TomsicServer<F> {
         self.stable.merge_max(&sv);
     }
 
+    /// Work arrived: the next stabilisation round comes at the base period, and reports this partition busy.
+    fn note_news(&mut self, cx: &mut Cx<'_, F>) {
+        self.news = true;
+        self.gc_news = true;
+        self.note_peer_busy(cx);
+    }
+
+    /// A peer or sibling is busy: stabilise at the base period while it is (its updates and stable times
+    /// must reach every snapshot promptly).
+    fn note_peer_busy(&mut self, cx: &mut Cx<'_, F>) {
+        self.peer_busy = true;
+        if !Self::VARIANT.multi_version() {
+            return;
+        }
+        if let Some((delay, generation)) = self.stabilise_pacer.wake(cx.now_ns()) {
+            cx.set_timer(delay, TomsicTimer::Stabilise(generation));
+        }
+    }
+
     fn collect_garbage(&mut self, cx: &mut Cx<'_, F>) {
-        cx.set_timer(self.config.gc_interval_ms * 1_000_000, TomsicTimer::CollectGarbage);
+        let (delay, generation) = self.gc_pacer.next(cx.now_ns(), std::mem::take(&mut self.gc_news));
+        cx.set_timer(delay, TomsicTimer::CollectGarbage(generation));
         // Every TC of this datacenter snapshots at or above its own stable vector, which only grows, so the
         // minimum of all of them (as last reported) is below every snapshot issued from now on. The horizon is
         // that minimum as it stood `gc_retain_ms` ago: a transaction younger than that (whatever its snapshot,
@@ -1049,8 +1099,10 @@ impl<F: Flavour> TomsicServer<F> {
 impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
     fn on_start(&mut self, cx: &mut Cx<'_, F>) {
         if Self::VARIANT.multi_version() {
-            cx.set_timer(self.config.stabilisation_interval_ms * 1_000_000, TomsicTimer::Stabilise);
-            cx.set_timer(self.config.gc_interval_ms * 1_000_000, TomsicTimer::CollectGarbage);
+            let (delay, generation) = self.stabilise_pacer.start(cx.now_ns());
+            cx.set_timer(delay, TomsicTimer::Stabilise(generation));
+            let (delay, generation) = self.gc_pacer.start(cx.now_ns());
+            cx.set_timer(delay, TomsicTimer::CollectGarbage(generation));
         }
     }
 
@@ -1059,6 +1111,7 @@ impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
         self.validate(cx.now_ns(), from, &msg)?;
         match (from, msg) {
             (Addr::Client(client), TomsicMsg::Begin { op, request, session }) => {
+                self.note_news(cx);
                 self.begin(cx, client, op, request, session)
             }
             (Addr::Server(_), TomsicMsg::Replicate { writes, version }) => {
@@ -1066,7 +1119,12 @@ impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
                 self.clock.observe(cx.now_ns(), version.time);
                 self.apply(&writes, &VectorClock::default(), version);
             }
-            (Addr::Server(sibling), TomsicMsg::Updates { updates, stable }) => {
+            (Addr::Server(sibling), TomsicMsg::Updates { updates, stable, busy }) => {
+                if !updates.is_empty() {
+                    self.note_news(cx);
+                } else if busy {
+                    self.note_peer_busy(cx);
+                }
                 // Alg. 3 lines 13–19.
                 for u in updates {
                     cx.charge(u.writes.len() as u64);
@@ -1076,7 +1134,10 @@ impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
                 self.vec.set(sibling.dc, self.vec.get(sibling.dc).max(stable));
                 self.serve_waiting(cx);
             }
-            (Addr::Server(peer), TomsicMsg::Stable { vec, stable }) => {
+            (Addr::Server(peer), TomsicMsg::Stable { vec, stable, busy }) => {
+                if busy {
+                    self.note_peer_busy(cx);
+                }
                 self.peer_vecs.insert(peer.partition, vec);
                 self.peer_stables.insert(peer.partition, stable);
                 self.recompute_stable();
@@ -1095,7 +1156,10 @@ impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
                 | TomsicMsg::Prepare { .. }
                 | TomsicMsg::Commit { .. }
                 | TomsicMsg::CommitSingle { .. }),
-            ) => self.as_partition(cx, tc, msg),
+            ) => {
+                self.note_news(cx);
+                self.as_partition(cx, tc, msg)
+            }
             (from, msg) => unreachable!("validate admits no {} from {from}", msg.kind()),
         }
         Ok(())
@@ -1103,8 +1167,10 @@ impl<F: Flavour> ServerNode<Tomsic<F>> for TomsicServer<F> {
 
     fn on_timer(&mut self, cx: &mut Cx<'_, F>, timer: TomsicTimer) {
         match timer {
-            TomsicTimer::Stabilise => self.stabilise(cx),
-            TomsicTimer::CollectGarbage => self.collect_garbage(cx),
+            TomsicTimer::Stabilise(generation) if self.stabilise_pacer.live(generation) => self.stabilise(cx),
+            TomsicTimer::CollectGarbage(generation) if self.gc_pacer.live(generation) => self.collect_garbage(cx),
+            // Replaced by a sooner round when news arrived (`Pacer::wake`).
+            TomsicTimer::Stabilise(_) | TomsicTimer::CollectGarbage(_) => {}
             TomsicTimer::ClockCaughtUp => {
                 self.wake_at_ns = 0;
                 self.serve_waiting(cx)
@@ -1273,6 +1339,18 @@ mod tests {
         let mut out = Effects::default();
         node.on_timer(&mut Ctx::new(now, &mut rng, &mut out), timer);
         out
+    }
+
+    /// Fires the live stabilisation timer.
+    fn stabilise_round<F: Flavour>(p: &mut TomsicServer<F>, now: u64) -> Effects<Tomsic<F>> {
+        let generation = p.stabilise_pacer.generation();
+        fire(p, now, TomsicTimer::Stabilise(generation))
+    }
+
+    /// Fires the live garbage-collection timer.
+    fn gc_round<F: Flavour>(p: &mut TomsicServer<F>, now: u64) -> Effects<Tomsic<F>> {
+        let generation = p.gc_pacer.generation();
+        fire(p, now, TomsicTimer::CollectGarbage(generation))
     }
 
     fn key(p: PartitionId) -> Key {
@@ -1577,7 +1655,7 @@ mod tests {
             tc,
             TomsicMsg::CommitSingle { txn: 6, writes: vec![(key(0), "c".into())], dep: vc([0, 0]), ct: 1 },
         );
-        let out = fire(&mut p, NOW + 1_000_000, TomsicTimer::Stabilise);
+        let out = stabilise_round(&mut p, NOW + 1_000_000);
         let stable_n = held - 1;
         let mut sent_updates = None;
         for (to, m) in &out.sends {
@@ -1586,7 +1664,7 @@ mod tests {
                     assert_eq!(*to, Addr::Server(ServerId::new(0, 1)));
                     assert_eq!(vec.get(0), stable_n);
                 }
-                TomsicMsg::Updates { updates, stable } => {
+                TomsicMsg::Updates { updates, stable, .. } => {
                     assert_eq!(*to, Addr::Server(ServerId::new(1, 0)));
                     assert_eq!(*stable, stable_n);
                     sent_updates = Some(updates.iter().map(|u| u.ct).collect::<Vec<_>>());
@@ -1601,10 +1679,14 @@ mod tests {
     fn the_stable_vector_is_the_minimum_over_the_datacenter() {
         // Alg. 3 lines 11–12.
         let mut p = server::<AvFlavour>(0, 0);
-        fire(&mut p, NOW, TomsicTimer::Stabilise);
+        stabilise_round(&mut p, NOW);
         assert_eq!(p.stable_vector(), &vc([0, 0]), "not every partition has reported yet");
-        deliver(&mut p, ServerId::new(1, 0), TomsicMsg::Updates { updates: vec![], stable: 77 });
-        deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Stable { vec: vc([NOW - 5, 50]), stable: vc([0, 0]) });
+        deliver(&mut p, ServerId::new(1, 0), TomsicMsg::Updates { updates: vec![], stable: 77, busy: false });
+        deliver(
+            &mut p,
+            ServerId::new(0, 1),
+            TomsicMsg::Stable { vec: vc([NOW - 5, 50]), stable: vc([0, 0]), busy: false },
+        );
         assert_eq!(p.stable_vector(), &vc([NOW - 5, 50]));
     }
 
@@ -1616,12 +1698,16 @@ mod tests {
         for (v, ct) in [("v1", 100), ("v2", 200), ("v3", 300)] {
             committed(&mut p, key(0), v, [0, 0], ct);
         }
-        fire(&mut p, NOW, TomsicTimer::Stabilise);
-        deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Stable { vec: vc([1_000, 0]), stable: vc([1_000, 0]) });
+        stabilise_round(&mut p, NOW);
+        deliver(
+            &mut p,
+            ServerId::new(0, 1),
+            TomsicMsg::Stable { vec: vc([1_000, 0]), stable: vc([1_000, 0]), busy: false },
+        );
         let retain = ProtocolConfig::default().gc_retain_ms * 1_000_000;
-        fire(&mut p, NOW, TomsicTimer::CollectGarbage);
+        gc_round(&mut p, NOW);
         assert_eq!(p.versions(&key(0)).len(), 3, "nothing is older than the retention time yet");
-        fire(&mut p, NOW + retain, TomsicTimer::CollectGarbage);
+        gc_round(&mut p, NOW + retain);
         assert_eq!(p.versions(&key(0)).len(), 1, "the newest version below the horizon stays");
         let out = deliver(&mut p, ServerId::new(0, 1), TomsicMsg::Read { txn: 1, keys: vec![key(0)], ss: vc([50, 0]) });
         assert!(
@@ -1721,5 +1807,54 @@ mod tests {
         let read = Reply { reads: vec![stale], commit: None, metrics: OpMetrics::default(), writes: Vec::new() };
         let completed = client_done(&mut c, 3, read, [5, 5], [5, 5]);
         assert_eq!(completed[0].1.as_ref().unwrap().reads[0].value, Some(Value::from("newer")));
+    }
+
+    #[test]
+    fn an_idle_partition_backs_off_wakes_on_work_and_does_not_echo_a_peers_busy_report() {
+        let mut p = server::<AvFlavour>(0, 0);
+        let base = p.config.stabilisation_interval_ms * MS;
+        let stable_busy = |out: &Effects<Tomsic<AvFlavour>>| {
+            out.sends.iter().find_map(|(_, m)| if let TomsicMsg::Stable { busy, .. } = m { Some(*busy) } else { None })
+        };
+        let delay = |out: &Effects<Tomsic<AvFlavour>>| out.timers.iter().map(|(d, _)| *d).next().unwrap();
+        // Quiet rounds: the period doubles up to the idle maximum, and each report says idle.
+        let mut now = NOW;
+        let mut delays = Vec::new();
+        for _ in 0..8 {
+            let out = stabilise_round(&mut p, now);
+            assert_eq!(stable_busy(&out), Some(false));
+            delays.push(delay(&out));
+            now += delay(&out);
+        }
+        assert_eq!(delays[..3], [2 * base, 4 * base, 8 * base]);
+        assert_eq!(*delays.last().unwrap(), p.config.idle_backoff_ms * MS, "capped");
+        now -= delays.last().unwrap() - 1; // just after the last round
+        let stale = p.stabilise_pacer.generation();
+        // A client's request pulls the next round in to the base period; the far timer becomes stale.
+        let out = deliver_at(&mut p, now, CLIENT, begin(1, Request::Rot { keys: vec![key(0)] }));
+        let woken: Vec<&(u64, TomsicTimer)> =
+            out.timers.iter().filter(|(_, t)| matches!(t, TomsicTimer::Stabilise(_))).collect();
+        assert_eq!(woken.len(), 1);
+        assert_eq!(woken[0].0, base);
+        let late = now + p.config.idle_backoff_ms * MS;
+        let out = fire(&mut p, late, TomsicTimer::Stabilise(stale));
+        assert!(out.sends.is_empty() && out.timers.is_empty(), "a stale timer does nothing");
+        let out = stabilise_round(&mut p, now + base);
+        assert_eq!(stable_busy(&out), Some(true), "the round reports the work");
+        assert_eq!(delay(&out), base);
+        now += 2 * base;
+        // A peer's busy report keeps this partition at the base period, but its own reports stay idle.
+        for _ in 0..3 {
+            deliver_at(
+                &mut p,
+                now,
+                ServerId::new(0, 1),
+                TomsicMsg::Stable { vec: vc([now, 0]), stable: vc([0, 0]), busy: true },
+            );
+            let out = stabilise_round(&mut p, now);
+            assert_eq!(stable_busy(&out), Some(false), "no echo");
+            assert_eq!(delay(&out), base);
+            now += base;
+        }
     }
 }

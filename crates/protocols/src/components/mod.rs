@@ -5,10 +5,12 @@
 
 pub mod consensus;
 pub mod multicast;
+pub mod pacer;
 pub mod twopc;
 
 pub use consensus::{Event, NotLeader, RaftGroup, RaftParams, RaftTick, RaftWire};
 pub use multicast::{
     McastEvent, McastId, McastMember, McastMsg, McastOrigin, McastParams, McastRecord, McastRetry, McastTick, McastWire,
 };
+pub use pacer::Pacer;
 pub use twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire, TxnId};
