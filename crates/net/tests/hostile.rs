@@ -257,8 +257,8 @@ fn contrarian_forgeries(t: Topology, key: &Key, victim: &Key) -> Forgeries<Contr
                 dv: VectorClock::zero(t.dcs),
             },
         ),
-        (sibling, me, ContrarianMsg::Heartbeat { time: max }),
-        (Addr::Server(ServerId::new(0, 1)), me, ContrarianMsg::Vv { vv: VectorClock(vec![max; 2]) }),
+        (sibling, me, ContrarianMsg::Heartbeat { time: max, busy: true }),
+        (Addr::Server(ServerId::new(0, 1)), me, ContrarianMsg::Vv { vv: VectorClock(vec![max; 2]), busy: true }),
         (
             Addr::Client(ClientId(3)),
             me,

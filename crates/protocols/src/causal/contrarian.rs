@@ -65,6 +65,7 @@
 //! - **Links**: FIFO. The GSS argument needs a partition to receive its sibling's updates and heartbeats in
 //!   timestamp order, as they were sent.
 
+use crate::components::Pacer;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use snowline_core::{
@@ -126,9 +127,9 @@ pub enum ContrarianMsg {
     /// Partition → sibling partitions: a new version with its dependency vector (asynchronous replication).
     Replicate { key: Key, value: Value, version: Version, dv: VectorClock },
     /// Partition → sibling partitions: no update since; the sender's clock (§4.1).
-    Heartbeat { time: u64 },
+    Heartbeat { time: u64, busy: bool },
     /// Partition → the other partitions of its datacenter: its version vector, local entry = its clock (§4.1).
-    Vv { vv: VectorClock },
+    Vv { vv: VectorClock, busy: bool },
 }
 
 impl Message for ContrarianMsg {
@@ -154,12 +155,13 @@ impl Message for ContrarianMsg {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ContrarianTimer {
-    /// Check whether a heartbeat is due (§4.1).
-    Heartbeat,
+    /// Check whether a heartbeat is due (§4.1). Each timer carries its pacer's generation: one replaced by a
+    /// sooner round (`Pacer::wake`) does nothing.
+    Heartbeat(u64),
     /// Exchange version vectors and recompute the GSS (§4.1).
-    Gss,
+    Gss(u64),
     /// Collect garbage.
-    Gc,
+    Gc(u64),
 }
 
 /// A partition server, which also coordinates ROTs.
@@ -180,6 +182,30 @@ pub struct ContrarianServer {
     last_sent_to_siblings_ns: u64,
     /// The largest garbage-collection vector used: snapshots not above it may have lost versions.
     gc_floor: VectorClock,
+    /// Schedules of the periodic duties: each backs off while idle (`idle_backoff_ms`).
+    heartbeat_pacer: Pacer,
+    gss_pacer: Pacer,
+    gc_pacer: Pacer,
+    /// Work arrived since the duty's last round (a client request, a replicated version): the round reports
+    /// this partition busy. Peers' busy reports keep the pace up without being passed on (no echo).
+    news: Duties,
+    peer_busy: Duties,
+}
+
+/// One flag per periodic duty, each cleared by its own round.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+struct Duties {
+    heartbeat: bool,
+    gss: bool,
+    gc: bool,
+}
+
+impl Duties {
+    const ALL: Duties = Duties { heartbeat: true, gss: true, gc: true };
+
+    fn set(&mut self) {
+        *self = Self::ALL;
+    }
 }
 
 impl ContrarianServer {
@@ -188,7 +214,6 @@ impl ContrarianServer {
         Self {
             id,
             topology,
-            config,
             clock: Hlc::default(),
             store: MvStore::new(),
             vv: zero.clone(),
@@ -196,6 +221,12 @@ impl ContrarianServer {
             gss: zero.clone(),
             last_sent_to_siblings_ns: 0,
             gc_floor: zero,
+            heartbeat_pacer: Pacer::new(config.heartbeat_ms * MS, config.idle_backoff_ms * MS),
+            gss_pacer: Pacer::new(config.gss_interval_ms * MS, config.idle_backoff_ms * MS),
+            gc_pacer: Pacer::new(config.gc_interval_ms * MS, config.idle_backoff_ms * MS),
+            news: Duties::default(),
+            peer_busy: Duties::default(),
+            config,
         }
     }
 
@@ -365,11 +396,11 @@ impl ContrarianServer {
                 })?;
                 check.key_on(key, me.partition)?;
             }
-            ContrarianMsg::Heartbeat { time } => {
+            ContrarianMsg::Heartbeat { time, .. } => {
                 check.sibling(me)?;
                 check.time(*time, "heartbeat time")?;
             }
-            ContrarianMsg::Vv { vv } => {
+            ContrarianMsg::Vv { vv, .. } => {
                 check.local_peer(me)?;
                 check.vector(vv, "version vector")?;
             }
@@ -388,28 +419,59 @@ impl ContrarianServer {
         self.vv.set(i, self.vv.get(i).max(version.time));
     }
 
+    /// A heartbeat round: siblings that were sent nothing for a heartbeat period get the clock. While idle
+    /// the rounds back off, so a sibling's entry for this datacenter may lag; it has nothing to wait for.
     fn heartbeat_due(&mut self, cx: &mut Ctx<'_, Contrarian>) {
-        let period = self.config.heartbeat_ms * MS;
+        let period = (self.config.heartbeat_ms * MS).max(1);
+        let busy = std::mem::take(&mut self.news.heartbeat);
+        let pace = busy || std::mem::take(&mut self.peer_busy.heartbeat);
         let idle = cx.now_ns().saturating_sub(self.last_sent_to_siblings_ns);
-        if idle >= period {
+        let (delay, generation) = if idle >= period {
             let time = self.clock_reading(cx.now_ns());
             for sibling in self.topology.siblings(self.id) {
-                cx.send(sibling, ContrarianMsg::Heartbeat { time });
+                cx.send(sibling, ContrarianMsg::Heartbeat { time, busy });
             }
             self.last_sent_to_siblings_ns = cx.now_ns();
-            cx.set_timer(period.max(1), ContrarianTimer::Heartbeat);
+            self.heartbeat_pacer.next(cx.now_ns(), pace)
         } else {
-            cx.set_timer(period - idle, ContrarianTimer::Heartbeat);
-        }
+            // A message went to the siblings less than a period ago: the heartbeat is due a period after it.
+            self.heartbeat_pacer.after(cx.now_ns(), period - idle)
+        };
+        cx.set_timer(delay, ContrarianTimer::Heartbeat(generation));
     }
 
     fn exchange_vv(&mut self, cx: &mut Ctx<'_, Contrarian>) {
+        let busy = std::mem::take(&mut self.news.gss);
+        let pace = busy || std::mem::take(&mut self.peer_busy.gss);
         let mut vv = self.vv.clone();
         vv.set(self.dc(), self.clock_reading(cx.now_ns()));
         for peer in self.topology.local_peers(self.id) {
-            cx.send(peer, ContrarianMsg::Vv { vv: vv.clone() });
+            cx.send(peer, ContrarianMsg::Vv { vv: vv.clone(), busy });
         }
         self.recompute_gss();
+        let (delay, generation) = self.gss_pacer.next(cx.now_ns(), pace);
+        cx.set_timer(delay, ContrarianTimer::Gss(generation));
+    }
+
+    /// Work arrived: every duty reports this partition busy at its next round, which comes soon.
+    fn note_news(&mut self, cx: &mut Ctx<'_, Contrarian>) {
+        self.news.set();
+        self.note_peer_busy(cx);
+    }
+
+    /// A peer or sibling is busy: heartbeats and the vector exchange keep its pace (every partition's
+    /// entries must advance for its versions to become stable everywhere).
+    fn note_peer_busy(&mut self, cx: &mut Ctx<'_, Contrarian>) {
+        self.peer_busy.set();
+        let now = cx.now_ns();
+        if self.topology.dcs > 1
+            && let Some((delay, generation)) = self.heartbeat_pacer.wake(now)
+        {
+            cx.set_timer(delay, ContrarianTimer::Heartbeat(generation));
+        }
+        if let Some((delay, generation)) = self.gss_pacer.wake(now) {
+            cx.set_timer(delay, ContrarianTimer::Gss(generation));
+        }
     }
 
     /// GSS = the aggregate (entry-wise) minimum of the own VV and the latest VV of every other partition of
@@ -439,11 +501,15 @@ impl ContrarianServer {
 impl ServerNode<Contrarian> for ContrarianServer {
     fn on_start(&mut self, cx: &mut Ctx<'_, Contrarian>) {
         self.last_sent_to_siblings_ns = cx.now_ns();
+        let now = cx.now_ns();
         if self.topology.dcs > 1 {
-            cx.set_timer((self.config.heartbeat_ms * MS).max(1), ContrarianTimer::Heartbeat);
+            let (delay, generation) = self.heartbeat_pacer.start(now);
+            cx.set_timer(delay, ContrarianTimer::Heartbeat(generation));
         }
-        cx.set_timer((self.config.gss_interval_ms * MS).max(1), ContrarianTimer::Gss);
-        cx.set_timer((self.config.gc_interval_ms * MS).max(1), ContrarianTimer::Gc);
+        let (delay, generation) = self.gss_pacer.start(now);
+        cx.set_timer(delay, ContrarianTimer::Gss(generation));
+        let (delay, generation) = self.gc_pacer.start(now);
+        cx.set_timer(delay, ContrarianTimer::Gc(generation));
     }
 
     fn on_message(&mut self, cx: &mut Ctx<'_, Contrarian>, from: Addr, msg: ContrarianMsg) -> Result<(), InvalidInput> {
@@ -451,21 +517,31 @@ impl ServerNode<Contrarian> for ContrarianServer {
         self.validate(cx.now_ns(), from, &msg)?;
         match (from, msg) {
             (Addr::Client(client), ContrarianMsg::Put { op, key, value, dv }) => {
+                self.note_news(cx);
                 self.put(cx, client, op, key, value, dv)
             }
             (Addr::Client(client), ContrarianMsg::Snapshot { op, attempt, dv }) => {
+                self.note_news(cx);
                 self.snapshot(cx, client, op, attempt, dv)
             }
             (Addr::Client(client), ContrarianMsg::Read { op, attempt, keys, sv }) => {
+                self.note_news(cx);
                 self.read(cx, client, op, attempt, keys, sv)
             }
             (Addr::Server(from), ContrarianMsg::Replicate { key, value, version, dv }) => {
+                self.note_news(cx);
                 self.replicated(from, key, value, version, dv)
             }
-            (Addr::Server(from), ContrarianMsg::Heartbeat { time }) => {
+            (Addr::Server(from), ContrarianMsg::Heartbeat { time, busy }) => {
+                if busy {
+                    self.note_peer_busy(cx);
+                }
                 self.vv.set(from.dc, self.vv.get(from.dc).max(time));
             }
-            (Addr::Server(from), ContrarianMsg::Vv { vv }) => {
+            (Addr::Server(from), ContrarianMsg::Vv { vv, busy }) => {
+                if busy {
+                    self.note_peer_busy(cx);
+                }
                 // "The partitions also move their local clocks forward, if needed, to match the highest
                 // timestamp corresponding to the local entry in any of the exchanged VVs."
                 self.clock.advance_to(vv.get(self.dc()));
@@ -479,15 +555,16 @@ impl ServerNode<Contrarian> for ContrarianServer {
 
     fn on_timer(&mut self, cx: &mut Ctx<'_, Contrarian>, timer: ContrarianTimer) {
         match timer {
-            ContrarianTimer::Heartbeat => self.heartbeat_due(cx),
-            ContrarianTimer::Gss => {
-                self.exchange_vv(cx);
-                cx.set_timer((self.config.gss_interval_ms * MS).max(1), ContrarianTimer::Gss);
-            }
-            ContrarianTimer::Gc => {
+            ContrarianTimer::Heartbeat(g) if self.heartbeat_pacer.live(g) => self.heartbeat_due(cx),
+            ContrarianTimer::Gss(g) if self.gss_pacer.live(g) => self.exchange_vv(cx),
+            ContrarianTimer::Gc(g) if self.gc_pacer.live(g) => {
                 self.collect_garbage(cx);
-                cx.set_timer((self.config.gc_interval_ms * MS).max(1), ContrarianTimer::Gc);
+                let news = std::mem::take(&mut self.news.gc);
+                let (delay, generation) = self.gc_pacer.next(cx.now_ns(), news);
+                cx.set_timer(delay, ContrarianTimer::Gc(generation));
             }
+            // Replaced by a sooner round when news arrived.
+            ContrarianTimer::Heartbeat(_) | ContrarianTimer::Gss(_) | ContrarianTimer::Gc(_) => {}
         }
     }
 
@@ -776,6 +853,23 @@ mod tests {
     /// the version's, sets the local entry to the version's timestamp, and "this timestamp is enforced to be
     /// higher than any timestamps in the dependency vector provided by the client". The version goes to the
     /// sibling replica (asynchronous replication) and VV's local entry becomes its timestamp.
+    /// The timers set, by kind (their generations aside).
+    fn timer_kinds(out: &Effects<Contrarian>) -> Vec<(u64, &'static str)> {
+        out.timers
+            .iter()
+            .map(|(d, t)| {
+                (
+                    *d,
+                    match t {
+                        ContrarianTimer::Heartbeat(_) => "heartbeat",
+                        ContrarianTimer::Gss(_) => "gss",
+                        ContrarianTimer::Gc(_) => "gc",
+                    },
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn put_timestamp_exceeds_the_dependencies_and_the_version_carries_them() {
         let mut p = server(0, 0);
@@ -844,8 +938,8 @@ mod tests {
     #[test]
     fn coordinator_computes_the_snapshot_vector_from_its_clock_its_gss_and_the_client() {
         let mut coord = server(0, 0);
-        deliver(&mut coord, NOW, ServerId::new(1, 0), ContrarianMsg::Heartbeat { time: 7_000 });
-        deliver(&mut coord, NOW, ServerId::new(0, 1), ContrarianMsg::Vv { vv: vc(&[2_000_000, 4_000]) });
+        deliver(&mut coord, NOW, ServerId::new(1, 0), ContrarianMsg::Heartbeat { time: 7_000, busy: false });
+        deliver(&mut coord, NOW, ServerId::new(0, 1), ContrarianMsg::Vv { vv: vc(&[2_000_000, 4_000]), busy: false });
         assert_eq!(coord.gss(), &vc(&[0, 4_000]), "min of [0, 7000] and [2000000, 4000]");
         assert_eq!(coord.clock(), 2_000_000, "moved forward to the peer's clock (§4.1)");
 
@@ -919,26 +1013,29 @@ mod tests {
     fn gss_is_the_aggregate_minimum_of_the_exchanged_version_vectors() {
         let t = Topology::new(3, 3);
         let mut p = server_in(t, 0, 0, &ProtocolConfig::default());
-        deliver(&mut p, NOW, ServerId::new(1, 0), ContrarianMsg::Heartbeat { time: 500 });
-        deliver(&mut p, NOW, ServerId::new(2, 0), ContrarianMsg::Heartbeat { time: 900 });
+        deliver(&mut p, NOW, ServerId::new(1, 0), ContrarianMsg::Heartbeat { time: 500, busy: false });
+        deliver(&mut p, NOW, ServerId::new(2, 0), ContrarianMsg::Heartbeat { time: 900, busy: false });
         assert_eq!(p.vv(), &vc(&[0, 500, 900]));
-        deliver(&mut p, NOW, ServerId::new(0, 1), ContrarianMsg::Vv { vv: vc(&[3_000_000, 400, 1_000]) });
+        deliver(&mut p, NOW, ServerId::new(0, 1), ContrarianMsg::Vv { vv: vc(&[3_000_000, 400, 1_000]), busy: false });
         assert_eq!(p.gss(), &vc(&[0, 0, 0]), "no GSS before every partition of the DC is heard from");
-        deliver(&mut p, NOW, ServerId::new(0, 2), ContrarianMsg::Vv { vv: vc(&[2_000_000, 800, 700]) });
+        deliver(&mut p, NOW, ServerId::new(0, 2), ContrarianMsg::Vv { vv: vc(&[2_000_000, 800, 700]), busy: false });
         assert_eq!(p.gss(), &vc(&[0, 400, 700]));
         assert_eq!(p.clock(), 3_000_000);
 
         // Every gss_interval_ms (5 ms, §5.1) it sends its own VV, local entry = its clock, to each peer.
-        let out = fire(&mut p, NOW, ContrarianTimer::Gss);
+        let out = {
+            let g = p.gss_pacer.generation();
+            fire(&mut p, NOW, ContrarianTimer::Gss(g))
+        };
         let vv = vc(&[3_000_000, 500, 900]);
         assert_eq!(
             out.sends,
             vec![
-                (Addr::Server(ServerId::new(0, 1)), ContrarianMsg::Vv { vv: vv.clone() }),
-                (Addr::Server(ServerId::new(0, 2)), ContrarianMsg::Vv { vv }),
+                (Addr::Server(ServerId::new(0, 1)), ContrarianMsg::Vv { vv: vv.clone(), busy: false }),
+                (Addr::Server(ServerId::new(0, 2)), ContrarianMsg::Vv { vv, busy: false }),
             ]
         );
-        assert_eq!(out.timers, vec![(5_000_000, ContrarianTimer::Gss)]);
+        assert_eq!(timer_kinds(&out), vec![(10_000_000, "gss")], "nothing new here: the next exchange backs off");
     }
 
     /// §4.1: "a partition sends a heartbeat message with its current clock value to its replicas if it does
@@ -948,25 +1045,34 @@ mod tests {
         let mut p = server(0, 1);
         let out = with_ctx(NOW, |cx| p.on_start(cx));
         assert!(out.sends.is_empty());
+        assert_eq!(timer_kinds(&out), vec![(1_000_000, "heartbeat"), (5_000_000, "gss"), (100_000_000, "gc")]);
+        let out = {
+            let g = p.heartbeat_pacer.generation();
+            fire(&mut p, NOW + 1_000_000, ContrarianTimer::Heartbeat(g))
+        };
         assert_eq!(
-            out.timers,
-            vec![
-                (1_000_000, ContrarianTimer::Heartbeat),
-                (5_000_000, ContrarianTimer::Gss),
-                (100_000_000, ContrarianTimer::Gc)
-            ]
+            out.sends,
+            vec![(Addr::Server(ServerId::new(1, 1)), ContrarianMsg::Heartbeat { time: 2_000_000, busy: false })]
         );
-        let out = fire(&mut p, NOW + 1_000_000, ContrarianTimer::Heartbeat);
-        assert_eq!(out.sends, vec![(Addr::Server(ServerId::new(1, 1)), ContrarianMsg::Heartbeat { time: 2_000_000 })]);
-        assert_eq!(out.timers, vec![(1_000_000, ContrarianTimer::Heartbeat)]);
+        assert_eq!(timer_kinds(&out), vec![(2_000_000, "heartbeat")], "idle: the next round backs off");
 
-        // A PUT at 2.2 ms replicates; at 3 ms the partition has been idle only 0.8 ms: no heartbeat yet.
+        // A PUT at 2.2 ms replicates (and pulls the next round in); at 3 ms the partition has been idle only
+        // 0.8 ms: no heartbeat yet.
         put(&mut p, 2_200_000, &key(topo(), 1), "v", vc(&[0, 0]));
-        let out = fire(&mut p, 3_000_000, ContrarianTimer::Heartbeat);
+        let out = {
+            let g = p.heartbeat_pacer.generation();
+            fire(&mut p, 3_000_000, ContrarianTimer::Heartbeat(g))
+        };
         assert!(out.sends.is_empty());
-        assert_eq!(out.timers, vec![(200_000, ContrarianTimer::Heartbeat)]);
-        let out = fire(&mut p, 3_200_000, ContrarianTimer::Heartbeat);
-        assert_eq!(out.sends, vec![(Addr::Server(ServerId::new(1, 1)), ContrarianMsg::Heartbeat { time: 3_200_000 })]);
+        assert_eq!(timer_kinds(&out), vec![(200_000, "heartbeat")]);
+        let out = {
+            let g = p.heartbeat_pacer.generation();
+            fire(&mut p, 3_200_000, ContrarianTimer::Heartbeat(g))
+        };
+        assert_eq!(
+            out.sends,
+            vec![(Addr::Server(ServerId::new(1, 1)), ContrarianMsg::Heartbeat { time: 3_200_000, busy: false })]
+        );
     }
 
     /// §4.1: "A remote version can be read by clients in a DC only when it is stable", i.e. when its remote
@@ -1000,10 +1106,10 @@ mod tests {
         };
         assert_eq!(read_now(&mut p), (None, 1), "received, not stable: no GSS yet");
         // The other partition of DC 1 has received DC 0's updates only up to 1 ms: GSS[0] = 1 ms.
-        deliver(&mut p, NOW, ServerId::new(1, 1), ContrarianMsg::Vv { vv: vc(&[1_000_000, NOW]) });
+        deliver(&mut p, NOW, ServerId::new(1, 1), ContrarianMsg::Vv { vv: vc(&[1_000_000, NOW]), busy: false });
         assert_eq!(p.gss().get(0), 1_000_000);
         assert_eq!(read_now(&mut p), (None, 1));
-        deliver(&mut p, NOW, ServerId::new(1, 1), ContrarianMsg::Vv { vv: vc(&[2_500_000, NOW]) });
+        deliver(&mut p, NOW, ServerId::new(1, 1), ContrarianMsg::Vv { vv: vc(&[2_500_000, NOW]), busy: false });
         assert_eq!(p.gss().get(0), 2_000_000);
         assert_eq!(read_now(&mut p), (Some("w".into()), 0));
     }
@@ -1078,8 +1184,11 @@ mod tests {
         for ms in [1, 2, 3] {
             put(&mut p, ms * 1_000_000, &k, &format!("v{ms}"), vc(&[0, 0]));
         }
-        let out = fire(&mut p, 3_500_000, ContrarianTimer::Gc);
-        assert_eq!(out.timers, vec![(100_000_000, ContrarianTimer::Gc)]);
+        let out = {
+            let g = p.gc_pacer.generation();
+            fire(&mut p, 3_500_000, ContrarianTimer::Gc(g))
+        };
+        assert_eq!(timer_kinds(&out), vec![(100_000_000, "gc")], "versions arrived: the base period");
         let kept: Vec<u64> = p.versions(&k).iter().map(|v| v.0.time).collect();
         assert_eq!(kept, vec![2_000_000, 3_000_000], "snapshots from 2.5 ms on read v2 or v3");
 

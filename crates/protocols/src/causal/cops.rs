@@ -105,6 +105,7 @@
 //!   when it holds a dependency; it is checked in place, without a message).
 //! - **Links**: FIFO (TCP), for the per-origin apply order of replicated writes.
 
+use crate::components::Pacer;
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
@@ -397,6 +398,10 @@ pub struct CopsServer {
     internal: VecDeque<(WriteId, u64, Vec<RotId>)>,
     gc_horizon: u64,
     stale_reads: u64,
+    /// The garbage-collection schedule: it backs off while nothing changes (`idle_backoff_ms`).
+    gc_pacer: Pacer,
+    /// Versions held after the last collection (a change since means there is work again).
+    gc_versions_seen: usize,
 }
 
 impl CopsServer {
@@ -405,7 +410,6 @@ impl CopsServer {
             variant,
             id,
             topology,
-            config,
             clock: Hlc::default(),
             store: MvStore::new(),
             applied: BTreeMap::new(),
@@ -419,6 +423,9 @@ impl CopsServer {
             internal: VecDeque::new(),
             gc_horizon: 0,
             stale_reads: 0,
+            gc_pacer: Pacer::new(config.gc_interval_ms * 1_000_000, config.idle_backoff_ms * 1_000_000),
+            gc_versions_seen: 0,
+            config,
         }
     }
 
@@ -470,7 +477,8 @@ impl CopsServer {
     }
 
     fn start<P: CopsFamily>(&mut self, cx: &mut Ctx<'_, P>) {
-        cx.set_timer(self.config.gc_interval_ms * 1_000_000, CopsTimer::Gc);
+        let (delay, _) = self.gc_pacer.start(cx.now_ns());
+        cx.set_timer(delay, CopsTimer::Gc);
     }
 
     fn timer<P: CopsFamily>(&mut self, cx: &mut Ctx<'_, P>, timer: CopsTimer) {
@@ -493,7 +501,13 @@ impl CopsServer {
                     });
                 }
                 cx.charge((dropped + swept) as u64 / 16 + 1);
-                cx.set_timer(self.config.gc_interval_ms * 1_000_000, CopsTimer::Gc);
+                // One timer chain (nothing pulls it in): versions that came or went, or readers records
+                // left to expire, keep the base period; otherwise it backs off.
+                let news =
+                    self.store.version_count() != self.gc_versions_seen || dropped > 0 || !self.readers.is_empty();
+                self.gc_versions_seen = self.store.version_count();
+                let (delay, _) = self.gc_pacer.next(cx.now_ns(), news);
+                cx.set_timer(delay, CopsTimer::Gc);
             }
         }
     }

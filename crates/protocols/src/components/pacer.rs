@@ -45,6 +45,15 @@ impl Pacer {
         self.arm(now_ns, period)
     }
 
+    /// Arms the next round `delay_ns` from now without changing the period (a duty that knows exactly when it
+    /// is next due, e.g. a heartbeat after a recent message).
+    pub fn after(&mut self, now_ns: u64, delay_ns: u64) -> (u64, u64) {
+        let period = self.period_ns;
+        let armed = self.arm(now_ns, delay_ns.max(1));
+        self.period_ns = period;
+        armed
+    }
+
     /// News between rounds: if the armed round is more than `base` away, a new timer (delay, generation)
     /// for `base` from now, which replaces the armed one.
     pub fn wake(&mut self, now_ns: u64) -> Option<(u64, u64)> {
