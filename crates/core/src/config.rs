@@ -60,7 +60,7 @@ impl Default for ProtocolConfig {
             gss_interval_ms: 5,
             heartbeat_ms: 1,
             old_readers_gc_ms: 500,
-            idle_backoff_ms: 1_000,
+            idle_backoff_ms: 10_000,
             max_clock_ahead_ms: 60_000,
             record_components: false,
             multicast_skip_final: false,

@@ -63,6 +63,11 @@
 //!   `ct ≤ stable_n` in `ct` order and `stable_n` itself: Alg. 3 lines 7–10 (updates, else heartbeat)
 //!   folded into one message that always advances the receiver's `vec_p[j]`. It needs FIFO links, which
 //!   Cure, AV and OP declare; CV does not.
+//! - **Idle back-off.** Alg. 3 runs every interval; here a round that finds no work (no request, commit,
+//!   prepared transaction, pending update or waiting read since the last) doubles the period, up to
+//!   `idle_backoff_ms`, and news pulls the next round in (`components::pacer`). `Stable` and `Updates` carry
+//!   a `busy` flag so peers and siblings keep the base period while one partition works; a partition does not
+//!   pass on a flag it received, so flags do not echo once the work stops.
 //! - **Version garbage collection** (`gc_retain_ms`, every `gc_interval_ms`): the paper's prototype
 //!   truncated version lists at 50 to 20. Here a partition keeps, per key, the newest version with
 //!   `cv ≤ horizon` (entry-wise) and everything newer, where the horizon is the smallest stable vector of the
@@ -1820,7 +1825,7 @@ mod tests {
         // Quiet rounds: the period doubles up to the idle maximum, and each report says idle.
         let mut now = NOW;
         let mut delays = Vec::new();
-        for _ in 0..8 {
+        for _ in 0..12 {
             let out = stabilise_round(&mut p, now);
             assert_eq!(stable_busy(&out), Some(false));
             delays.push(delay(&out));

@@ -1,6 +1,6 @@
 //! Mechanisms written once and embedded by protocols: consensus for a replica group (raft-rs, driven
 //! sans-IO), genuine atomic multicast across groups (Skeen's protocol over them) and two-phase commit over
-//! groups. A component sends and sets timers through the embedding server's `Ctx`, and the server's message and timer types carry the component's own (`From` conversions), so protocols share the code
+//! groups, and the pacing of periodic duties that back off while idle. A component sends and sets timers through the embedding server's `Ctx`, and the server's message and timer types carry the component's own (`From` conversions), so protocols share the code
 //! rather than copy it.
 
 pub mod consensus;
