@@ -592,3 +592,32 @@ async fn stalled_large_frames_share_a_bounded_budget() {
     drop(client);
     cluster.stop().await;
 }
+
+/// Hundreds of connections that each send half a small frame and stall (issue 14): each holds at most a
+/// small frame's bytes (`UNBUDGETED_FRAME_BYTES`; larger frames share `FRAME_BUFFER_BUDGET`, above), and a
+/// well-behaved client is served meanwhile. (The resident set under such an attack is measured by
+/// `examples/memory_under_attack.rs`.)
+#[tokio::test]
+async fn hundreds_of_half_frames_do_not_stop_the_server() {
+    use snowline_net::limits::UNBUDGETED_FRAME_BYTES;
+    let cluster = start::<Cv>(1, 1).await;
+    let addr = cluster.config.nodes[0].addr.clone();
+    let frame_len = (UNBUDGETED_FRAME_BYTES - 1) as u32;
+    let mut conns = Vec::new();
+    for _ in 0..400 {
+        let mut s = raw::<Cv>(&addr).await;
+        s.write_all(&frame_len.to_be_bytes()).await.unwrap();
+        s.write_all(&vec![0u8; frame_len as usize / 2]).await.unwrap();
+        conns.push(s);
+    }
+    let client = ClientRuntime::<Cv>::connect(&cluster.config, 0).await.unwrap();
+    let session = client.session();
+    for i in 0..10 {
+        let key = format!("k{i}");
+        timeout(Duration::from_secs(5), session.execute(put(&key, "v"))).await.expect("served").unwrap();
+    }
+    drop(conns);
+    drop(session);
+    drop(client);
+    cluster.stop().await;
+}
