@@ -6,38 +6,13 @@
 // These tests drive real processes: they poll with the real clock.
 #![allow(clippy::disallowed_methods)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use common::*;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn snowline(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_snowline")).args(args).output().expect("running snowline")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// `snowline ARGS`, which must succeed; its output.
-fn ok(args: &[&str]) -> String {
-    let o = snowline(args);
-    assert!(o.status.success(), "{args:?} failed: {}", text(&o));
-    text(&o)
-}
-
-/// `snowline ARGS`, which must fail; its output.
-fn refused(args: &[&str]) -> String {
-    let o = snowline(args);
-    assert!(!o.status.success(), "{args:?} should have been refused: {}", text(&o));
-    text(&o)
-}
-
-fn tempdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("snowline-lifecycle-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Stops the background cluster even when an assertion fails.
 struct Cluster<'a>(&'a Path);
@@ -105,7 +80,7 @@ fn assert_readable(d: &str, keys: &[(String, String)]) {
 
 #[test]
 fn a_durable_cluster_refuses_a_second_up_and_brings_a_killed_node_back_with_its_data() {
-    let root = tempdir("durable");
+    let root = tempdir("lifecycle", "durable");
     let (dir, data) = (root.join("cluster"), root.join("data"));
     let (d, data_dir) = (dir.to_str().unwrap(), data.to_str().unwrap());
     let up = ["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--dir", d, "--background"];
@@ -198,7 +173,7 @@ fn a_durable_cluster_refuses_a_second_up_and_brings_a_killed_node_back_with_its_
 
 #[test]
 fn cluster_down_stops_a_server_started_by_hand_and_leaves_a_foreign_pid_alone() {
-    let root = tempdir("foreign");
+    let root = tempdir("lifecycle", "foreign");
     let dir = root.join("cluster");
     let d = dir.to_str().unwrap();
     let up = ["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--dir", d, "--background"];

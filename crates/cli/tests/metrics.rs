@@ -4,33 +4,16 @@
 // These tests drive real processes: they poll with the real clock.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+
+use common::*;
+
 use snowline_net::ClusterConfig;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn snowline(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_snowline")).args(args).output().expect("running snowline")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = snowline(args);
-    assert!(o.status.success(), "{args:?} failed: {}", text(&o));
-    text(&o)
-}
-
-fn tempdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("snowline-metrics-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Stops the cluster's servers (hand-started ones too) even when an assertion fails.
 struct Cluster<'a>(&'a Path);
@@ -67,7 +50,7 @@ fn free_addr() -> String {
 
 #[test]
 fn cluster_up_metrics_and_server_metrics_override() {
-    let dir = tempdir("up");
+    let dir = tempdir("metrics", "up");
     let d = dir.to_str().unwrap();
     let up = ["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--dir", d, "--background"];
     let out = ok(&[&up[..], &["--metrics"]].concat());
