@@ -69,6 +69,11 @@ impl KindCounts {
         self.0.push((kind, 1));
     }
 
+    /// The count of `kind` (0 if never seen).
+    pub(crate) fn get(&self, kind: &str) -> u64 {
+        self.0.iter().find(|(k, _)| *k == kind).map_or(0, |(_, n)| *n)
+    }
+
     /// `(kind, count)`, sorted by kind (stable output).
     pub(crate) fn sorted(&self) -> Vec<(&'static str, u64)> {
         let mut v = self.0.clone();

@@ -68,11 +68,6 @@ impl Pacer {
         self.generation
     }
 
-    /// The period the armed round was scheduled with (for tests and inspection).
-    pub fn period_ns(&self) -> u64 {
-        self.period_ns
-    }
-
     fn arm(&mut self, now_ns: u64, period_ns: u64) -> (u64, u64) {
         self.period_ns = period_ns;
         self.due_ns = now_ns.saturating_add(period_ns);
