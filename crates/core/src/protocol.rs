@@ -228,11 +228,25 @@ pub struct Effects<P: Protocol> {
     pub timers: Vec<(u64, P::Timer)>,
     pub completions: Vec<(OpId, Result<Reply, OpError>)>,
     pub work: u64,
+    /// The handler changed no state a restart needs ([`Ctx::read_only`]).
+    pub read_only: bool,
+    /// The outputs of a read-only input may leave once this log position is durable ([`Ctx::reply_after`]).
+    pub reply_after: u64,
+    /// Later inputs of this node must get clock readings at or above this ([`Ctx::raise_clock`]).
+    pub raise_clock: u64,
 }
 
 impl<P: Protocol> Default for Effects<P> {
     fn default() -> Self {
-        Self { sends: Vec::new(), timers: Vec::new(), completions: Vec::new(), work: 0 }
+        Self {
+            sends: Vec::new(),
+            timers: Vec::new(),
+            completions: Vec::new(),
+            work: 0,
+            read_only: false,
+            reply_after: 0,
+            raise_clock: 0,
+        }
     }
 }
 
@@ -242,6 +256,9 @@ impl<P: Protocol> Effects<P> {
         self.timers.clear();
         self.completions.clear();
         self.work = 0;
+        self.read_only = false;
+        self.reply_after = 0;
+        self.raise_clock = 0;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -250,15 +267,67 @@ impl<P: Protocol> Effects<P> {
 }
 
 /// The context of one handler call: the clock reading and random generator passed in, the effects out.
+///
+/// # The durable boundary
+///
+/// A durable host (`snowline-storage`'s `DurableHost`) logs the inputs that change what a restart needs and
+/// holds their outputs until the log is durable. A handler that changed nothing a restart needs (a read)
+/// says so with [`read_only`](Ctx::read_only): its input is not logged and its replies leave at once — or
+/// once the log position it names with [`reply_after`](Ctx::reply_after) is durable (the position at which
+/// the versions it returned were written, [`position`](Ctx::position)). What such a handler may still do:
+/// change state that only read-only handlers read, and [`raise_clock`](Ctx::raise_clock) (the host keeps
+/// that promise across a restart). It must not change state that logged handlers read, set timers or send
+/// to servers (a host that sees it do the last two logs the input after all). Outside a durable host every
+/// position is durable at once.
 pub struct Ctx<'a, P: Protocol> {
     now_ns: u64,
     rng: &'a mut SmallRng,
     out: &'a mut Effects<P>,
+    position: u64,
+    durable: u64,
 }
 
 impl<'a, P: Protocol> Ctx<'a, P> {
     pub fn new(now_ns: u64, rng: &'a mut SmallRng, out: &'a mut Effects<P>) -> Self {
-        Self { now_ns, rng, out }
+        Self { now_ns, rng, out, position: 0, durable: u64::MAX }
+    }
+
+    /// A handler call inside a durable host: this input's log position, and the last durable one.
+    pub fn logged(mut self, position: u64, durable: u64) -> Self {
+        self.position = position;
+        self.durable = durable;
+        self
+    }
+
+    /// The log position this input's record gets (0 outside a durable host). A logged handler stamps what
+    /// it writes with it, so that a read-only handler returning it can name it in [`reply_after`].
+    ///
+    /// [`reply_after`]: Ctx::reply_after
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// The last durable log position (`u64::MAX` outside a durable host). Only for state that read-only
+    /// handlers read: a replay sees a different value than the original call did.
+    pub fn durable_position(&self) -> u64 {
+        self.durable
+    }
+
+    /// This handler changed no state a restart needs: the input is not logged (see the type's docs).
+    pub fn read_only(&mut self) {
+        self.out.read_only = true;
+    }
+
+    /// The outputs of this read-only input reveal what was logged at `position`: they leave once it is
+    /// durable.
+    pub fn reply_after(&mut self, position: u64) {
+        self.out.reply_after = self.out.reply_after.max(position);
+    }
+
+    /// Later inputs of this node get clock readings of at least `ns` (a promise a read made: every later
+    /// local timestamp is larger). Durable hosts keep it across a restart.
+    pub fn raise_clock(&mut self, ns: u64) {
+        self.out.raise_clock = self.out.raise_clock.max(ns);
     }
 
     /// This node's physical clock, in nanoseconds.

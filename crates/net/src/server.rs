@@ -195,6 +195,10 @@ pub async fn run_server_with<P: Protocol>(
         let (records, from_checkpoint) = (recovered.records.len(), recovered.checkpoint.is_some());
         let hosted: Vec<ServerId> = server.hosted.iter().map(|h| h.id).collect();
         let file = log.path().to_path_buf();
+        let committed = Arc::new(tokio::sync::Notify::new());
+        let mut log = log;
+        let wake = Arc::clone(&committed);
+        log.set_commit_waker(Arc::new(move || wake.notify_one()));
         let host = DurableHost::open(
             log,
             &file,
@@ -223,6 +227,9 @@ pub async fn run_server_with<P: Protocol>(
             policy: fsync,
             timers: TimerHeap::new(),
             oldest_pending: None,
+            committing_since: None,
+            last_started: None,
+            committed,
             backlog_warned: None,
             full_retry_at: None,
         });
@@ -259,6 +266,7 @@ pub async fn run_server_with<P: Protocol>(
                 }
                 None => scrapes = None,
             },
+            _ = committed(&server.durable) => {}
             _ = tick.tick(), if server.durable.is_some() => {
                 if let Some(d) = &mut server.durable {
                     d.host.tick(wall_ns());
@@ -303,6 +311,14 @@ pub async fn run_server_with<P: Protocol>(
     let _ = accept.await;
     eprintln!("snowline server: node {node_id} stopped");
     Ok(())
+}
+
+/// Resolves when the durable log's background commit is done (never without one).
+async fn committed<P: Protocol>(durable: &Option<DurableState<P>>) {
+    match durable {
+        Some(d) => d.committed.notified().await,
+        None => std::future::pending().await,
+    }
 }
 
 struct EventLoop<P: Protocol> {
@@ -433,6 +449,11 @@ struct DurableState<P: Protocol> {
     timers: TimerHeap<usize, u64>,
     /// When the oldest record not yet committed was appended (group commit's delay bound).
     oldest_pending: Option<Instant>,
+    /// When the background commit under way started (`group`, `none`), and when the last one did.
+    committing_since: Option<Instant>,
+    last_started: Option<Instant>,
+    /// Notified by the log when a background commit is done.
+    committed: Arc<tokio::sync::Notify>,
     /// When a link backlog was last reported.
     backlog_warned: Option<Instant>,
     /// After a commit found the disk full: no new try before this (each try reopens the data file).
@@ -474,6 +495,17 @@ impl<P: Protocol> DurableState<P> {
     /// When what is pending must be committed even if the server stays busy.
     fn commit_deadline(&self) -> Option<Instant> {
         self.oldest_pending.map(|t| t + self.batch_limits().0)
+    }
+
+    /// Background commits: whether to start one now for what is pending. A server with nothing else to do
+    /// starts one at once unless one started less than `max_delay_ms` ago; a busy one lets the batch grow to
+    /// `max_batch` records or `max_delay_ms` (each commit costs CPU: fewer, larger batches leave more of it
+    /// to the work).
+    fn batch_due(&mut self, when: Flush) -> bool {
+        let oldest = *self.oldest_pending.get_or_insert_with(Instant::now);
+        let (max_delay, max_batch) = self.batch_limits();
+        let rested = self.last_started.is_none_or(|t| t.elapsed() >= max_delay);
+        (when == Flush::Idle && rested) || self.host.pending() >= max_batch || oldest.elapsed() >= max_delay
     }
 
     /// Whether to commit now, at `when`, what is pending.
@@ -730,31 +762,64 @@ impl<P: Protocol> EventLoop<P> {
 
     /// Durable mode: commit as the fsync policy says, then carry out what the host released.
     ///
-    /// `per-write` commits after every input from outside the process (one fsync each). `group` and `none`
-    /// commit once the inbox is drained (everything that arrived together shares one commit, so a lightly
-    /// loaded server adds no waiting), or when `max_batch` records (`none`: the group default's) are
-    /// pending, or when the oldest has waited `max_delay_ms` while the server stays busy.
+    /// `per-write` commits after every input from outside the process (one fsync each), on the event loop.
+    /// `group` and `none` commit in the background (`DurableHost::start_commit`): one commit at a time,
+    /// started as soon as there are records and none is under way, so what arrives during one fsync forms
+    /// the next batch while the loop goes on serving (reads and anything else that waits for nothing).
     fn flush_durable(&mut self, when: Flush) -> Result<(), NetError> {
         let Some(d) = &mut self.durable else { return Ok(()) };
         let retry_wait = d.full_retry_at.is_some_and(|at| Instant::now() < at) && when != Flush::Stop;
-        if d.host.pending() > 0 && !retry_wait && d.commit_due(when) {
-            let started = Instant::now();
-            match d.host.commit() {
-                Ok(_) => {
+        let background = d.policy != FsyncPolicy::PerWrite && when != Flush::Stop;
+        let outcome = if !background {
+            if d.host.pending() > 0 && !retry_wait && d.commit_due(when) {
+                let started = Instant::now();
+                let outcome = d.host.commit().map(|_| ());
+                if outcome.is_ok() {
                     self.counters.commit.record(started.elapsed());
+                }
+                outcome
+            } else {
+                Ok(())
+            }
+        } else {
+            let mut outcome = Ok(());
+            if let Some(since) = d.committing_since {
+                outcome = d.host.poll_commit().map(|_| ());
+                if !d.host.committing() {
+                    d.committing_since = None;
+                    if outcome.is_ok() {
+                        self.counters.commit.record(since.elapsed());
+                    }
+                }
+            }
+            if outcome.is_ok() && d.host.pending() > 0 && !retry_wait && !d.host.committing() && d.batch_due(when) {
+                outcome = d.host.start_commit();
+                if d.host.committing() {
+                    d.committing_since = Some(Instant::now());
+                    d.last_started = d.committing_since;
                     d.oldest_pending = None;
+                }
+            }
+            outcome
+        };
+        match outcome {
+            Ok(()) => {
+                if d.host.pending() == 0 {
+                    d.oldest_pending = None;
+                }
+                if !retry_wait {
                     d.full_retry_at = None;
                 }
-                // Not a failed write: what was handled stays pending, its effects held, and client requests
-                // are refused until space is freed (`DurableHost::commit`).
-                Err(e @ snowline_storage::StorageError::DiskFull { .. }) => {
-                    if d.full_retry_at.is_none() {
-                        eprintln!("snowline server: {e}: refusing client requests until space is freed");
-                    }
-                    d.full_retry_at = Some(Instant::now() + DISK_FULL_RETRY);
-                }
-                Err(e) => return Err(e.into()),
             }
+            // Not a failed write: what was handled stays pending, its effects held, and client requests
+            // are refused until space is freed (`DurableHost::commit`).
+            Err(e @ snowline_storage::StorageError::DiskFull { .. }) => {
+                if d.full_retry_at.is_none() {
+                    eprintln!("snowline server: {e}: refusing client requests until space is freed");
+                }
+                d.full_retry_at = Some(Instant::now() + DISK_FULL_RETRY);
+            }
+            Err(e) => return Err(e.into()),
         }
         let outputs = d.host.take_outputs();
         self.now = Instant::now();
@@ -933,6 +998,7 @@ impl<P: Protocol> EventLoop<P> {
             Input::Timer(t) => h.node.on_timer(&mut cx, t),
         }
         let me = h.id;
+        h.clock.raise(self.effects.raise_clock);
         let mut effects = std::mem::take(&mut self.effects);
         for (to, msg) in effects.sends.drain(..) {
             self.send(me, to, msg);

@@ -24,6 +24,11 @@ impl NodeClock {
         self.last = self.last.max(wall_ns());
         self.last
     }
+
+    /// Later readings are at least `ns` (`Ctx::raise_clock`).
+    pub(crate) fn raise(&mut self, ns: u64) {
+        self.last = self.last.max(ns);
+    }
 }
 
 /// A node's generator: OS entropy mixed with the node's identity.

@@ -1287,6 +1287,8 @@ impl<P: Protocol> Sim<P> {
             }
         }
         let m = &mut self.meta[idx as usize];
+        // A read's promise (`Ctx::raise_clock`); durable servers keep theirs in their host.
+        m.clock.last_ns = m.clock.last_ns.max(fx.raise_clock);
         let done = now + cost;
         m.busy_until = done;
         m.busy_ns += cost;

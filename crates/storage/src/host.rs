@@ -61,6 +61,9 @@ const RESEND_REQUEST_EVERY_NS: u64 = 100_000_000;
 const GAP_PATIENCE_NS: u64 = 50_000_000;
 /// Messages kept per link while they wait for a gap to fill (more are dropped and resent later).
 const REORDER_LIMIT: usize = 100_000;
+/// How far ahead of a node's clock its logged clock ceiling runs (see [`InputRecord::Ceiling`]): a restarted
+/// node's clock stands still for at most this long, and a new ceiling is logged every half of it.
+pub const CLOCK_CEILING_AHEAD_NS: u64 = 50_000_000;
 
 /// What the host asks its runtime to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +85,10 @@ enum InputRecord<M> {
     Start { node: u16, id: ServerId, seed: u64, now: u64 },
     Msg { node: u16, now: u64, from: Addr, seq: u64, msg: M },
     Timer { node: u16, now: u64, id: u64 },
+    /// Not an input: node `node`'s clock readings after a restart start at `at`. Read-only inputs are not
+    /// logged, yet their replies may promise clock values (`Ctx::raise_clock`, or a snapshot taken at the
+    /// clock); a reply leaves only once a ceiling above its clock is durable.
+    Ceiling { node: u16, at: u64 },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -120,6 +127,8 @@ struct NodeState<P: Protocol> {
     out: BTreeMap<ServerId, OutLink<P::Msg>>,
     /// Per sender: the last sequence number delivered.
     delivered: BTreeMap<ServerId, u64>,
+    /// The highest clock ceiling logged (`InputRecord::Ceiling`).
+    ceiling: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -140,8 +149,12 @@ pub struct DurableHost<P: Protocol, L: RecordLog> {
     index: BTreeMap<ServerId, usize>,
     /// Messages between hosted servers: (to node, from, seq, msg).
     local: VecDeque<(usize, ServerId, u64, P::Msg)>,
-    /// Outputs waiting for the commit of the inputs that produced them.
-    held: Vec<Output<P::Msg>>,
+    /// Outputs waiting for the commit of a log position (their input's, or the one a read-only input named),
+    /// by that position.
+    held: BTreeMap<u64, Vec<Output<P::Msg>>>,
+    /// Per node: the highest clock ceiling known durable; and the ceilings logged since, by position.
+    ceiling_durable: Vec<u64>,
+    ceilings_pending: VecDeque<(u64, usize, u64)>,
     ready: Vec<Output<P::Msg>>,
     effects: Effects<P>,
     replaying: bool,
@@ -151,13 +164,16 @@ pub struct DurableHost<P: Protocol, L: RecordLog> {
     acked: BTreeMap<(usize, ServerId), u64>,
     durable_delivered: BTreeMap<(usize, ServerId), u64>,
     /// Deliveries from other processes since the last commit (they become durable with it).
-    delivered_since_commit: Vec<((usize, ServerId), u64)>,
+    /// By the log position of the delivery's record.
+    delivered_since_commit: VecDeque<(u64, (usize, ServerId), u64)>,
     /// Per (node, sender): when a resend was last requested.
     resend_asked: BTreeMap<(usize, ServerId), u64>,
     /// Per (node, sender): messages that arrived ahead of a gap, and since when the gap has lasted.
     reorder: BTreeMap<(usize, ServerId), BTreeMap<u64, P::Msg>>,
     gap_since: BTreeMap<(usize, ServerId), u64>,
     buf: Vec<u8>,
+    /// The position of the record being replayed.
+    replay_lsn: u64,
     /// CPU work the handlers reported (`Ctx::charge`) since the last `take_work`.
     work: u64,
     /// Messages the hosted servers refused since the last `take_invalid` (not counted again on replay).
@@ -236,6 +252,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                         timers: BTreeMap::new(),
                         out: BTreeMap::new(),
                         delivered: BTreeMap::new(),
+                        ceiling: 0,
                     })
                     .collect(),
             },
@@ -247,7 +264,9 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             state,
             index,
             local: VecDeque::new(),
-            held: Vec::new(),
+            held: BTreeMap::new(),
+            ceiling_durable: Vec::new(),
+            ceilings_pending: VecDeque::new(),
             ready: Vec::new(),
             effects: Effects::default(),
             invalid: Vec::new(),
@@ -258,11 +277,12 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             checkpoint_every: CHECKPOINT_EVERY,
             acked: BTreeMap::new(),
             durable_delivered: BTreeMap::new(),
-            delivered_since_commit: Vec::new(),
+            delivered_since_commit: VecDeque::new(),
             resend_asked: BTreeMap::new(),
             reorder: BTreeMap::new(),
             gap_since: BTreeMap::new(),
             buf: Vec::new(),
+            replay_lsn: 0,
             work: 0,
         };
         for r in &recovered.records {
@@ -389,8 +409,8 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         let Some(n) = self.state.nodes.get_mut(node) else { return };
         let Some((_, timer)) = n.timers.remove(&id) else { return };
         let now = n.clock.max(wall_ns);
-        self.append(&InputRecord::<&P::Msg>::Timer { node: node as u16, now, id });
-        self.handle(node, now, |server, cx| server.on_timer(cx, timer));
+        self.encode(&InputRecord::<&P::Msg>::Timer { node: node as u16, now, id });
+        self.handle(node, now, false, |server, cx| server.on_timer(cx, timer));
         self.run_local(wall_ns);
     }
 
@@ -411,14 +431,55 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             Err(e) => return Err(e),
         };
         self.out_of_space = false;
-        self.release_held();
-        for (key, seq) in self.delivered_since_commit.drain(..) {
+        self.after_durable(lsn)?;
+        Ok(lsn)
+    }
+
+    /// Starts making every input handled so far durable in the background ([`RecordLog::start_commit`]);
+    /// [`poll_commit`](Self::poll_commit) releases what waited for it once it is done. Errors as for
+    /// [`commit`](Self::commit).
+    pub fn start_commit(&mut self) -> Result<(), StorageError> {
+        self.log.start_commit().inspect_err(|e| self.out_of_space = matches!(e, StorageError::DiskFull { .. }))
+    }
+
+    /// Whether a background commit is under way.
+    pub fn committing(&self) -> bool {
+        self.log.committing()
+    }
+
+    /// Takes the outcome of the background commit if it is done, and releases the outputs that waited for
+    /// it (see [`take_outputs`](Self::take_outputs)). Errors as for [`commit`](Self::commit).
+    pub fn poll_commit(&mut self) -> Result<Lsn, StorageError> {
+        let lsn = match self.log.poll_commit() {
+            Ok(lsn) => lsn,
+            Err(e @ StorageError::DiskFull { .. }) => {
+                self.out_of_space = true;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        if !self.log.committing() {
+            self.out_of_space = false;
+        }
+        self.after_durable(lsn)?;
+        Ok(lsn)
+    }
+
+    /// Everything up to `lsn` is durable: release what waited for it, and checkpoint when due.
+    fn after_durable(&mut self, lsn: Lsn) -> Result<(), StorageError> {
+        self.release_held(lsn.0);
+        while let Some(&(position, key, seq)) = self.delivered_since_commit.front() {
+            if position > lsn.0 {
+                break;
+            }
+            self.delivered_since_commit.pop_front();
             self.durable_delivered.insert(key, seq);
         }
-        if self.records_since_checkpoint >= self.checkpoint_every && !self.log.disk_full() {
+        if self.records_since_checkpoint >= self.checkpoint_every && !self.log.disk_full() && !self.log.committing()
+        {
             self.checkpoint()?;
         }
-        Ok(lsn)
+        Ok(())
     }
 
     /// Client requests refused because the disk is full, since the last call.
@@ -444,23 +505,33 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         let lsn = self.log.checkpoint(&state)?;
         self.log.truncate_before(lsn.next())?;
         self.records_since_checkpoint = 0;
-        self.release_held();
-        for (key, seq) in self.delivered_since_commit.drain(..) {
+        self.release_held(lsn.0);
+        for (_, key, seq) in self.delivered_since_commit.drain(..) {
             self.durable_delivered.insert(key, seq);
         }
         Ok(lsn)
     }
 
-    /// The held outputs are durable now: hand them to the runtime, and mark the messages among them released
-    /// (only released messages are ever retransmitted).
-    fn release_held(&mut self) {
-        for out in &self.held {
-            if let Output::Seq { from, to, seq, .. } = out {
-                let node = self.index[from];
-                self.state.nodes[node].out.get_mut(to).expect("a held message has its link").released = *seq;
+    /// Everything up to log position `durable` is durable now: hand the outputs that waited for it to the
+    /// runtime, and mark the messages among them released (only released messages are ever retransmitted).
+    fn release_held(&mut self, durable: u64) {
+        while let Some(&(lsn, node, at)) = self.ceilings_pending.front() {
+            if lsn > durable {
+                break;
+            }
+            self.ceilings_pending.pop_front();
+            self.ceiling_durable[node] = self.ceiling_durable[node].max(at);
+        }
+        let later = self.held.split_off(&(durable + 1));
+        for (_, outs) in std::mem::replace(&mut self.held, later) {
+            for out in outs {
+                if let Output::Seq { from, to, seq, .. } = &out {
+                    let node = self.index[from];
+                    self.state.nodes[node].out.get_mut(to).expect("a held message has its link").released = *seq;
+                }
+                self.ready.push(out);
             }
         }
-        self.ready.append(&mut self.held);
     }
 
     /// Periodic work (call every ~100 ms): acknowledge what was durably delivered since the last tick, and
@@ -584,7 +655,10 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 }
             }
             // Recovery marks everything it replayed durable at once (`after_recovery`).
-            None if !self.replaying => self.delivered_since_commit.push(((idx, sender), seq)),
+            // Sequenced deliveries are always logged, as the next record.
+            None if !self.replaying => {
+                self.delivered_since_commit.push_back((self.log.last_lsn().0 + 1, (idx, sender), seq))
+            }
             None => {}
         }
     }
@@ -593,8 +667,8 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     fn handle_message(&mut self, idx: usize, from: Addr, seq: u64, msg: P::Msg, wall_ns: u64) {
         self.note_delivered(idx, from, seq);
         let now = self.state.nodes[idx].clock.max(wall_ns);
-        self.append(&InputRecord::Msg { node: idx as u16, now, from, seq, msg: &msg });
-        if let Err(e) = self.handle(idx, now, |server, cx| server.on_message(cx, from, msg))
+        self.encode(&InputRecord::Msg { node: idx as u16, now, from, seq, msg: &msg });
+        if let Err(e) = self.handle(idx, now, seq > 0, |server, cx| server.on_message(cx, from, msg))
             && !self.replaying
         {
             self.invalid.push(e);
@@ -607,25 +681,35 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         n.started = true;
         let now = n.clock.max(wall_ns);
         let id = n.id;
-        self.append(&InputRecord::<&P::Msg>::Start { node: idx as u16, id, seed, now });
-        self.handle(idx, now, |server, cx| server.on_start(cx));
+        self.encode(&InputRecord::<&P::Msg>::Start { node: idx as u16, id, seed, now });
+        self.handle(idx, now, false, |server, cx| server.on_start(cx));
     }
 
-    fn append(&mut self, record: &InputRecord<&P::Msg>) {
+    /// Encodes the record of the input about to be handled (`handle` appends it unless the handler was
+    /// read-only).
+    fn encode(&mut self, record: &InputRecord<&P::Msg>) {
+        if self.replaying {
+            return;
+        }
         self.buf.clear();
         postcard::to_io(record, &mut self.buf).expect("protocol messages serialize (the network sends them too)");
-        self.log.append(&self.buf);
+    }
+
+    fn append_encoded(&mut self) -> u64 {
         self.records_since_checkpoint += 1;
+        self.log.append(&self.buf).0
     }
 
     fn replay(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), StorageError> {
+        self.replay_lsn = lsn.0;
         let bad = |detail: String| StorageError::corrupted(&self.file, format!("record {lsn}: {detail}"));
         let record: InputRecord<P::Msg> =
             postcard::from_bytes(payload).map_err(|e| bad(format!("does not decode as a {} input ({e})", P::NAME)))?;
         let node = match &record {
-            InputRecord::Start { node, .. } | InputRecord::Msg { node, .. } | InputRecord::Timer { node, .. } => {
-                usize::from(*node)
-            }
+            InputRecord::Start { node, .. }
+            | InputRecord::Msg { node, .. }
+            | InputRecord::Timer { node, .. }
+            | InputRecord::Ceiling { node, .. } => usize::from(*node),
         };
         if node >= self.state.nodes.len() {
             return Err(bad(format!("names hosted server #{node}; this node hosts {}", self.state.nodes.len())));
@@ -641,18 +725,22 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 }
                 n.seed = seed;
                 n.started = true;
-                self.handle(node, now, |server, cx| server.on_start(cx));
+                self.handle(node, now, false, |server, cx| server.on_start(cx));
             }
             InputRecord::Msg { now, from, seq, msg, .. } => {
                 self.note_delivered(node, from, seq);
                 // Refused again, as when it was logged (the refusal was reported then).
-                let _ = self.handle(node, now, |server, cx| server.on_message(cx, from, msg));
+                let _ = self.handle(node, now, seq > 0, |server, cx| server.on_message(cx, from, msg));
             }
             InputRecord::Timer { now, id, .. } => {
                 let Some((_, timer)) = self.state.nodes[node].timers.remove(&id) else {
                     return Err(bad(format!("fires timer {id}, which was never set")));
                 };
-                self.handle(node, now, |server, cx| server.on_timer(cx, timer));
+                self.handle(node, now, false, |server, cx| server.on_timer(cx, timer));
+            }
+            InputRecord::Ceiling { at, .. } => {
+                let n = &mut self.state.nodes[node];
+                n.ceiling = n.ceiling.max(at);
             }
         }
         Ok(())
@@ -662,7 +750,10 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// handled, retransmit what other processes have not acknowledged, and ask every other server for what
     /// this process missed (the catch-up exchange).
     fn after_recovery(&mut self, recovering: bool, wall_ns: u64) {
+        self.ceiling_durable = self.state.nodes.iter().map(|n| n.ceiling).collect();
         for (idx, n) in self.state.nodes.iter_mut().enumerate() {
+            // What the lost read-only inputs may have promised lies below the ceiling.
+            n.clock = n.clock.max(n.ceiling);
             for (&id, &(due, _)) in &n.timers {
                 self.ready.push(Output::Timer { node: idx, id, delay_ns: due.saturating_sub(wall_ns.max(n.clock)) });
             }
@@ -699,18 +790,51 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         }
     }
 
-    /// Runs one handler of node `idx` at clock reading `now` and routes its effects.
-    fn handle<R>(&mut self, idx: usize, now: u64, f: impl FnOnce(&mut P::Server, &mut Ctx<'_, P>) -> R) -> R {
+    /// Runs one handler of node `idx` at clock reading `now`, logs its input (encoded by `encode`) unless the
+    /// handler was read-only, and routes its effects.
+    fn handle<R: Refused>(
+        &mut self,
+        idx: usize,
+        now: u64,
+        sequenced: bool,
+        f: impl FnOnce(&mut P::Server, &mut Ctx<'_, P>) -> R,
+    ) -> R {
+        let (position, durable) = if self.replaying {
+            (self.replay_lsn, self.replay_lsn)
+        } else {
+            (self.log.last_lsn().0 + 1, self.log.durable_lsn().0)
+        };
         let n = &mut self.state.nodes[idx];
         n.clock = n.clock.max(now);
         let mut rng = SmallRng::seed_from_u64(n.seed ^ n.inputs.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        n.inputs += 1;
         let mut effects = std::mem::take(&mut self.effects);
         let result = {
-            let mut cx = Ctx::new(now, &mut rng, &mut effects);
+            let mut cx = Ctx::new(now, &mut rng, &mut effects).logged(position, durable);
             f(&mut n.server, &mut cx)
         };
-        let me = n.id;
+        n.clock = n.clock.max(effects.raise_clock);
+        // A read-only input (or a refused one that did nothing) leaves no record, unless it set a timer or
+        // sent to a server after all (those need their place in the log), or it came on a sequenced link
+        // (whose delivery count is durable state: it is acknowledged).
+        let quiet = !sequenced
+            && effects.timers.is_empty()
+            && effects.sends.iter().all(|(to, _)| matches!(to, Addr::Client(_)));
+        let unlogged = quiet && (effects.read_only || (result.refused() && effects.sends.is_empty()));
+        // Each logged input's generator is seeded from its number, so an unlogged one takes none.
+        if !unlogged {
+            n.inputs += 1;
+        }
+        let release_at = if self.replaying {
+            0
+        } else if unlogged {
+            let needed = if effects.read_only { self.ceiling_for(idx) } else { 0 };
+            effects.reply_after.max(needed)
+        } else {
+            let lsn = self.append_encoded();
+            debug_assert_eq!(lsn, position);
+            lsn
+        };
+        let me = self.state.nodes[idx].id;
         for (delay_ns, timer) in effects.timers.drain(..) {
             let n = &mut self.state.nodes[idx];
             n.next_timer += 1;
@@ -724,7 +848,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             match to {
                 Addr::Client(_) => {
                     if !self.replaying {
-                        self.held.push(Output::ToClient { from: me, to, msg });
+                        self.hold(release_at, Output::ToClient { from: me, to, msg });
                     }
                 }
                 Addr::Server(s) => {
@@ -743,7 +867,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                     }
                     match self.index.get(&s) {
                         Some(&t) => self.local.push_back((t, me, seq, msg)),
-                        None => self.held.push(Output::Seq { from: me, to: s, seq, msg }),
+                        None => self.hold(release_at, Output::Seq { from: me, to: s, seq, msg }),
                     }
                 }
             }
@@ -752,5 +876,49 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         effects.clear();
         self.effects = effects;
         result
+    }
+
+    /// Hands `out` to the runtime once log position `position` is durable.
+    fn hold(&mut self, position: u64, out: Output<P::Msg>) {
+        if position <= self.log.durable_lsn().0 {
+            self.ready.push(out);
+        } else {
+            self.held.entry(position).or_default().push(out);
+        }
+    }
+
+    /// After a read-only input of node `idx`: keeps a logged clock ceiling ahead of the node's clock (so that
+    /// what its replies reveal of the clock holds after a restart) and returns the log position that must be
+    /// durable before they leave (0 when the durable ceiling already covers the clock).
+    fn ceiling_for(&mut self, idx: usize) -> u64 {
+        let clock = self.state.nodes[idx].clock;
+        if clock.saturating_add(CLOCK_CEILING_AHEAD_NS / 2) > self.state.nodes[idx].ceiling {
+            let at = clock.saturating_add(CLOCK_CEILING_AHEAD_NS);
+            self.encode(&InputRecord::<&P::Msg>::Ceiling { node: idx as u16, at });
+            let lsn = self.append_encoded();
+            self.state.nodes[idx].ceiling = at;
+            self.ceilings_pending.push_back((lsn, idx, at));
+        }
+        if clock <= self.ceiling_durable[idx] {
+            return 0;
+        }
+        self.ceilings_pending.iter().find(|&&(_, node, at)| node == idx && at >= clock).map_or(0, |&(lsn, _, _)| lsn)
+    }
+}
+
+/// Whether a handler's result says it refused its input (such an input changed nothing: no need to log it).
+trait Refused {
+    fn refused(&self) -> bool;
+}
+
+impl Refused for () {
+    fn refused(&self) -> bool {
+        false
+    }
+}
+
+impl<E> Refused for Result<(), E> {
+    fn refused(&self) -> bool {
+        self.is_err()
     }
 }

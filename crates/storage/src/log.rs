@@ -1,6 +1,8 @@
 //! [`Log`]: the redb-backed record log of one server.
 
 use std::fs;
+use std::sync::Arc;
+use std::sync::mpsc;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -42,8 +44,8 @@ const CHECKPOINT_KEY: u64 = 0;
 /// restore the reserve, i.e. until space has been freed. A write that still finds no space returns
 /// [`StorageError::DiskFull`] and keeps its records for the next commit.
 pub struct Log {
-    /// Always `Some` until `Drop` takes it to close it under a panic guard.
-    db: Option<Database>,
+    /// Always `Some` until `Drop` takes it to close it under a panic guard (shared with a background commit).
+    db: Option<Arc<Database>>,
     file: PathBuf,
     policy: FsyncPolicy,
     pending: Vec<Record>,
@@ -61,6 +63,40 @@ pub struct Log {
     /// The disk filled up and the reserve has not been restored since.
     full: bool,
     stats: LogStats,
+    /// The background commit under way (`start_commit`).
+    in_flight: Option<InFlight>,
+    /// Called by a background commit when it is done (the runtime wakes its event loop).
+    waker: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The thread that runs background commits (started by the first).
+    committer: Option<mpsc::Sender<Job>>,
+}
+
+/// A batch for the commit thread, and where its outcome goes.
+struct Job {
+    db: Arc<Database>,
+    file: PathBuf,
+    durable: bool,
+    records: Vec<Record>,
+    done: mpsc::Sender<(Vec<Record>, Result<(), StorageError>)>,
+    waker: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl Job {
+    fn run(self) {
+        let result =
+            guarded(&self.file, || Txn { db: &self.db, file: &self.file, durable: self.durable }.write(&self.records, None, None));
+        drop(self.db);
+        let _ = self.done.send((self.records, result));
+        if let Some(wake) = self.waker {
+            wake();
+        }
+    }
+}
+
+/// A batch being committed on another thread: the records come back with the outcome.
+struct InFlight {
+    up_to: Lsn,
+    done: mpsc::Receiver<(Vec<Record>, Result<(), StorageError>)>,
 }
 
 /// What a [`Log`] has done since it was opened (for the server's metrics): plain counters, read on scrape.
@@ -116,7 +152,7 @@ impl Log {
         let checkpoint = recovered.checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
         let last = recovered.last_lsn();
         let log = Log {
-            db: Some(db),
+            db: Some(Arc::new(db)),
             file: file.to_path_buf(),
             policy,
             pending: Vec::new(),
@@ -128,6 +164,9 @@ impl Log {
             reserve: PathBuf::new(),
             full: false,
             stats: LogStats::default(),
+            in_flight: None,
+            waker: None,
+            committer: None,
         };
         Ok((log, recovered))
     }
@@ -135,6 +174,53 @@ impl Log {
     /// The data file.
     pub fn path(&self) -> &Path {
         &self.file
+    }
+
+    /// `waker` is called (on another thread) whenever a background commit finishes.
+    pub fn set_commit_waker(&mut self, waker: Arc<dyn Fn() + Send + Sync>) {
+        self.waker = Some(waker);
+    }
+
+    /// Waits for the background commit, if any, and takes its outcome: its records are committed, or back
+    /// in `pending` (first) with the error.
+    fn finish_in_flight(&mut self, wait: bool) -> Result<(), StorageError> {
+        let Some(flight) = &self.in_flight else { return Ok(()) };
+        let (records, result) = if wait {
+            match flight.done.recv() {
+                Ok(outcome) => outcome,
+                Err(_) => (Vec::new(), Err(StorageError::corrupted(&self.file, "the commit thread died"))),
+            }
+        } else {
+            match flight.done.try_recv() {
+                Ok(outcome) => outcome,
+                Err(mpsc::TryRecvError::Empty) => return Ok(()),
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    (Vec::new(), Err(StorageError::corrupted(&self.file, "the commit thread died")))
+                }
+            }
+        };
+        let up_to = flight.up_to;
+        self.in_flight = None;
+        match result {
+            Ok(()) => {
+                self.count_commit();
+                self.committed = up_to;
+                Ok(())
+            }
+            Err(StorageError::DiskFull { .. }) => {
+                // Not a failed write: take the records back and go the synchronous way, which gives up the
+                // reserve and reopens the file (see the type's docs).
+                let later = std::mem::replace(&mut self.pending, records);
+                self.pending.extend(later);
+                self.write(true, None, None)?;
+                self.mark_committed();
+                Ok(())
+            }
+            Err(e) => {
+                self.poisoned = true;
+                Err(e)
+            }
+        }
     }
 
     /// The policy this log was opened with.
@@ -172,7 +258,7 @@ impl Log {
     }
 
     fn db(&self) -> &Database {
-        self.db.as_ref().expect("the database is open until drop")
+        self.db.as_deref().expect("the database is open until drop")
     }
 
     fn err(&self, e: impl Into<redb::Error>) -> StorageError {
@@ -192,6 +278,7 @@ impl Log {
         truncate_below: Option<Lsn>,
     ) -> Result<(), StorageError> {
         self.check_poisoned()?;
+        self.finish_in_flight(true)?;
         // At most two tries: the second after giving up the space reserve.
         let mut reserve_given_up = false;
         loop {
@@ -238,7 +325,7 @@ impl Log {
         let db = guarded(&file, || Database::create(&file).map_err(|e| StorageError::from_redb(&file, e)))?;
         let (recovered, first_stored) = recover(&db, &file)?;
         let last = recovered.last_lsn();
-        self.db = Some(db);
+        self.db = Some(Arc::new(db));
         self.checkpoint = recovered.checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
         self.first_stored = first_stored.unwrap_or(last.next());
         if last == self.committed {
@@ -263,23 +350,8 @@ impl Log {
         checkpoint: Option<&[u8]>,
         truncate_below: Option<Lsn>,
     ) -> Result<(), StorageError> {
-        let mut txn = self.db().begin_write().map_err(|e| self.err(e))?;
-        let durability = if self.policy.is_durable() { Durability::Immediate } else { Durability::None };
-        txn.set_durability(durability).map_err(|e| self.err(e))?;
-        {
-            let mut records = txn.open_table(RECORDS).map_err(|e| self.err(e))?;
-            for r in pending {
-                records.insert(r.lsn.0, encode_record(r.lsn, &r.payload).as_slice()).map_err(|e| self.err(e))?;
-            }
-            if let Some(below) = truncate_below {
-                records.retain_in(..below.0, |_, _| false).map_err(|e| self.err(e))?;
-            }
-            let mut cp = txn.open_table(CHECKPOINT).map_err(|e| self.err(e))?;
-            if let Some(state) = checkpoint {
-                cp.insert(CHECKPOINT_KEY, encode_checkpoint(self.last, state).as_slice()).map_err(|e| self.err(e))?;
-            }
-        }
-        txn.commit().map_err(|e| self.err(e))
+        let txn = Txn { db: self.db(), file: &self.file, durable: self.policy.is_durable() };
+        txn.write(pending, checkpoint.map(|state| (self.last, state)), truncate_below)
     }
 
     fn count_commit(&mut self) {
@@ -295,10 +367,47 @@ impl Log {
     }
 }
 
+/// One redb write transaction, on whichever thread runs it.
+struct Txn<'a> {
+    db: &'a Database,
+    file: &'a Path,
+    durable: bool,
+}
+
+impl Txn<'_> {
+    fn write(
+        &self,
+        pending: &[Record],
+        checkpoint: Option<(Lsn, &[u8])>,
+        truncate_below: Option<Lsn>,
+    ) -> Result<(), StorageError> {
+        let err = |e: redb::Error| StorageError::from_redb(self.file, e);
+        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+        let durability = if self.durable { Durability::Immediate } else { Durability::None };
+        txn.set_durability(durability).map_err(|e| err(e.into()))?;
+        {
+            let mut records = txn.open_table(RECORDS).map_err(|e| err(e.into()))?;
+            for r in pending {
+                records.insert(r.lsn.0, encode_record(r.lsn, &r.payload).as_slice()).map_err(|e| err(e.into()))?;
+            }
+            if let Some(below) = truncate_below {
+                records.retain_in(..below.0, |_, _| false).map_err(|e| err(e.into()))?;
+            }
+            let mut cp = txn.open_table(CHECKPOINT).map_err(|e| err(e.into()))?;
+            if let Some((last, state)) = checkpoint {
+                cp.insert(CHECKPOINT_KEY, encode_checkpoint(last, state).as_slice()).map_err(|e| err(e.into()))?;
+            }
+        }
+        txn.commit().map_err(|e| err(e.into()))
+    }
+}
+
 impl Drop for Log {
     /// Closes the file. redb may write its allocator state on close; a panic there (a page damaged after
     /// open) must not abort the process, so it is caught and the file is left for the next open to check.
     fn drop(&mut self) {
+        // A commit under way finishes first (as if the crash came after it): the file is closed on return.
+        let _ = self.finish_in_flight(true);
         if let Some(db) = self.db.take() {
             let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(db)));
         }
@@ -329,6 +438,7 @@ impl RecordLog for Log {
     }
 
     fn commit(&mut self) -> Result<Lsn, StorageError> {
+        self.finish_in_flight(true)?;
         if !self.pending.is_empty() {
             self.write(true, None, None)?;
             self.mark_committed();
@@ -346,6 +456,7 @@ impl RecordLog for Log {
     }
 
     fn truncate_before(&mut self, lsn: Lsn) -> Result<u64, StorageError> {
+        self.finish_in_flight(true)?;
         let below = lsn.min(self.checkpoint.next()).min(self.committed.next());
         if below <= self.first_stored {
             self.check_poisoned()?;
@@ -368,6 +479,59 @@ impl RecordLog for Log {
 
     fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Hands the pending records to a thread that commits them in one write transaction (an fsync unless
+    /// the policy is `none`) while the caller goes on appending; the next batch forms meanwhile.
+    fn start_commit(&mut self) -> Result<(), StorageError> {
+        self.check_poisoned()?;
+        if self.in_flight.is_some() || self.pending.is_empty() {
+            return Ok(());
+        }
+        let committer = match &self.committer {
+            Some(tx) => tx.clone(),
+            None => {
+                let (tx, jobs) = mpsc::channel::<Job>();
+                std::thread::Builder::new()
+                    .name("snowline-commit".into())
+                    .spawn(move || {
+                        while let Ok(job) = jobs.recv() {
+                            job.run();
+                        }
+                    })
+                    .map_err(|source| StorageError::Directory { dir: self.file.clone(), source })?;
+                self.committer = Some(tx.clone());
+                tx
+            }
+        };
+        let up_to = self.last;
+        let (tx, done) = mpsc::channel();
+        let job = Job {
+            db: Arc::clone(self.db.as_ref().expect("the database is open until drop")),
+            file: self.file.clone(),
+            durable: self.policy.is_durable(),
+            records: std::mem::take(&mut self.pending),
+            done: tx,
+            waker: self.waker.clone(),
+        };
+        if let Err(mpsc::SendError(job)) = committer.send(job) {
+            // The thread is gone: commit here instead.
+            self.pending = job.records;
+            self.committer = None;
+            return self.commit().map(|_| ());
+        }
+        self.in_flight = Some(InFlight { up_to, done });
+        Ok(())
+    }
+
+    fn committing(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    fn poll_commit(&mut self) -> Result<Lsn, StorageError> {
+        self.finish_in_flight(false)?;
+        self.check_poisoned()?;
+        Ok(self.committed)
     }
 
     fn disk_full(&self) -> bool {

@@ -87,8 +87,25 @@ pub trait RecordLog {
     fn reclaim_space(&mut self) -> bool {
         !self.disk_full()
     }
-    /// How many records are appended but not committed.
+    /// How many records are appended but not committed (nor being committed in the background).
     fn pending(&self) -> usize;
+    /// Starts making every record appended so far durable without waiting for it: [`poll_commit`] tells
+    /// when it is done. At most one background commit runs at a time (a call while one runs does nothing);
+    /// by default the commit is made at once.
+    ///
+    /// [`poll_commit`]: RecordLog::poll_commit
+    fn start_commit(&mut self) -> Result<(), StorageError> {
+        self.commit().map(|_| ())
+    }
+    /// Whether a background commit is under way.
+    fn committing(&self) -> bool {
+        false
+    }
+    /// Finishes the background commit if it is done, and returns the last durable LSN. Its error is the
+    /// commit's error ([`commit`](RecordLog::commit)'s rules apply).
+    fn poll_commit(&mut self) -> Result<Lsn, StorageError> {
+        Ok(self.durable_lsn())
+    }
 }
 
 /// On-disk record value: CRC-32 (little endian) of the LSN's 8 little-endian bytes followed by the payload,

@@ -73,7 +73,7 @@ use snowline_core::{
     MvStore, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId,
     ServerNode, StoredVersion, Topology, Value, VectorClock, Version,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 const MS: u64 = 1_000_000;
 
@@ -190,6 +190,12 @@ pub struct ContrarianServer {
     /// this partition busy. Peers' busy reports keep the pace up without being passed on (no echo).
     news: Duties,
     peer_busy: Duties,
+    /// Durability (`Ctx::read_only`): versions written at a log position not yet durable, by key and version
+    /// (a read returning one waits for it), and `vv` as far as it is durable: its logged part, and the raises
+    /// since (position, datacenter, time). Both only for the read-only handlers; empty outside a durable host.
+    unlogged_versions: BTreeMap<(Key, Version), u64>,
+    vv_logged: VectorClock,
+    vv_unlogged: VecDeque<(u64, DcId, u64)>,
 }
 
 /// One flag per periodic duty, each cleared by its own round.
@@ -226,6 +232,9 @@ impl ContrarianServer {
             gc_pacer: Pacer::new(config.gc_interval_ms * MS, config.idle_backoff_ms * MS),
             news: Duties::default(),
             peer_busy: Duties::default(),
+            unlogged_versions: BTreeMap::new(),
+            vv_logged: VectorClock::zero(topology.dcs),
+            vv_unlogged: VecDeque::new(),
             config,
         }
     }
@@ -288,8 +297,10 @@ impl ContrarianServer {
         let mut version_dv = dv;
         version_dv.set(self.dc(), ts);
         let version = Version { time: ts, dc: self.dc() };
+        self.note_unlogged(cx, &key, version);
         self.store.insert(key.clone(), StoredVersion { value: value.clone(), version, meta: version_dv.clone() });
         self.vv.set(self.dc(), ts);
+        self.note_vv(cx, self.dc(), ts);
         let mut sent = false;
         for sibling in self.topology.siblings(self.id) {
             let msg =
@@ -307,15 +318,20 @@ impl ContrarianServer {
 
     /// The coordinator picks the snapshot vector SV.
     fn snapshot(&mut self, cx: &mut Ctx<'_, Contrarian>, client: ClientId, op: OpId, attempt: u32, dv: VectorClock) {
+        cx.read_only();
         if dv.0.len() != self.topology.dcs as usize {
             return;
         }
+        // Remote entries: the GSS, as far as this partition's own part of it is durable (a restart must not
+        // lose a version the snapshot covers; the other partitions' parts came from their logged state).
         let mut sv = self.gss.clone();
+        sv.merge_min(self.logged_vv(cx.durable_position()));
         sv.merge_max(&dv);
         // "The local entry of SV is the maximum between the clock at the coordinator and the highest local
-        // timestamp seen by the client."
-        let local = self.clock_reading(cx.now_ns()).max(dv.get(self.dc()));
-        self.clock.advance_to(local);
+        // timestamp seen by the client." The clock moves past it through the host (`Ctx::raise_clock`), so
+        // that this input changes no state and need not be logged.
+        let local = self.clock.current().max(cx.now_ns()).max(dv.get(self.dc()));
+        cx.raise_clock(local.saturating_add(1));
         sv.set(self.dc(), local);
         cx.send(client, ContrarianMsg::SnapshotIs { op, attempt, sv });
     }
@@ -330,6 +346,7 @@ impl ContrarianServer {
         keys: Vec<Key>,
         sv: VectorClock,
     ) {
+        cx.read_only();
         if sv.0.len() != self.topology.dcs as usize {
             return;
         }
@@ -339,16 +356,36 @@ impl ContrarianServer {
         }
         // "A partition moves its own clock to match the local entry of SV, if needed": versions created
         // here from now on get larger timestamps, so they are outside SV.
-        self.clock.advance_to(sv.get(self.dc()));
+        cx.raise_clock(sv.get(self.dc()).saturating_add(1));
         cx.charge(keys.len() as u64);
-        let results = keys.into_iter().map(|key| self.read_at(key, &sv)).collect();
+        let durable = cx.durable_position();
+        let mut results = Vec::with_capacity(keys.len());
+        for key in keys {
+            let (read, position) = self.read_at(key, &sv, durable);
+            cx.reply_after(position);
+            results.push(read);
+        }
         cx.send(client, ContrarianMsg::ReadReply { op, attempt, results });
     }
 
     /// The newest version of `key` whose dependency vector is within `sv` ("Y belongs to the snapshot encoded
-    /// by SV if Y.DV ≤ SV").
-    fn read_at(&self, key: Key, sv: &VectorClock) -> VersionRead {
+    /// by SV if Y.DV ≤ SV"), and the log position that must be durable before it is returned (0: none).
+    ///
+    /// A local version whose PUT is not durable yet cannot be passed over: a session that sees its PUT
+    /// acknowledged may write a version depending on it at another partition before this ROT's read there,
+    /// with a timestamp inside a snapshot taken ahead of that partition's clock. So the read waits for the
+    /// log. (Remote versions within `sv` are durable here: the GSS counts only logged ones.)
+    fn read_at(&self, key: Key, sv: &VectorClock, durable: u64) -> (VersionRead, u64) {
         let (found, skipped) = self.store.newest_where(&key, |v| v.meta.le(sv));
+        let wait = found
+            .and_then(|v| self.unlogged_versions.get(&(key.clone(), v.version)))
+            .copied()
+            .filter(|p| *p > durable)
+            .unwrap_or(0);
+        (self.version_read(key, found, skipped), wait)
+    }
+
+    fn version_read(&self, key: Key, found: Option<&StoredVersion<VectorClock>>, skipped: u32) -> VersionRead {
         match found {
             Some(v) => VersionRead {
                 read: ReadResult { key, value: Some(v.value.clone()), version: v.version, versions_skipped: skipped },
@@ -410,13 +447,60 @@ impl ContrarianServer {
 
     // ---- Replication and stabilization (§4.1) ----
 
-    fn replicated(&mut self, from: ServerId, key: Key, value: Value, version: Version, dv: VectorClock) {
+    fn replicated(
+        &mut self,
+        cx: &mut Ctx<'_, Contrarian>,
+        from: ServerId,
+        key: Key,
+        value: Value,
+        version: Version,
+        dv: VectorClock,
+    ) {
         if from.dc == self.dc() || from.dc != version.dc || dv.0.len() != self.topology.dcs as usize {
             return;
         }
+        self.note_unlogged(cx, &key, version);
         self.store.insert(key, StoredVersion { value, version, meta: dv });
         let i = from.dc;
         self.vv.set(i, self.vv.get(i).max(version.time));
+        self.note_vv(cx, i, version.time);
+    }
+
+    // ---- Durability (`Ctx::read_only`) ----
+
+    /// A logged handler wrote `version` of `key`: a read returning it before the log is durable waits.
+    fn note_unlogged(&mut self, cx: &Ctx<'_, Contrarian>, key: &Key, version: Version) {
+        let (position, durable) = (cx.position(), cx.durable_position());
+        if position <= durable {
+            return;
+        }
+        if self.unlogged_versions.len() >= 4096 {
+            // Forgetting durable positions changes no read's outcome.
+            self.unlogged_versions.retain(|_, p| *p > durable);
+        }
+        self.unlogged_versions.insert((key.clone(), version), position);
+    }
+
+    /// A logged handler raised `vv[dc]` to `time`.
+    fn note_vv(&mut self, cx: &Ctx<'_, Contrarian>, dc: DcId, time: u64) {
+        if cx.position() <= cx.durable_position() {
+            self.vv_logged.set(dc, self.vv_logged.get(dc).max(time));
+        } else {
+            self.logged_vv(cx.durable_position());
+            self.vv_unlogged.push_back((cx.position(), dc, time));
+        }
+    }
+
+    /// `vv` as far as what raised it is durable (log position `durable`).
+    fn logged_vv(&mut self, durable: u64) -> &VectorClock {
+        while let Some(&(position, dc, time)) = self.vv_unlogged.front() {
+            if position > durable {
+                break;
+            }
+            self.vv_unlogged.pop_front();
+            self.vv_logged.set(dc, self.vv_logged.get(dc).max(time));
+        }
+        &self.vv_logged
     }
 
     /// A heartbeat round: siblings that were sent nothing for a heartbeat period get the clock. While idle
@@ -520,23 +604,24 @@ impl ServerNode<Contrarian> for ContrarianServer {
                 self.note_news(cx);
                 self.put(cx, client, op, key, value, dv)
             }
+            // Reads change nothing (read-only: a durable host does not log them); they do not pull the
+            // periodic duties in either: with nothing written, there is nothing new to stabilise.
             (Addr::Client(client), ContrarianMsg::Snapshot { op, attempt, dv }) => {
-                self.note_news(cx);
                 self.snapshot(cx, client, op, attempt, dv)
             }
             (Addr::Client(client), ContrarianMsg::Read { op, attempt, keys, sv }) => {
-                self.note_news(cx);
                 self.read(cx, client, op, attempt, keys, sv)
             }
             (Addr::Server(from), ContrarianMsg::Replicate { key, value, version, dv }) => {
                 self.note_news(cx);
-                self.replicated(from, key, value, version, dv)
+                self.replicated(cx, from, key, value, version, dv)
             }
             (Addr::Server(from), ContrarianMsg::Heartbeat { time, busy }) => {
                 if busy {
                     self.note_peer_busy(cx);
                 }
                 self.vv.set(from.dc, self.vv.get(from.dc).max(time));
+                self.note_vv(cx, from.dc, time);
             }
             (Addr::Server(from), ContrarianMsg::Vv { vv, busy }) => {
                 if busy {
@@ -953,7 +1038,11 @@ mod tests {
         // A client ahead of the coordinator: its local timestamp and its remote dependency win.
         let out = deliver(&mut coord, NOW, CLIENT, snap(vc(&[9_000_000, 6_000])));
         assert_eq!(snapshot_of(&out), vc(&[9_000_000, 6_000]));
-        assert_eq!(coord.clock(), 9_000_000, "the coordinator's later versions fall outside the snapshot");
+        // The snapshot changes no state (a durable host need not log it): the host moves the clock.
+        assert!(out.read_only);
+        assert_eq!(out.raise_clock, 9_000_001, "the coordinator's later versions fall outside the snapshot");
+        let k = key(topo(), 0);
+        assert_eq!(put(&mut coord, out.raise_clock, &k, "v", vc(&[0, 0])).time, 9_000_001);
     }
 
     /// §4.2: "Upon receiving a ROT request with snapshot SV, a partition moves its own clock to match the
@@ -1002,8 +1091,11 @@ mod tests {
                 dv: vc(&[NOW + 10, 0]),
             }]
         );
-        assert_eq!(p.clock(), ahead);
-        assert_eq!(put(&mut p, NOW + 30, &k, "c", vc(&[0, 0])).time, ahead + 1, "later versions are outside SV");
+        // Read-only: the host raises the clock for later inputs.
+        assert!(out.read_only);
+        assert_eq!(out.raise_clock, ahead + 1);
+        let now = (NOW + 30).max(out.raise_clock);
+        assert_eq!(put(&mut p, now, &k, "c", vc(&[0, 0])).time, ahead + 1, "later versions are outside SV");
     }
 
     /// §4.1, "GSS computation": "Periodically, the partitions in a DC exchange their VVs and compute the GSS
