@@ -82,13 +82,31 @@ pub enum Output<M> {
 /// One logged input. Written with `M = &P::Msg`, read with `M = P::Msg`.
 #[derive(Serialize, Deserialize)]
 enum InputRecord<M> {
-    Start { node: u16, id: ServerId, seed: u64, now: u64 },
-    Msg { node: u16, now: u64, from: Addr, seq: u64, msg: M },
-    Timer { node: u16, now: u64, id: u64 },
+    Start {
+        node: u16,
+        id: ServerId,
+        seed: u64,
+        now: u64,
+    },
+    Msg {
+        node: u16,
+        now: u64,
+        from: Addr,
+        seq: u64,
+        msg: M,
+    },
+    Timer {
+        node: u16,
+        now: u64,
+        id: u64,
+    },
     /// Not an input: node `node`'s clock readings after a restart start at `at`. Read-only inputs are not
     /// logged, yet their replies may promise clock values (`Ctx::raise_clock`, or a snapshot taken at the
     /// clock); a reply leaves only once a ceiling above its clock is durable.
-    Ceiling { node: u16, at: u64 },
+    Ceiling {
+        node: u16,
+        at: u64,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -475,8 +493,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             self.delivered_since_commit.pop_front();
             self.durable_delivered.insert(key, seq);
         }
-        if self.records_since_checkpoint >= self.checkpoint_every && !self.log.disk_full() && !self.log.committing()
-        {
+        if self.records_since_checkpoint >= self.checkpoint_every && !self.log.disk_full() && !self.log.committing() {
             self.checkpoint()?;
         }
         Ok(())

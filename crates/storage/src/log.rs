@@ -1,10 +1,10 @@
 //! [`Log`]: the redb-backed record log of one server.
 
 use std::fs;
-use std::sync::Arc;
-use std::sync::mpsc;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
 
@@ -83,8 +83,9 @@ struct Job {
 
 impl Job {
     fn run(self) {
-        let result =
-            guarded(&self.file, || Txn { db: &self.db, file: &self.file, durable: self.durable }.write(&self.records, None, None));
+        let result = guarded(&self.file, || {
+            Txn { db: &self.db, file: &self.file, durable: self.durable }.write(&self.records, None, None)
+        });
         drop(self.db);
         let _ = self.done.send((self.records, result));
         if let Some(wake) = self.waker {

@@ -18,9 +18,26 @@ struct Reg;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 enum RegMsg {
-    Put { key: String, value: String },
-    PutOk { at: u64 },
-    Replicate { key: String, value: String, n: u64 },
+    Put {
+        key: String,
+        value: String,
+    },
+    PutOk {
+        at: u64,
+    },
+    Replicate {
+        key: String,
+        value: String,
+        n: u64,
+    },
+    /// A read at snapshot `at`: read-only, it promises that later puts are stamped after `at`.
+    Get {
+        key: String,
+        at: u64,
+    },
+    GetOk {
+        value: Option<String>,
+    },
 }
 
 impl Message for RegMsg {
@@ -29,6 +46,8 @@ impl Message for RegMsg {
             RegMsg::Put { .. } => "put",
             RegMsg::PutOk { .. } => "put-ok",
             RegMsg::Replicate { .. } => "replicate",
+            RegMsg::Get { .. } => "get",
+            RegMsg::GetOk { .. } => "get-ok",
         }
     }
 }
@@ -42,6 +61,8 @@ struct RegServer {
     applied: BTreeMap<DcId, Vec<u64>>,
     puts: u64,
     ticks: u64,
+    /// The log position of each key's last put (what a read of it waits for).
+    written_at: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -58,6 +79,7 @@ impl ServerNode<Reg> for RegServer {
                 self.puts += 1;
                 let tag = cx.rng().random::<u32>();
                 self.data.insert(key.clone(), (value.clone(), cx.now_ns(), tag));
+                self.written_at.insert(key.clone(), cx.position());
                 for s in self.topology.siblings(self.id) {
                     cx.send(s, RegMsg::Replicate { key: key.clone(), value: value.clone(), n: self.puts });
                 }
@@ -68,7 +90,13 @@ impl ServerNode<Reg> for RegServer {
                 self.applied.entry(s.dc).or_default().push(n);
                 self.data.insert(key, (value, cx.now_ns(), 0));
             }
-            RegMsg::PutOk { .. } => {}
+            RegMsg::Get { key, at } => {
+                cx.read_only();
+                cx.raise_clock(at);
+                cx.reply_after(self.written_at.get(&key).copied().unwrap_or(0));
+                cx.send(from, RegMsg::GetOk { value: self.data.get(&key).map(|d| d.0.clone()) });
+            }
+            RegMsg::PutOk { .. } | RegMsg::GetOk { .. } => {}
         }
         Ok(())
     }
@@ -103,7 +131,15 @@ impl Protocol for Reg {
     }
 
     fn server(id: ServerId, topology: Topology, _config: &ProtocolConfig) -> RegServer {
-        RegServer { id, topology, data: BTreeMap::new(), applied: BTreeMap::new(), puts: 0, ticks: 0 }
+        RegServer {
+            id,
+            topology,
+            data: BTreeMap::new(),
+            applied: BTreeMap::new(),
+            puts: 0,
+            ticks: 0,
+            written_at: BTreeMap::new(),
+        }
     }
 
     fn client(_id: ClientId, _dc: DcId, _topology: Topology, _config: &ProtocolConfig) -> RegClient {
@@ -347,4 +383,77 @@ fn a_stalled_link_is_probed_and_the_receiver_asks_for_the_rest() {
     deliver(b.take_outputs(), &mut a, 2_200_000_000, |_| false);
     a.tick(9_000_000_000);
     assert!(a.take_outputs().is_empty(), "nothing left unacknowledged");
+}
+
+fn get(host: &mut Host, key: &str, at: u64, wall: u64) {
+    let msg = RegMsg::Get { key: key.into(), at };
+    assert!(host.on_message(host_id(host), CLIENT, None, msg, wall));
+}
+
+fn got(outputs: &[Output<RegMsg>]) -> Vec<Option<String>> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::ToClient { msg: RegMsg::GetOk { value }, .. } => Some(value.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn read_only_inputs_are_not_logged_and_answer_at_once_unless_they_read_what_is_not_durable() {
+    let mut a = open(MemLog::new(), A, 1).unwrap();
+    a.take_outputs();
+    put(&mut a, 0, 10);
+    a.commit().unwrap();
+    a.take_outputs();
+    // The first read logs a clock ceiling and waits for it; later ones below it leave at once, unlogged.
+    get(&mut a, "k0", 0, 20);
+    assert!(got(&a.take_outputs()).is_empty());
+    a.commit().unwrap();
+    assert_eq!(got(&a.take_outputs()), vec![Some("v0".to_string())]);
+    let before = a.log().last_lsn();
+    get(&mut a, "k0", 0, 30);
+    assert_eq!(got(&a.take_outputs()), vec![Some("v0".to_string())], "answered before any commit");
+    assert_eq!(a.log().last_lsn(), before, "a read-only input leaves no record");
+    // A put not yet durable: a read of its key waits for the commit; a read of another key does not.
+    put(&mut a, 1, 40);
+    get(&mut a, "k1", 0, 50);
+    get(&mut a, "k0", 0, 60);
+    assert_eq!(got(&a.take_outputs()), vec![Some("v0".to_string())]);
+    a.commit().unwrap();
+    assert_eq!(got(&a.take_outputs()), vec![Some("v1".to_string())]);
+    // The replay of the log gives the state the reads saw.
+    let before = state(&a);
+    let a = crash(a, A, 70);
+    assert_eq!(state(&a), before);
+}
+
+#[test]
+fn a_read_only_inputs_clock_promise_survives_a_crash_and_its_reply_waits_for_it() {
+    let mut a = open(MemLog::new(), A, 1).unwrap();
+    a.take_outputs();
+    get(&mut a, "k0", 0, 10);
+    a.commit().unwrap();
+    a.take_outputs();
+    // A snapshot far ahead of the clock: the reply waits for a ceiling above it to be durable.
+    let ahead = 1_000_000_000;
+    get(&mut a, "k0", ahead, 20);
+    assert!(got(&a.take_outputs()).is_empty(), "the promise is not durable yet");
+    a.commit().unwrap();
+    assert_eq!(got(&a.take_outputs()), vec![None]);
+    // After a crash (the read itself was never logged), later puts still come after the promise.
+    let mut a = crash(a, A, 30);
+    a.take_outputs();
+    put(&mut a, 2, 40);
+    a.commit().unwrap();
+    let at = a
+        .take_outputs()
+        .into_iter()
+        .find_map(|o| match o {
+            Output::ToClient { msg: RegMsg::PutOk { at }, .. } => Some(at),
+            _ => None,
+        })
+        .expect("the put is answered");
+    assert!(at >= ahead, "a put after the restart is stamped {at}, before the promised {ahead}");
 }

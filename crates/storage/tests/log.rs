@@ -446,3 +446,36 @@ fn memlog_matches_log_under_random_operations() {
         }
     }
 }
+
+/// A background commit makes durable what was appended before it started, while appends go on; what is
+/// appended meanwhile forms the next batch, and a crash loses only that.
+#[test]
+fn background_commits_run_while_appends_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let (mut log, _) = Log::open_with(tmp.path(), FsyncPolicy::GROUP_DEFAULT).unwrap();
+        let woken = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let w = std::sync::Arc::clone(&woken);
+        log.set_commit_waker(std::sync::Arc::new(move || {
+            w.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }));
+        log.append(b"a");
+        log.append(b"b");
+        log.start_commit().unwrap();
+        assert!(log.committing());
+        assert_eq!(log.pending(), 0, "the batch went to the commit thread");
+        log.append(b"c");
+        log.start_commit().unwrap(); // one at a time: nothing happens
+        while log.poll_commit().unwrap() < Lsn(2) {
+            std::thread::yield_now();
+        }
+        assert!(!log.committing());
+        assert_eq!(woken.load(std::sync::atomic::Ordering::SeqCst), 1, "the runtime was woken");
+        assert_eq!((log.durable_lsn(), log.pending()), (Lsn(2), 1));
+        log.start_commit().unwrap();
+        log.append(b"lost");
+        // Dropped mid-commit: the commit under way finishes, the rest is lost.
+    }
+    let (_, rec) = Log::open(tmp.path()).unwrap();
+    assert_eq!(payloads(&rec), [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+}
