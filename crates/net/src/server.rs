@@ -245,6 +245,7 @@ pub async fn run_server_with<P: Protocol>(
     let sleep = tokio::time::sleep_until(far_future());
     let mut sleep = std::pin::pin!(sleep);
     let mut armed: Option<Instant> = None;
+    let commit_done = server.durable.as_ref().map(|d| Arc::clone(&d.committed));
     let mut tick = tokio::time::interval(DURABLE_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -266,7 +267,7 @@ pub async fn run_server_with<P: Protocol>(
                 }
                 None => scrapes = None,
             },
-            _ = committed(&server.durable) => {}
+            _ = committed(&commit_done) => {}
             _ = tick.tick(), if server.durable.is_some() => {
                 if let Some(d) = &mut server.durable {
                     d.host.tick(wall_ns());
@@ -313,10 +314,10 @@ pub async fn run_server_with<P: Protocol>(
     Ok(())
 }
 
-/// Resolves when the durable log's background commit is done (never without one).
-async fn committed<P: Protocol>(durable: &Option<DurableState<P>>) {
-    match durable {
-        Some(d) => d.committed.notified().await,
+/// Resolves when the durable log's background commit is done (never in memory).
+async fn committed(signal: &Option<Arc<tokio::sync::Notify>>) {
+    match signal {
+        Some(done) => done.notified().await,
         None => std::future::pending().await,
     }
 }

@@ -1,4 +1,5 @@
-//! [`DurableHost`]: the partition servers of one process, made durable by logging their inputs.
+//! [`DurableHost`]: the partition servers of one process, made durable by logging the inputs that change their
+//! state.
 //!
 //! # How a server survives a crash
 //!
@@ -35,8 +36,27 @@
 //!    its own unacknowledged messages; the peers answer with what it missed. A datacenter whose servers were
 //!    all down catches up the same way, from the buffers of the other datacenters.
 //!
+//! 4. **Reads are not logged** (the durable boundary, `snowline_core::Ctx`). A handler that changed no state
+//!    a restart needs says so (`Ctx::read_only`): the host appends no record for it and hands its replies
+//!    out at once, without waiting for an fsync. Two things keep that sound. A reply that returns what a
+//!    logged input wrote names that input's log position (`Ctx::reply_after`) and leaves once it is durable,
+//!    so nobody sees a write a crash could lose. And a reply that promises something of the clock (a
+//!    snapshot: every later local timestamp is larger, `Ctx::raise_clock`) leaves only once a logged *clock
+//!    ceiling* above the node's clock is durable; a restarted node's clock starts at its ceiling. The ceiling
+//!    runs [`CLOCK_CEILING_AHEAD_NS`] ahead and is renewed every half of that, so reads almost never wait for
+//!    it. A handler that sets a timer or sends to a server is logged whatever it said; so is every message
+//!    of a sequenced link, whose delivery count is acknowledged. A refused message that did nothing is not
+//!    logged either. Protocols opt in per message (Contrarian's snapshot and read requests); every other
+//!    input is logged as before.
+//! 5. **Commits run beside the work.** The runtime may [`start_commit`](DurableHost::start_commit) and go on
+//!    handling inputs while the log's thread writes and fsyncs the batch; [`poll_commit`] releases what
+//!    waited for it. Outputs are held by the log position they wait for, so each leaves as soon as its own
+//!    record (or the one it named) is durable.
+//!
 //! Client sessions are not durable: an operation whose reply was lost in a crash is reported to the client
 //! as failed (outcome unknown), as for any lost connection.
+//!
+//! [`poll_commit`]: DurableHost::poll_commit
 //!
 //! [`commit`]: DurableHost::commit
 

@@ -213,6 +213,13 @@ impl Log {
                 // reserve and reopens the file (see the type's docs).
                 let later = std::mem::replace(&mut self.pending, records);
                 self.pending.extend(later);
+                // redb refuses everything after an I/O error until the file is reopened.
+                self.full = true;
+                let _ = fs::remove_file(&self.reserve);
+                if let Err(e) = self.reopen(false) {
+                    self.poisoned = true;
+                    return Err(e);
+                }
                 self.write(true, None, None)?;
                 self.mark_committed();
                 Ok(())
