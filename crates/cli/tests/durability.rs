@@ -218,6 +218,36 @@ fn cure_datacenter_restarted_while_the_other_takes_writes_catches_up() {
     crash_and_recover::<snowline_protocols::Cure>(Crash::WholeDc);
 }
 
+#[test]
+fn av_datacenter_restarted_while_the_other_takes_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::Av>(Crash::WholeDc);
+}
+
+#[test]
+fn op_datacenter_restarted_while_the_other_takes_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::Op>(Crash::WholeDc);
+}
+
+#[test]
+fn cops_datacenter_restarted_while_the_other_takes_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::Cops>(Crash::WholeDc);
+}
+
+#[test]
+fn cops_snow_datacenter_restarted_while_the_other_takes_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::CopsSnow>(Crash::WholeDc);
+}
+
+#[test]
+fn twopl_datacenter_restarted_while_the_other_takes_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::TwoPl>(Crash::WholeDc);
+}
+
+#[test]
+fn twopl_loses_no_acknowledged_write_when_a_server_is_killed() {
+    crash_and_recover::<snowline_protocols::TwoPl>(Crash::OneServer);
+}
+
 /// A damaged data file stops the server with an error naming the file; nothing is served from it.
 #[test]
 fn a_corrupted_or_truncated_data_file_is_a_clear_error_naming_it() {

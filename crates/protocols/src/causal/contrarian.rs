@@ -190,10 +190,11 @@ pub struct ContrarianServer {
     /// this partition busy. Peers' busy reports keep the pace up without being passed on (no echo).
     news: Duties,
     peer_busy: Duties,
-    /// Durability (`Ctx::read_only`): versions written at a log position not yet durable, by key and version
-    /// (a read returning one waits for it), and `vv` as far as it is durable: its logged part, and the raises
-    /// since (position, datacenter, time). Both only for the read-only handlers; empty outside a durable host.
-    unlogged_versions: BTreeMap<(Key, Version), u64>,
+    /// Durability (`Ctx::read_only`): per key, the log position of its latest write if that may not be
+    /// durable yet (a read of the key waits for it), and `vv` as far as it is durable: its logged part, and
+    /// the raises since (position, datacenter, time). Both only for the read-only handlers; empty outside a
+    /// durable host.
+    unlogged_writes: BTreeMap<Key, u64>,
     vv_logged: VectorClock,
     vv_unlogged: VecDeque<(u64, DcId, u64)>,
 }
@@ -232,7 +233,7 @@ impl ContrarianServer {
             gc_pacer: Pacer::new(config.gc_interval_ms * MS, config.idle_backoff_ms * MS),
             news: Duties::default(),
             peer_busy: Duties::default(),
-            unlogged_versions: BTreeMap::new(),
+            unlogged_writes: BTreeMap::new(),
             vv_logged: VectorClock::zero(topology.dcs),
             vv_unlogged: VecDeque::new(),
             config,
@@ -297,7 +298,7 @@ impl ContrarianServer {
         let mut version_dv = dv;
         version_dv.set(self.dc(), ts);
         let version = Version { time: ts, dc: self.dc() };
-        self.note_unlogged(cx, &key, version);
+        self.note_unlogged(cx, &key);
         self.store.insert(key.clone(), StoredVersion { value: value.clone(), version, meta: version_dv.clone() });
         self.vv.set(self.dc(), ts);
         self.note_vv(cx, self.dc(), ts);
@@ -377,11 +378,8 @@ impl ContrarianServer {
     /// log. (Remote versions within `sv` are durable here: the GSS counts only logged ones.)
     fn read_at(&self, key: Key, sv: &VectorClock, durable: u64) -> (VersionRead, u64) {
         let (found, skipped) = self.store.newest_where(&key, |v| v.meta.le(sv));
-        let wait = found
-            .and_then(|v| self.unlogged_versions.get(&(key.clone(), v.version)))
-            .copied()
-            .filter(|p| *p > durable)
-            .unwrap_or(0);
+        // The key's latest write, whichever version is returned (a slight over-wait when it is an older one).
+        let wait = self.unlogged_writes.get(&key).copied().filter(|p| *p > durable).unwrap_or(0);
         (self.version_read(key, found, skipped), wait)
     }
 
@@ -459,7 +457,7 @@ impl ContrarianServer {
         if from.dc == self.dc() || from.dc != version.dc || dv.0.len() != self.topology.dcs as usize {
             return;
         }
-        self.note_unlogged(cx, &key, version);
+        self.note_unlogged(cx, &key);
         self.store.insert(key, StoredVersion { value, version, meta: dv });
         let i = from.dc;
         self.vv.set(i, self.vv.get(i).max(version.time));
@@ -468,17 +466,22 @@ impl ContrarianServer {
 
     // ---- Durability (`Ctx::read_only`) ----
 
-    /// A logged handler wrote `version` of `key`: a read returning it before the log is durable waits.
-    fn note_unlogged(&mut self, cx: &Ctx<'_, Contrarian>, key: &Key, version: Version) {
+    /// A logged handler wrote `key`: a read of it before the log is durable waits.
+    fn note_unlogged(&mut self, cx: &Ctx<'_, Contrarian>, key: &Key) {
         let (position, durable) = (cx.position(), cx.durable_position());
         if position <= durable {
             return;
         }
-        if self.unlogged_versions.len() >= 4096 {
+        if self.unlogged_writes.len() >= 4096 {
             // Forgetting durable positions changes no read's outcome.
-            self.unlogged_versions.retain(|_, p| *p > durable);
+            self.unlogged_writes.retain(|_, p| *p > durable);
         }
-        self.unlogged_versions.insert((key.clone(), version), position);
+        match self.unlogged_writes.get_mut(key) {
+            Some(p) => *p = position,
+            None => {
+                self.unlogged_writes.insert(key.clone(), position);
+            }
+        }
     }
 
     /// A logged handler raised `vv[dc]` to `time`.
