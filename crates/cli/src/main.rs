@@ -8,6 +8,7 @@ mod demo;
 mod duration;
 mod multicast_bench;
 mod progress;
+mod redis_baseline;
 mod reproduce;
 mod sim_cmd;
 

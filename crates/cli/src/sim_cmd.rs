@@ -301,6 +301,11 @@ pub struct BenchArgs {
     /// datacenters, how soon a write in dc0 is visible in dc1).
     #[arg(long, value_delimiter = ',', default_value = "tls")]
     pub peers: Vec<PeerAuth>,
+    /// Also run redis-server with redis-benchmark (GET, one connection per snowline client) in the same
+    /// command and print its latency beside snowline's GET (or ROT) latency; skipped with a note when they
+    /// are not installed (`apt-get install redis-server`).
+    #[arg(long)]
+    pub vs_redis: bool,
 }
 
 /// How the servers of a benchmarked cluster authenticate each other.
@@ -554,11 +559,53 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         progress.inc(1);
     }
     progress.finish_and_clear();
+    if args.vs_redis {
+        compare_with_redis(&costs, topology.dcs as usize)?;
+    }
     if settings > 1 {
         println!("\n{}", setting_costs(&costs));
         return Ok(());
     }
     write_sweep(&args.run, &records)
+}
+
+/// `--vs-redis`: redis-server's GET latency under as many connections as the last run had clients, beside
+/// that run's single-key reads.
+fn compare_with_redis(costs: &[Setting], dcs: usize) -> Result<()> {
+    let Some(last) = costs.last() else { return Ok(()) };
+    let connections = last.clients * dcs;
+    let requests = (20_000 * connections as u64).min(200_000);
+    let Some(redis) = crate::redis_baseline::measure_get(connections, requests)? else {
+        println!("\nredis-server / redis-benchmark not installed (apt-get install redis-server): comparison skipped");
+        return Ok(());
+    };
+    println!(
+        "\nredis-server {} GET (redis-benchmark, {} connection{}, {} requests): p50 {:.1} µs, p95 {:.1} µs, \
+         p99 {:.1} µs, {:.0} requests/s",
+        redis.version,
+        redis.connections,
+        if redis.connections == 1 { "" } else { "s" },
+        requests,
+        redis.p50_us,
+        redis.p95_us,
+        redis.p99_us,
+        redis.requests_per_s
+    );
+    let ours = ["get", "rot"].iter().find_map(|k| last.summary.per_kind.iter().find(|s| s.kind == *k));
+    match ours {
+        Some(k) => println!(
+            "snowline {} ({}, {} clients): p50 {:.1} µs = {:.2}× redis-server's, p95 {:.1} µs = {:.2}×",
+            k.kind,
+            last.label,
+            connections,
+            k.p50_us,
+            k.p50_us / redis.p50_us,
+            k.p95_us,
+            k.p95_us / redis.p95_us
+        ),
+        None => println!("(the workload had no single-key reads to compare: use --workload kv --write-ratio 0)"),
+    }
+    Ok(())
 }
 
 /// One benchmarked setting (storage and peer authentication) at one client count.
