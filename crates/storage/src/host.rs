@@ -460,15 +460,17 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// outputs held, the runtime keeps running and commits again later; the host refuses client requests
     /// meanwhile. No checkpoint is written while the disk is full.
     pub fn commit(&mut self) -> Result<Lsn, StorageError> {
-        let lsn = match self.log.commit() {
-            Ok(lsn) => lsn,
-            Err(e @ StorageError::DiskFull { .. }) => {
-                self.out_of_space = true;
-                return Err(e);
-            }
-            Err(e) => return Err(e),
-        };
-        self.out_of_space = false;
+        let outcome = self.log.commit();
+        self.committed(outcome)
+    }
+
+    /// Takes a commit's outcome: a full disk refuses client requests until a commit succeeds; a success
+    /// releases what waited for it.
+    fn committed(&mut self, outcome: Result<Lsn, StorageError>) -> Result<Lsn, StorageError> {
+        let lsn = outcome.inspect_err(|e| self.out_of_space = matches!(e, StorageError::DiskFull { .. }))?;
+        if !self.log.committing() {
+            self.out_of_space = false;
+        }
         self.after_durable(lsn)?;
         Ok(lsn)
     }
@@ -488,19 +490,8 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// Takes the outcome of the background commit if it is done, and releases the outputs that waited for
     /// it (see [`take_outputs`](Self::take_outputs)). Errors as for [`commit`](Self::commit).
     pub fn poll_commit(&mut self) -> Result<Lsn, StorageError> {
-        let lsn = match self.log.poll_commit() {
-            Ok(lsn) => lsn,
-            Err(e @ StorageError::DiskFull { .. }) => {
-                self.out_of_space = true;
-                return Err(e);
-            }
-            Err(e) => return Err(e),
-        };
-        if !self.log.committing() {
-            self.out_of_space = false;
-        }
-        self.after_durable(lsn)?;
-        Ok(lsn)
+        let outcome = self.log.poll_commit();
+        self.committed(outcome)
     }
 
     /// Everything up to `lsn` is durable: release what waited for it, and checkpoint when due.
