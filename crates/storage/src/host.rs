@@ -46,7 +46,7 @@
 //!    runs [`CLOCK_CEILING_AHEAD_NS`] ahead and is renewed every half of that, so reads almost never wait for
 //!    it. A handler that sets a timer or sends to a server is logged whatever it said; so is every message
 //!    of a sequenced link, whose delivery count is acknowledged. A refused message that did nothing is not
-//!    logged either. Protocols opt in per message (Contrarian's snapshot and read requests); every other
+//!    logged either. Protocols opt in per message (Contrarian's snapshot and read requests, COPS's reads); every other
 //!    input is logged as before.
 //! 5. **Commits run beside the work.** The runtime may [`start_commit`](DurableHost::start_commit) and go on
 //!    handling inputs while the log's thread writes and fsyncs the batch; [`poll_commit`] releases what

@@ -398,6 +398,9 @@ pub struct CopsServer {
     internal: VecDeque<(WriteId, u64, Vec<RotId>)>,
     gc_horizon: u64,
     stale_reads: u64,
+    /// Durability (`Ctx::read_only`, COPS only): per key, the log position of its latest applied write if it
+    /// may not be durable yet; a read of the key waits for it. Empty outside a durable host.
+    unlogged_writes: BTreeMap<Key, u64>,
     /// The garbage-collection schedule: it backs off while nothing changes (`idle_backoff_ms`).
     gc_pacer: Pacer,
     /// Versions held after the last collection (a change since means there is work again).
@@ -412,6 +415,7 @@ impl CopsServer {
             topology,
             clock: Hlc::default(),
             store: MvStore::new(),
+            unlogged_writes: BTreeMap::new(),
             applied: BTreeMap::new(),
             readers: BTreeMap::new(),
             waiting: BTreeMap::new(),
@@ -594,8 +598,11 @@ impl CopsServer {
                 cx.send(c, CopsMsg::ReadReply { op, round: 1, items });
             }
             (Addr::Client(c), CopsMsg::ReadAt { op, keys, at }) => {
+                // Read-only: the clock moves past `at` through the host (later versions get larger EVTs).
+                cx.read_only();
                 cx.charge(keys.len() as u64);
-                self.clock.advance_to(at);
+                cx.raise_clock(at.saturating_add(1));
+                self.wait_for_writes(cx, &keys);
                 let items = keys.into_iter().map(|k| self.read_at(k, at)).collect();
                 cx.send(c, CopsMsg::ReadReply { op, round: 2, items });
             }
@@ -642,7 +649,17 @@ impl CopsServer {
     fn read<P: CopsFamily>(&mut self, cx: &mut Ctx<'_, P>, rot: RotId, keys: Vec<Key>, ts: u64) -> Vec<ReadItem> {
         cx.charge(keys.len() as u64);
         let now = cx.now_ns();
-        let lvt = self.clock.observe(now, ts);
+        let lvt = if self.variant == Variant::Cops {
+            // COPS's reads change no state (read-only: a durable host does not log them): the clock moves
+            // past the read's logical time through the host. COPS-SNOW's record their readers.
+            cx.read_only();
+            self.wait_for_writes(cx, &keys);
+            let lvt = now.max(self.clock.current().max(ts).saturating_add(1));
+            cx.raise_clock(lvt.saturating_add(1));
+            lvt
+        } else {
+            self.clock.observe(now, ts)
+        };
         let mut items = Vec::with_capacity(keys.len());
         for key in keys {
             if self.variant == Variant::CopsSnow {
@@ -669,6 +686,16 @@ impl CopsServer {
             });
         }
         items
+    }
+
+    /// A read-only read of `keys` returns what a logged write applied: it waits for that write's record.
+    fn wait_for_writes<P: CopsFamily>(&self, cx: &mut Ctx<'_, P>, keys: &[Key]) {
+        let durable = cx.durable_position();
+        for key in keys {
+            if let Some(&position) = self.unlogged_writes.get(key).filter(|p| **p > durable) {
+                cx.reply_after(position);
+            }
+        }
     }
 
     /// The version of `key` valid at logical time `at`: the newest with `EVT <= at`.
@@ -848,6 +875,14 @@ impl CopsServer {
         if newer {
             let v = StoredVersion { value: w.value.clone(), version, meta: Meta { evt } };
             self.store.insert(w.key.clone(), v);
+            let (position, durable) = (cx.position(), cx.durable_position());
+            if position > durable {
+                if self.unlogged_writes.len() >= 4096 {
+                    // Forgetting durable positions changes no read's outcome.
+                    self.unlogged_writes.retain(|_, p| *p > durable);
+                }
+                self.unlogged_writes.insert(w.key.clone(), position);
+            }
         }
         match w.origin {
             WriteOrigin::Local { client, op, .. } => {
