@@ -227,7 +227,6 @@ pub async fn run_server_with<P: Protocol>(
             policy: fsync,
             timers: TimerHeap::new(),
             oldest_pending: None,
-            committing_since: None,
             last_started: None,
             committed,
             backlog_warned: None,
@@ -450,8 +449,7 @@ struct DurableState<P: Protocol> {
     timers: TimerHeap<usize, u64>,
     /// When the oldest record not yet committed was appended (group commit's delay bound).
     oldest_pending: Option<Instant>,
-    /// When the background commit under way started (`group`, `none`), and when the last one did.
-    committing_since: Option<Instant>,
+    /// When the last background commit started (`group`, `none`).
     last_started: Option<Instant>,
     /// Notified by the log when a background commit is done.
     committed: Arc<tokio::sync::Notify>,
@@ -500,9 +498,8 @@ impl<P: Protocol> DurableState<P> {
 
     /// Background commits: whether to start one now for what is pending. A server with nothing else to do
     /// starts one at once unless one started less than `max_delay_ms` ago (`none`: no rest); a busy one lets
-    /// the batch grow to
-    /// `max_batch` records or `max_delay_ms` (each commit costs CPU: fewer, larger batches leave more of it
-    /// to the work).
+    /// the batch grow to `max_batch` records or `max_delay_ms` (each commit costs CPU: fewer, larger batches
+    /// leave more of it to the work).
     fn batch_due(&mut self, when: Flush) -> bool {
         let oldest = *self.oldest_pending.get_or_insert_with(Instant::now);
         let (max_delay, max_batch) = self.batch_limits();
@@ -768,9 +765,9 @@ impl<P: Protocol> EventLoop<P> {
     /// Durable mode: commit as the fsync policy says, then carry out what the host released.
     ///
     /// `per-write` commits after every input from outside the process (one fsync each), on the event loop.
-    /// `group` and `none` commit in the background (`DurableHost::start_commit`): one commit at a time,
-    /// started as soon as there are records and none is under way, so what arrives during one fsync forms
-    /// the next batch while the loop goes on serving (reads and anything else that waits for nothing).
+    /// `group` and `none` commit in the background (`DurableHost::start_commit`), one commit at a time and
+    /// when `DurableState::batch_due` says: what arrives during one fsync forms the next batch while the
+    /// loop goes on serving (reads and anything else that waits for nothing).
     fn flush_durable(&mut self, when: Flush) -> Result<(), NetError> {
         let Some(d) = &mut self.durable else { return Ok(()) };
         let retry_wait = d.full_retry_at.is_some_and(|at| Instant::now() < at) && when != Flush::Stop;
@@ -788,20 +785,16 @@ impl<P: Protocol> EventLoop<P> {
             }
         } else {
             let mut outcome = Ok(());
-            if let Some(since) = d.committing_since {
+            if d.host.committing() {
                 outcome = d.host.poll_commit().map(|_| ());
-                if !d.host.committing() {
-                    d.committing_since = None;
-                    if outcome.is_ok() {
-                        self.counters.commit.record(since.elapsed());
-                    }
+                if let (false, true, Some(since)) = (d.host.committing(), outcome.is_ok(), d.last_started) {
+                    self.counters.commit.record(since.elapsed());
                 }
             }
             if outcome.is_ok() && d.host.pending() > 0 && !retry_wait && !d.host.committing() && d.batch_due(when) {
                 outcome = d.host.start_commit();
                 if d.host.committing() {
-                    d.committing_since = Some(Instant::now());
-                    d.last_started = d.committing_since;
+                    d.last_started = Some(Instant::now());
                     d.oldest_pending = None;
                 }
             }

@@ -46,8 +46,8 @@
 //!    runs [`CLOCK_CEILING_AHEAD_NS`] ahead and is renewed every half of that, so reads almost never wait for
 //!    it. A handler that sets a timer or sends to a server is logged whatever it said; so is every message
 //!    of a sequenced link, whose delivery count is acknowledged. A refused message that did nothing is not
-//!    logged either. Protocols opt in per message (Contrarian's snapshot and read requests, COPS's reads); every other
-//!    input is logged as before.
+//!    logged either. Protocols opt in per message (Contrarian's snapshot and read requests, COPS's reads);
+//!    every other input is logged as before.
 //! 5. **Commits run beside the work.** The runtime may [`start_commit`](DurableHost::start_commit) and go on
 //!    handling inputs while the log's thread writes and fsyncs the batch; [`poll_commit`] releases what
 //!    waited for it. Outputs are held by the log position they wait for, so each leaves as soon as its own
@@ -682,11 +682,11 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                     link.unacked.pop_front();
                 }
             }
-            // Recovery marks everything it replayed durable at once (`after_recovery`).
             // Sequenced deliveries are always logged, as the next record.
             None if !self.replaying => {
                 self.delivered_since_commit.push_back((self.log.last_lsn().0 + 1, (idx, sender), seq))
             }
+            // Recovery marks everything it replayed durable at once (`after_recovery`).
             None => {}
         }
     }

@@ -63,41 +63,37 @@ pub struct Log {
     /// The disk filled up and the reserve has not been restored since.
     full: bool,
     stats: LogStats,
-    /// The background commit under way (`start_commit`).
-    in_flight: Option<InFlight>,
+    /// The last LSN of the background commit under way (`start_commit`).
+    in_flight: Option<Lsn>,
     /// Called by a background commit when it is done (the runtime wakes its event loop).
     waker: Option<Arc<dyn Fn() + Send + Sync>>,
-    /// The thread that runs background commits (started by the first).
-    committer: Option<mpsc::Sender<Job>>,
+    /// The thread that runs background commits (started by the first): batches in, outcomes out.
+    committer: Option<(mpsc::Sender<Job>, mpsc::Receiver<Outcome>)>,
 }
 
-/// A batch for the commit thread, and where its outcome goes.
+/// A batch for the commit thread.
 struct Job {
     db: Arc<Database>,
     file: PathBuf,
     durable: bool,
     records: Vec<Record>,
-    done: mpsc::Sender<(Vec<Record>, Result<(), StorageError>)>,
     waker: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
+/// A batch's records come back with its outcome.
+type Outcome = (Vec<Record>, Result<(), StorageError>);
+
 impl Job {
-    fn run(self) {
+    fn run(self, outcomes: &mpsc::Sender<Outcome>) {
         let result = guarded(&self.file, || {
             Txn { db: &self.db, file: &self.file, durable: self.durable }.write(&self.records, None, None)
         });
         drop(self.db);
-        let _ = self.done.send((self.records, result));
+        let _ = outcomes.send((self.records, result));
         if let Some(wake) = self.waker {
             wake();
         }
     }
-}
-
-/// A batch being committed on another thread: the records come back with the outcome.
-struct InFlight {
-    up_to: Lsn,
-    done: mpsc::Receiver<(Vec<Record>, Result<(), StorageError>)>,
 }
 
 /// What a [`Log`] has done since it was opened (for the server's metrics): plain counters, read on scrape.
@@ -185,22 +181,18 @@ impl Log {
     /// Waits for the background commit, if any, and takes its outcome: its records are committed, or back
     /// in `pending` (first) with the error.
     fn finish_in_flight(&mut self, wait: bool) -> Result<(), StorageError> {
-        let Some(flight) = &self.in_flight else { return Ok(()) };
-        let (records, result) = if wait {
-            match flight.done.recv() {
-                Ok(outcome) => outcome,
-                Err(_) => (Vec::new(), Err(StorageError::corrupted(&self.file, "the commit thread died"))),
-            }
+        let (Some(up_to), Some((_, outcomes))) = (self.in_flight, &self.committer) else { return Ok(()) };
+        let received = if wait {
+            outcomes.recv().ok()
         } else {
-            match flight.done.try_recv() {
-                Ok(outcome) => outcome,
+            match outcomes.try_recv() {
+                Ok(outcome) => Some(outcome),
                 Err(mpsc::TryRecvError::Empty) => return Ok(()),
-                Err(mpsc::TryRecvError::Disconnected) => {
-                    (Vec::new(), Err(StorageError::corrupted(&self.file, "the commit thread died")))
-                }
+                Err(mpsc::TryRecvError::Disconnected) => None,
             }
         };
-        let up_to = flight.up_to;
+        let (records, result) = received
+            .unwrap_or_else(|| (Vec::new(), Err(StorageError::corrupted(&self.file, "the commit thread died"))));
         self.in_flight = None;
         match result {
             Ok(()) => {
@@ -414,8 +406,11 @@ impl Drop for Log {
     /// Closes the file. redb may write its allocator state on close; a panic there (a page damaged after
     /// open) must not abort the process, so it is caught and the file is left for the next open to check.
     fn drop(&mut self) {
-        // A commit under way finishes first (as if the crash came after it): the file is closed on return.
-        let _ = self.finish_in_flight(true);
+        // A commit under way finishes first (as if the crash came after it), and nothing else is written:
+        // the file is closed on return.
+        if let (Some(_), Some((_, outcomes))) = (self.in_flight.take(), &self.committer) {
+            let _ = outcomes.recv();
+        }
         if let Some(db) = self.db.take() {
             let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(db)));
         }
@@ -496,39 +491,34 @@ impl RecordLog for Log {
         if self.in_flight.is_some() || self.pending.is_empty() {
             return Ok(());
         }
-        let committer = match &self.committer {
-            Some(tx) => tx.clone(),
-            None => {
-                let (tx, jobs) = mpsc::channel::<Job>();
-                std::thread::Builder::new()
-                    .name("snowline-commit".into())
-                    .spawn(move || {
-                        while let Ok(job) = jobs.recv() {
-                            job.run();
-                        }
-                    })
-                    .map_err(|source| StorageError::Directory { dir: self.file.clone(), source })?;
-                self.committer = Some(tx.clone());
-                tx
-            }
-        };
-        let up_to = self.last;
-        let (tx, done) = mpsc::channel();
+        if self.committer.is_none() {
+            let (jobs_in, jobs) = mpsc::channel::<Job>();
+            let (outcomes_in, outcomes) = mpsc::channel();
+            std::thread::Builder::new()
+                .name("snowline-commit".into())
+                .spawn(move || {
+                    while let Ok(job) = jobs.recv() {
+                        job.run(&outcomes_in);
+                    }
+                })
+                .map_err(|source| StorageError::Directory { dir: self.file.clone(), source })?;
+            self.committer = Some((jobs_in, outcomes));
+        }
         let job = Job {
             db: Arc::clone(self.db.as_ref().expect("the database is open until drop")),
             file: self.file.clone(),
             durable: self.policy.is_durable(),
             records: std::mem::take(&mut self.pending),
-            done: tx,
             waker: self.waker.clone(),
         };
-        if let Err(mpsc::SendError(job)) = committer.send(job) {
+        let (jobs_in, _) = self.committer.as_ref().expect("started above");
+        if let Err(mpsc::SendError(job)) = jobs_in.send(job) {
             // The thread is gone: commit here instead.
             self.pending = job.records;
             self.committer = None;
             return self.commit().map(|_| ());
         }
-        self.in_flight = Some(InFlight { up_to, done });
+        self.in_flight = Some(self.last);
         Ok(())
     }
 

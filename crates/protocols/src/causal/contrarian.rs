@@ -62,10 +62,13 @@
 //!   snapshot `SV ≥ L` contains `W`, so it never needs an older version. `L` only grows; a read at a snapshot
 //!   not `≥` the latest `L` (older than `gc_retain_ms`: it cannot happen while delays stay below that) is
 //!   answered `ReadStale`, and the client restarts the ROT with a fresh snapshot (4 rounds then).
+//! - **Durable hosts** (`docs/DURABILITY.md`): snapshot and read requests are read-only (not logged): their
+//!   clock moves go through the host (`Ctx::raise_clock`), a read of a key whose latest write is not durable
+//!   yet waits for it, and a snapshot's remote entries are capped by the partition's logged version vector.
 //! - **Links**: FIFO. The GSS argument needs a partition to receive its sibling's updates and heartbeats in
 //!   timestamp order, as they were sent.
 
-use crate::components::Pacer;
+use crate::components::{Pacer, UnloggedWrites};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use snowline_core::{
@@ -190,11 +193,10 @@ pub struct ContrarianServer {
     /// this partition busy. Peers' busy reports keep the pace up without being passed on (no echo).
     news: Duties,
     peer_busy: Duties,
-    /// Durability (`Ctx::read_only`): per key, the log position of its latest write if that may not be
-    /// durable yet (a read of the key waits for it), and `vv` as far as it is durable: its logged part, and
-    /// the raises since (position, datacenter, time). Both only for the read-only handlers; empty outside a
-    /// durable host.
-    unlogged_writes: BTreeMap<Key, u64>,
+    /// Durability (`Ctx::read_only`): the writes a read may have to wait for, and `vv` as far as it is
+    /// durable: its logged part, and the raises since (position, datacenter, time). Both only for the
+    /// read-only handlers; empty outside a durable host.
+    unlogged_writes: UnloggedWrites,
     vv_logged: VectorClock,
     vv_unlogged: VecDeque<(u64, DcId, u64)>,
 }
@@ -233,7 +235,7 @@ impl ContrarianServer {
             gc_pacer: Pacer::new(config.gc_interval_ms * MS, config.idle_backoff_ms * MS),
             news: Duties::default(),
             peer_busy: Duties::default(),
-            unlogged_writes: BTreeMap::new(),
+            unlogged_writes: UnloggedWrites::default(),
             vv_logged: VectorClock::zero(topology.dcs),
             vv_unlogged: VecDeque::new(),
             config,
@@ -298,7 +300,7 @@ impl ContrarianServer {
         let mut version_dv = dv;
         version_dv.set(self.dc(), ts);
         let version = Version { time: ts, dc: self.dc() };
-        self.note_unlogged(cx, &key);
+        self.unlogged_writes.note(cx, &key);
         self.store.insert(key.clone(), StoredVersion { value: value.clone(), version, meta: version_dv.clone() });
         self.vv.set(self.dc(), ts);
         self.note_vv(cx, self.dc(), ts);
@@ -359,31 +361,21 @@ impl ContrarianServer {
         // here from now on get larger timestamps, so they are outside SV.
         cx.raise_clock(sv.get(self.dc()).saturating_add(1));
         cx.charge(keys.len() as u64);
-        let durable = cx.durable_position();
-        let mut results = Vec::with_capacity(keys.len());
-        for key in keys {
-            let (read, position) = self.read_at(key, &sv, durable);
-            cx.reply_after(position);
-            results.push(read);
+        // A local version whose PUT is not durable yet cannot be passed over (a session that sees the PUT
+        // acknowledged may write a version depending on it at another partition before this ROT reads there,
+        // inside a snapshot taken ahead of that partition's clock): the reply waits for the log. Remote
+        // versions within `sv` are durable here (the GSS counts only logged ones).
+        for key in &keys {
+            self.unlogged_writes.wait_for(cx, key);
         }
+        let results = keys.into_iter().map(|key| self.read_at(key, &sv)).collect();
         cx.send(client, ContrarianMsg::ReadReply { op, attempt, results });
     }
 
     /// The newest version of `key` whose dependency vector is within `sv` ("Y belongs to the snapshot encoded
-    /// by SV if Y.DV ≤ SV"), and the log position that must be durable before it is returned (0: none).
-    ///
-    /// A local version whose PUT is not durable yet cannot be passed over: a session that sees its PUT
-    /// acknowledged may write a version depending on it at another partition before this ROT's read there,
-    /// with a timestamp inside a snapshot taken ahead of that partition's clock. So the read waits for the
-    /// log. (Remote versions within `sv` are durable here: the GSS counts only logged ones.)
-    fn read_at(&self, key: Key, sv: &VectorClock, durable: u64) -> (VersionRead, u64) {
+    /// by SV if Y.DV ≤ SV").
+    fn read_at(&self, key: Key, sv: &VectorClock) -> VersionRead {
         let (found, skipped) = self.store.newest_where(&key, |v| v.meta.le(sv));
-        // The key's latest write, whichever version is returned (a slight over-wait when it is an older one).
-        let wait = self.unlogged_writes.get(&key).copied().filter(|p| *p > durable).unwrap_or(0);
-        (self.version_read(key, found, skipped), wait)
-    }
-
-    fn version_read(&self, key: Key, found: Option<&StoredVersion<VectorClock>>, skipped: u32) -> VersionRead {
         match found {
             Some(v) => VersionRead {
                 read: ReadResult { key, value: Some(v.value.clone()), version: v.version, versions_skipped: skipped },
@@ -457,7 +449,7 @@ impl ContrarianServer {
         if from.dc == self.dc() || from.dc != version.dc || dv.0.len() != self.topology.dcs as usize {
             return;
         }
-        self.note_unlogged(cx, &key);
+        self.unlogged_writes.note(cx, &key);
         self.store.insert(key, StoredVersion { value, version, meta: dv });
         let i = from.dc;
         self.vv.set(i, self.vv.get(i).max(version.time));
@@ -465,24 +457,6 @@ impl ContrarianServer {
     }
 
     // ---- Durability (`Ctx::read_only`) ----
-
-    /// A logged handler wrote `key`: a read of it before the log is durable waits.
-    fn note_unlogged(&mut self, cx: &Ctx<'_, Contrarian>, key: &Key) {
-        let (position, durable) = (cx.position(), cx.durable_position());
-        if position <= durable {
-            return;
-        }
-        if self.unlogged_writes.len() >= 4096 {
-            // Forgetting durable positions changes no read's outcome.
-            self.unlogged_writes.retain(|_, p| *p > durable);
-        }
-        match self.unlogged_writes.get_mut(key) {
-            Some(p) => *p = position,
-            None => {
-                self.unlogged_writes.insert(key.clone(), position);
-            }
-        }
-    }
 
     /// A logged handler raised `vv[dc]` to `time`.
     fn note_vv(&mut self, cx: &Ctx<'_, Contrarian>, dc: DcId, time: u64) {

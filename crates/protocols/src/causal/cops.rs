@@ -103,9 +103,12 @@
 //! - **Readers-check cost** (`OpMetrics::readers_check`, per local PUT): ROT ids received (total and
 //!   distinct), distinct dependency keys checked, and partitions contacted (the writer's own partition counts
 //!   when it holds a dependency; it is checked in place, without a message).
+//! - **Durable hosts** (`docs/DURABILITY.md`): COPS's reads are read-only (not logged): the clock moves past
+//!   a read's logical time through the host (`Ctx::raise_clock`), and a read of a key whose latest write is
+//!   not durable yet waits for it. COPS-SNOW's reads record readers and are logged.
 //! - **Links**: FIFO (TCP), for the per-origin apply order of replicated writes.
 
-use crate::components::Pacer;
+use crate::components::{Pacer, UnloggedWrites};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
@@ -398,9 +401,8 @@ pub struct CopsServer {
     internal: VecDeque<(WriteId, u64, Vec<RotId>)>,
     gc_horizon: u64,
     stale_reads: u64,
-    /// Durability (`Ctx::read_only`, COPS only): per key, the log position of its latest applied write if it
-    /// may not be durable yet; a read of the key waits for it. Empty outside a durable host.
-    unlogged_writes: BTreeMap<Key, u64>,
+    /// Durability (`Ctx::read_only`, COPS only): the applied writes a read may have to wait for.
+    unlogged_writes: UnloggedWrites,
     /// The garbage-collection schedule: it backs off while nothing changes (`idle_backoff_ms`).
     gc_pacer: Pacer,
     /// Versions held after the last collection (a change since means there is work again).
@@ -415,7 +417,7 @@ impl CopsServer {
             topology,
             clock: Hlc::default(),
             store: MvStore::new(),
-            unlogged_writes: BTreeMap::new(),
+            unlogged_writes: UnloggedWrites::default(),
             applied: BTreeMap::new(),
             readers: BTreeMap::new(),
             waiting: BTreeMap::new(),
@@ -690,11 +692,8 @@ impl CopsServer {
 
     /// A read-only read of `keys` returns what a logged write applied: it waits for that write's record.
     fn wait_for_writes<P: CopsFamily>(&self, cx: &mut Ctx<'_, P>, keys: &[Key]) {
-        let durable = cx.durable_position();
         for key in keys {
-            if let Some(&position) = self.unlogged_writes.get(key).filter(|p| **p > durable) {
-                cx.reply_after(position);
-            }
+            self.unlogged_writes.wait_for(cx, key);
         }
     }
 
@@ -875,14 +874,7 @@ impl CopsServer {
         if newer {
             let v = StoredVersion { value: w.value.clone(), version, meta: Meta { evt } };
             self.store.insert(w.key.clone(), v);
-            let (position, durable) = (cx.position(), cx.durable_position());
-            if position > durable {
-                if self.unlogged_writes.len() >= 4096 {
-                    // Forgetting durable positions changes no read's outcome.
-                    self.unlogged_writes.retain(|_, p| *p > durable);
-                }
-                self.unlogged_writes.insert(w.key.clone(), position);
-            }
+            self.unlogged_writes.note(cx, &w.key);
         }
         match w.origin {
             WriteOrigin::Local { client, op, .. } => {
