@@ -47,7 +47,7 @@ pub fn server(
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
         let durability = data_dir.map(|data_dir| snowline_net::Durability { data_dir, fsync });
-        with_protocol!(&protocol, P => snowline_net::run_server_with::<P>(config, node, durability, shutdown_signal()).await)?
+        with_protocol!(&protocol, P => tokio::spawn(snowline_net::run_server_with::<P>(config, node, durability, shutdown_signal())).await.map_err(anyhow::Error::from)?)?
             .map_err(anyhow::Error::from)
     })
 }

@@ -266,7 +266,8 @@ fn a_corrupted_or_truncated_data_file_is_a_clear_error_naming_it() {
         }
     });
     cluster.stop();
-    let file = dir.join("data/node-0/log.redb");
+    let segments = dir.join("data/node-0/wal");
+    let file = std::fs::read_dir(&segments).unwrap().map(|e| e.unwrap().path()).max().expect("a segment");
     let start = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_snowline"))
             .args(["server", "--config"])

@@ -14,8 +14,8 @@ pub enum StorageError {
         /// The operating system's error.
         source: io::Error,
     },
-    /// The data file is damaged: redb refused it, a record's checksum does not match, or records are
-    /// missing. Nothing was recovered; the file was left as it was.
+    /// The data file is damaged: a sector's or the checkpoint's checksum does not match, a segment is cut short,
+    /// or records are missing. Nothing was recovered; the file was left as it was.
     #[error("data file {} is corrupted or truncated: {detail}", file.display())]
     Corrupted {
         /// The data file.
@@ -23,12 +23,12 @@ pub enum StorageError {
         /// What was found.
         detail: String,
     },
-    /// Another process (or another `Log` in this one) has the data file open.
+    /// Another process (or another `Log` in this one) has the data directory open (its lock file is held).
     #[error("data file {} is already in use (one server process per data directory): {detail}", file.display())]
     InUse {
-        /// The data file.
+        /// The lock file.
         file: PathBuf,
-        /// redb's message.
+        /// The operating system's message.
         detail: String,
     },
     /// The data file was written in a format this build cannot read.
@@ -36,7 +36,7 @@ pub enum StorageError {
     Incompatible {
         /// The data file.
         file: PathBuf,
-        /// redb's message.
+        /// What differs.
         detail: String,
     },
     /// The data file belongs to another deployment: another protocol, topology or set of hosted servers.
@@ -91,33 +91,6 @@ impl StorageError {
 
     pub fn corrupted(file: &Path, detail: impl Into<String>) -> Self {
         StorageError::Corrupted { file: file.to_path_buf(), detail: detail.into() }
-    }
-
-    /// Classifies any redb error. I/O errors that mean "the file ended early" or "this is not a redb file"
-    /// count as corruption.
-    pub(crate) fn from_redb(file: &Path, err: impl Into<redb::Error>) -> Self {
-        let err: redb::Error = err.into();
-        let file = file.to_path_buf();
-        let detail = err.to_string();
-        match err {
-            redb::Error::Corrupted(_) => StorageError::Corrupted { file, detail },
-            // A file that ends early, or that is not a redb file at all (its header was overwritten).
-            redb::Error::Io(ref io)
-                if matches!(io.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData) =>
-            {
-                StorageError::Corrupted { file, detail }
-            }
-            redb::Error::Io(ref io) if is_disk_full(io) => StorageError::DiskFull { file, detail },
-            redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::ValueTooLarge(_) => {
-                StorageError::Io { file, detail }
-            }
-            redb::Error::DatabaseAlreadyOpen | redb::Error::LockProtocolMismatch => {
-                StorageError::InUse { file, detail }
-            }
-            redb::Error::UpgradeRequired(_) => StorageError::Incompatible { file, detail },
-            // Table type mismatches and the like: the file holds something other than what this crate wrote.
-            _ => StorageError::Corrupted { file, detail },
-        }
     }
 }
 

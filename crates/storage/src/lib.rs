@@ -7,53 +7,46 @@
 //!   its effect is visible), `group` (one fsync per batch of up to `max_batch` records or `max_delay_ms`;
 //!   effects are held back until their batch is durable, so the same promise for everything seen), `none`
 //!   (no fsync; a crash loses acknowledged writes — benchmarks only). See each variant for the exact promise.
-//! - [`Log`] — the per-server log in `<data dir>/log.redb`: [`append`](RecordLog::append) buffers,
-//!   [`commit`](RecordLog::commit) makes everything appended so far durable in one redb write transaction,
-//!   [`checkpoint`](RecordLog::checkpoint) stores a state snapshot in its own table, and
-//!   [`truncate_before`](RecordLog::truncate_before) drops the records the checkpoint covers, so disk use is
-//!   bounded. [`Log::open`] returns [`Recovered`]: the latest checkpoint and every committed record after it.
-//!   The API is synchronous: the runtime's event loop owns the log and calls `commit` once per batch.
+//! - [`Log`] — the per-server write-ahead log in `<data dir>/wal/` (segment files of checksummed 512-byte
+//!   sectors) and `<data dir>/checkpoint`: [`append`](RecordLog::append) buffers,
+//!   [`commit`](RecordLog::commit) makes everything appended so far durable as one batch (one `pwrite`, one
+//!   `fdatasync`), [`checkpoint`](RecordLog::checkpoint) replaces the state snapshot atomically, and
+//!   [`truncate_before`](RecordLog::truncate_before) deletes the segments the checkpoint covers, so disk use
+//!   is bounded. [`Log::open`] returns [`Recovered`]: the latest checkpoint and every committed record after
+//!   it. The API is synchronous (plus one background commit at a time on the log's own thread): the
+//!   runtime's event loop owns the log.
 //! - [`MemLog`] — the same semantics in memory for the simulator, with [`MemLog::crash`].
 //! - [`StorageError`] — every error names the directory or file; a damaged file is
 //!   [`StorageError::Corrupted`] ("data file … is corrupted or truncated: …"), never a panic and never a
-//!   silent loss. [`Log::open`] runs redb's integrity check (every reachable page's checksum and the
-//!   allocator state); every record and the checkpoint carry a CRC-32 (the record's bound to its LSN)
-//!   verified on recovery; recovery checks that no LSN is missing. Some of redb's checks of on-disk bytes are
-//!   `unreachable!()`s rather than errors, so the log also turns a panic inside redb into `Corrupted` (the
-//!   default panic hook still prints it to stderr). `[profile.dev.package.redb] debug-assertions = false` in
-//!   the workspace keeps debug builds from asserting where release builds return an error.
+//!   silent loss. Every sector and the checkpoint carry a CRC-32; recovery reads every sector of every
+//!   segment, free space included, and checks that no LSN is missing. What a crash in the middle of a commit
+//!   leaves (some of the batch's sectors) is told apart from damage: the log module's docs say how.
 //!
-//! # Why redb
+//! # Why a log of our own
 //!
-//! redb 4 against fjall 3, measured on the project machine with 100-byte values:
+//! The log was a redb 4 B-tree until 2026-11-26 (chosen over fjall 3 for its group-commit rate and its fast
+//! reopen). For an input log — append a batch, make it durable, read it all back once at a restart — a
+//! B-tree commit does more than the job needs: it writes and checksums several pages and a commit slot
+//! where an append writes the batch's sectors. `cargo run --release -p snowline-storage --example
+//! storage_bench` on the project machine (100-byte values, 2026-11-26, the two builds back to back):
 //!
-//! | | redb 4 | fjall 3 |
+//! | | redb 4.5 log | segment log |
 //! | --- | --- | --- |
-//! | fsync per write (fsync ≈ 3–4 ms here) | 258 writes/s | 306 writes/s |
-//! | group commit, 100 writes per fsync | 25,474 writes/s | 19,235 writes/s |
-//! | reopen + full scan of 202,300 entries | 102 ms | 1,301 ms (replays its journal) |
-//! | clean build (`/work/shared/CRATES.md`) | about 25 s | about 40 s |
+//! | per-write (one fdatasync per record) | 4,886–5,159 writes/s | 7,681–11,529 writes/s |
+//! | groups of 10: time per commit, of which CPU | 240 µs, 125–130 µs | 114–115 µs, 47–49 µs |
+//! | groups of 100 | 231,535–234,088 writes/s | 599,022–628,253 writes/s |
+//! | `none`, a commit per write | 102,866–104,122 writes/s | 852,765–866,337 writes/s |
+//! | reopen and verify 202,300 records | 65.8–67.1 ms | 33.1–44.1 ms |
 //!
-//! `storage_bench` on this crate's `Log` (redb 4.5, 100-byte values, same machine, 2026-11-22, three runs):
-//! per-write 4,055–4,207 writes/s (one fdatasync per commit, counted with strace, so an fsync cost about
-//! 0.25 ms then: the disk varies, and the 3–4 ms above were measured at another moment), group of 100
-//! 205,820–224,008 writes/s, `none` with a commit per write 79,087–81,693 writes/s, reopen of 202,300 records
-//! 70–71 ms including redb's full integrity check and the checksum verification.
-//!
-//! Per-write fsync is bound by the disk either way; with group commit — the policy that matters for
-//! throughput — redb is faster, and it recovers more than ten times faster because it has no journal to
-//! replay. Its file format is stable and it builds faster. It allows a single writer, which suits us: one
-//! event loop per server process owns its storage. `cargo run --release -p snowline-storage --example
-//! storage_bench` reproduces the redb figures.
+//! The commit thread's CPU was the largest cost of durable servers under load (`docs/DURABILITY.md`).
 //!
 //! # Crash semantics
 //!
 //! Records live in `Log`'s memory until `commit`; dropping the `Log` (or the process dying) before then
-//! loses them, and recovery returns exactly the committed prefix. redb commits are atomic (a write
-//! transaction dropped without `commit` is aborted, and a crash during a commit leaves the previous commit),
-//! so recovery never sees part of a batch. With `Durability::Immediate` (`per-write`, `group`) a commit is on
-//! disk when `commit` returns; with `Durability::None` (`none`) it is on disk only after a later durable
-//! commit or a clean close.
+//! loses them, and recovery returns exactly the committed prefix. A crash during a commit leaves part of
+//! that batch, which recovery drops (nobody was told about it), so recovery never returns part of a batch.
+//! Under `per-write` and `group` a batch is on disk when `commit` returns; under `none` it is in the
+//! operating system's cache (a process crash keeps it, a machine crash may not) until a clean close.
 
 mod error;
 pub mod host;
@@ -64,7 +57,7 @@ mod record;
 
 pub use error::StorageError;
 pub use host::{DurableHost, Output, Refusal};
-pub use log::{DISK_RESERVE_BYTES, LOG_FILE, Log, LogStats, RESERVE_FILE};
+pub use log::{CHECKPOINT_FILE, DISK_RESERVE_BYTES, LOCK_FILE, LOG_DIR, Log, LogStats, RESERVE_FILE, SEGMENT_BYTES};
 pub use mem::MemLog;
 pub use policy::{FsyncPolicy, ParsePolicyError};
 pub use record::{Checkpoint, Lsn, Record, RecordLog, Recovered};

@@ -1,52 +1,103 @@
-//! [`Log`]: the redb-backed record log of one server.
+//! [`Log`]: the write-ahead log of one server: append-only segment files of checksummed sectors, and a
+//! checkpoint file.
+//!
+//! # On disk (`<data dir>/`)
+//!
+//! - `wal/<first LSN, 20 digits>.seg`: a segment, allocated at its full size when it is made
+//!   ([`SEGMENT_BYTES`], or more for a record that needs more) so that writing into it never needs space the
+//!   disk may not have, and an fdatasync after a write flushes data, not the file's size. Sector 0 is the
+//!   header: a CRC-32 of the rest, the magic `snowwal1`, the first LSN and the size. Then batches, each
+//!   starting on a fresh 512-byte sector: the records' `length (u32) ‖ payload`, cut into sectors of 16
+//!   header bytes (CRC-32 of the rest of the sector, the batch's first LSN, the bytes used, a last-sector
+//!   flag) and 496 data bytes. A segment is never written again once a later one exists, and a log opened
+//!   again writes into a new segment.
+//! - `checkpoint`: CRC-32, the LSN covered, the state; replaced atomically (written beside, fsynced, renamed,
+//!   directory fsynced).
+//! - `LOCK`: held (`flock`) while a `Log` has the directory open; `reserve`: see [`RESERVE_FILE`].
+//!
+//! # Why sectors, and what recovery concludes
+//!
+//! A commit is one `pwrite` of whole sectors followed by one `fdatasync`, and the next commit starts only
+//! after it. A crash in the middle of a write (a power cut, a kernel killing the process between pages)
+//! leaves some of the write's sectors and not others, but a disk writes a sector whole. So after the last
+//! complete batch, a segment holds only zero sectors and sectors of the one batch that was being written,
+//! which nobody was told about: recovery drops that batch and reports nothing. Anything else — a sector
+//! whose checksum fails, a sector of an unexpected batch, a segment shorter than its header says, a
+//! missing or overlapping range of records — cannot come from a crash and is reported as
+//! [`StorageError::Corrupted`] naming the file; nothing is recovered from a damaged log.
+//!
+//! # Why not a storage engine
+//!
+//! Up to 2026-11-25 the log was a redb 4 B-tree (one write transaction per commit). For the log's job —
+//! append a batch, make it durable, read everything back once at start — a B-tree commit writes and
+//! checksums several pages and two commit slots where an append writes the batch: measured on the project
+//! machine (batches of 10 records of 120 bytes, `cargo run --release -p snowline-storage --example
+//! storage_bench`), a redb commit with fsync cost about 250 µs and 140 µs of CPU, an append to a
+//! preallocated segment with fdatasync about 110 µs and 45 µs of CPU. The commit thread's CPU was the
+//! largest cost of durable servers (`docs/DURABILITY.md`).
 
-use std::fs;
-use std::panic::{self, AssertUnwindSafe};
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
-
-use crate::record::{decode_checkpoint, decode_record, encode_checkpoint, encode_record};
+use crate::error::is_disk_full;
+use crate::record::{decode_checkpoint, encode_checkpoint};
 use crate::{Checkpoint, FsyncPolicy, Lsn, Record, RecordLog, Recovered, StorageError};
 
-/// Name of the data file inside the data directory.
-pub const LOG_FILE: &str = "log.redb";
-/// Name of the space reserve inside the data directory: a file of [`DISK_RESERVE_BYTES`] zeros, given up
-/// when the disk fills so that what was already handled can still be made durable.
+/// The directory of the segment files, inside the data directory.
+pub const LOG_DIR: &str = "wal";
+/// The checkpoint file, inside the data directory.
+pub const CHECKPOINT_FILE: &str = "checkpoint";
+/// The lock file, inside the data directory: one `Log` (one server process) per directory.
+pub const LOCK_FILE: &str = "LOCK";
+/// Name of the space reserve inside the data directory: a file of [`DISK_RESERVE_BYTES`] allocated bytes,
+/// given up when the disk fills so that what was already handled can still be made durable.
 pub const RESERVE_FILE: &str = "reserve";
-/// Bytes of disk a log keeps in reserve (about 50,000 small records).
+/// Bytes of disk a log keeps in reserve.
 pub const DISK_RESERVE_BYTES: u64 = 8 << 20;
+/// Size of a segment file.
+pub const SEGMENT_BYTES: u64 = 8 << 20;
+/// Size of the segments made while the disk is full: the reserve given up holds several.
+const FULL_SEGMENT_BYTES: u64 = 1 << 20;
 
-/// LSN → checksummed record (see `record::encode_record`).
-const RECORDS: TableDefinition<u64, &[u8]> = TableDefinition::new("records");
-/// Key 0 → the latest checkpoint (see `record::encode_checkpoint`).
-const CHECKPOINT: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoint");
-const CHECKPOINT_KEY: u64 = 0;
+const SECTOR: usize = 512;
+const SECTOR_HEADER: usize = 16;
+const SECTOR_DATA: usize = SECTOR - SECTOR_HEADER;
+/// Flag of a batch's last sector.
+const LAST_SECTOR: u8 = 1;
+const SEGMENT_MAGIC: &[u8; 8] = b"snowwal1";
 
-/// The durable log of opaque records of one server, in `<dir>/log.redb`.
+/// The durable log of opaque records of one server, in `<dir>/wal/` and `<dir>/checkpoint` (module docs).
 ///
-/// One `Log` per data directory (redb takes a file lock; a second open gets [`StorageError::InUse`]).
-/// Appends are buffered in memory; [`commit`](RecordLog::commit) writes them all in one redb write transaction
-/// — with `Durability::Immediate` (an fsync before it returns) unless the policy is [`FsyncPolicy::None`].
+/// One `Log` per data directory (a second open gets [`StorageError::InUse`]). Appends are buffered in
+/// memory; [`commit`](RecordLog::commit) writes them all as one batch with one fdatasync (none under
+/// [`FsyncPolicy::None`]).
 ///
 /// Dropping a `Log` loses the records appended since the last commit, exactly as a crash would; call
 /// [`close`](Log::close) to commit them first. After any failed write the log is poisoned (whether the
 /// write reached the disk is unknown) and every later write returns [`StorageError::Poisoned`]: drop it
 /// and [`open`](Log::open) the directory again.
 ///
-/// A full disk is not a failed write: redb's transaction did not commit, so nothing committed is harmed
-/// and the pending records are kept. The log reopens the file (redb latches an I/O error), gives up its
-/// space reserve ([`RESERVE_FILE`]) and writes them again; from then on it reports
-/// [`disk_full`](RecordLog::disk_full) (its host refuses client writes, while reads and the records of
-/// what was already accepted use the reserve) until [`reclaim_space`](RecordLog::reclaim_space) manages to
-/// restore the reserve, i.e. until space has been freed. A write that still finds no space returns
-/// [`StorageError::DiskFull`] and keeps its records for the next commit.
+/// A full disk is not a failed write: a write into a segment never needs space (segments are allocated when
+/// made), so only making a segment or a checkpoint can find the disk full, and then nothing was written.
+/// The log gives up its space reserve ([`RESERVE_FILE`]), makes small segments from it and writes the
+/// pending records; from then on it reports [`disk_full`](RecordLog::disk_full) (its host refuses client
+/// writes, while reads and the records of what was already accepted use the reserve) until
+/// [`reclaim_space`](RecordLog::reclaim_space) manages to restore the reserve, i.e. until space has been
+/// freed. A write that still finds no space returns [`StorageError::DiskFull`] and keeps its records for
+/// the next commit.
 pub struct Log {
-    /// Always `Some` until `Drop` takes it to close it under a panic guard (shared with a background commit).
-    db: Option<Arc<Database>>,
-    file: PathBuf,
+    dir: PathBuf,
+    wal: PathBuf,
+    /// Always `Some` except while a background commit has it.
+    segments: Option<Segments>,
+    /// Held (flock) for the life of the log.
+    _lock: File,
     policy: FsyncPolicy,
     pending: Vec<Record>,
     /// Last LSN handed out by `append`.
@@ -55,8 +106,6 @@ pub struct Log {
     committed: Lsn,
     /// LSN covered by the latest committed checkpoint.
     checkpoint: Lsn,
-    /// Lowest LSN still stored (`committed + 1` when none is).
-    first_stored: Lsn,
     poisoned: bool,
     /// The space reserve file.
     reserve: PathBuf,
@@ -71,25 +120,20 @@ pub struct Log {
     committer: Option<(mpsc::Sender<Job>, mpsc::Receiver<Outcome>)>,
 }
 
-/// A batch for the commit thread.
+/// A batch for the commit thread: it takes the segments with it and gives them back with the outcome.
 struct Job {
-    db: Arc<Database>,
-    file: PathBuf,
-    durable: bool,
+    segments: Segments,
     records: Vec<Record>,
     waker: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
-/// A batch's records come back with its outcome.
-type Outcome = (Vec<Record>, Result<(), StorageError>);
+/// What a background commit gives back: the segments, the records, how many of them it wrote, and how it ended.
+type Outcome = (Segments, Vec<Record>, usize, Result<(), StorageError>);
 
 impl Job {
-    fn run(self, outcomes: &mpsc::Sender<Outcome>) {
-        let result = guarded(&self.file, || {
-            Txn { db: &self.db, file: &self.file, durable: self.durable }.write(&self.records, None, None)
-        });
-        drop(self.db);
-        let _ = outcomes.send((self.records, result));
+    fn run(mut self, outcomes: &mpsc::Sender<Outcome>) {
+        let (written, result) = self.segments.write(&self.records);
+        let _ = outcomes.send((self.segments, self.records, written, result));
         if let Some(wake) = self.waker {
             wake();
         }
@@ -103,7 +147,7 @@ pub struct LogStats {
     pub records: u64,
     /// Payload bytes of those records.
     pub bytes: u64,
-    /// Write transactions committed: pending records, a checkpoint, or a truncation.
+    /// Writes made: batches of pending records and checkpoints.
     pub commits: u64,
     /// Those of `commits` made durable with an fsync (all of them unless the policy is `none`).
     pub fsyncs: u64,
@@ -120,46 +164,54 @@ impl Log {
 
     /// Opens (creating it if needed) the log in `dir` with `policy`, and returns the latest checkpoint and
     /// every committed record after it, in order. A damaged file gives [`StorageError::Corrupted`] naming it;
-    /// nothing is written to a file that failed to recover.
+    /// nothing is written to a log that failed to recover.
     pub fn open_with(dir: impl AsRef<Path>, policy: FsyncPolicy) -> Result<(Log, Recovered), StorageError> {
-        let dir = dir.as_ref();
-        fs::create_dir_all(dir).map_err(|source| StorageError::Directory { dir: dir.to_path_buf(), source })?;
-        let file = dir.join(LOG_FILE);
-        // redb reports damage it finds as errors; this guard makes sure a check it makes with an assertion
-        // cannot take the server down with a panic instead of a message naming the file.
-        let (mut log, recovered) = guarded(&file, || Log::open_file(&file, policy))?;
-        log.reserve = dir.join(RESERVE_FILE);
-        log.full = !restore_reserve(&log.reserve)
-            .map_err(|source| StorageError::Directory { dir: dir.to_path_buf(), source })?;
-        Ok((log, recovered))
+        Log::open_sized(dir, policy, SEGMENT_BYTES)
     }
 
-    fn open_file(file: &Path, policy: FsyncPolicy) -> Result<(Log, Recovered), StorageError> {
-        let redb_err = |e: redb::Error| StorageError::from_redb(file, e);
-        let mut db = Database::create(file).map_err(|e| redb_err(e.into()))?;
-        // Verifies every reachable page's checksum and the allocator state, not only the records read
-        // below: damage anywhere in the live file is reported now, not met later in the middle of a write.
-        if !db.check_integrity().map_err(|e| redb_err(e.into()))? {
-            return Err(StorageError::corrupted(
-                file,
-                "it failed redb's integrity check (redb repaired what it could; check the records before reusing it)",
-            ));
-        }
-        let (recovered, first_stored) = recover(&db, file)?;
-        let checkpoint = recovered.checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
-        let last = recovered.last_lsn();
+    /// [`open_with`](Log::open_with), making new segments of `segment_bytes` (rounded up to whole sectors,
+    /// at least two): small segments let a test see truncation at work.
+    pub fn open_sized(
+        dir: impl AsRef<Path>,
+        policy: FsyncPolicy,
+        segment_bytes: u64,
+    ) -> Result<(Log, Recovered), StorageError> {
+        let dir = dir.as_ref().to_path_buf();
+        let dir_err = |source| StorageError::Directory { dir: dir.clone(), source };
+        fs::create_dir_all(&dir).map_err(dir_err)?;
+        let lock = lock_directory(&dir)?;
+        let wal = dir.join(LOG_DIR);
+        fs::create_dir_all(&wal).map_err(dir_err)?;
+        let checkpoint = read_checkpoint(&dir)?;
+        let covered = checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
+        let scan = recover_segments(&wal, covered)?;
+        let recovered = Recovered { checkpoint, records: scan.records };
+        let last = recovered.last_lsn().max(Lsn(scan.next.0.saturating_sub(1)));
+        let reserve = dir.join(RESERVE_FILE);
+        let full = !restore_reserve(&reserve).map_err(dir_err)?;
+        let segment_bytes = segment_bytes.div_ceil(SECTOR as u64).max(2) * SECTOR as u64;
+        let segments = Segments {
+            dir: wal.clone(),
+            list: scan.segments,
+            current: None,
+            durable: policy.is_durable(),
+            segment_bytes,
+            small: full,
+            scratch: Vec::new(),
+        };
         let log = Log {
-            db: Some(Arc::new(db)),
-            file: file.to_path_buf(),
+            dir,
+            wal,
+            segments: Some(segments),
+            _lock: lock,
             policy,
             pending: Vec::new(),
             last,
             committed: last,
-            checkpoint,
-            first_stored: first_stored.unwrap_or(last.next()),
+            checkpoint: covered,
             poisoned: false,
-            reserve: PathBuf::new(),
-            full: false,
+            reserve,
+            full,
             stats: LogStats::default(),
             in_flight: None,
             waker: None,
@@ -168,59 +220,14 @@ impl Log {
         Ok((log, recovered))
     }
 
-    /// The data file.
+    /// The directory of the segment files.
     pub fn path(&self) -> &Path {
-        &self.file
+        &self.wal
     }
 
     /// `waker` is called (on another thread) whenever a background commit finishes.
     pub fn set_commit_waker(&mut self, waker: Arc<dyn Fn() + Send + Sync>) {
         self.waker = Some(waker);
-    }
-
-    /// Waits for the background commit, if any, and takes its outcome: its records are committed, or back
-    /// in `pending` (first) with the error.
-    fn finish_in_flight(&mut self, wait: bool) -> Result<(), StorageError> {
-        let (Some(up_to), Some((_, outcomes))) = (self.in_flight, &self.committer) else { return Ok(()) };
-        let received = if wait {
-            outcomes.recv().ok()
-        } else {
-            match outcomes.try_recv() {
-                Ok(outcome) => Some(outcome),
-                Err(mpsc::TryRecvError::Empty) => return Ok(()),
-                Err(mpsc::TryRecvError::Disconnected) => None,
-            }
-        };
-        let (records, result) = received
-            .unwrap_or_else(|| (Vec::new(), Err(StorageError::corrupted(&self.file, "the commit thread died"))));
-        self.in_flight = None;
-        match result {
-            Ok(()) => {
-                self.count_commit();
-                self.committed = up_to;
-                Ok(())
-            }
-            Err(StorageError::DiskFull { .. }) => {
-                // Not a failed write: take the records back and go the synchronous way, which gives up the
-                // reserve and reopens the file (see the type's docs).
-                let later = std::mem::replace(&mut self.pending, records);
-                self.pending.extend(later);
-                // redb refuses everything after an I/O error until the file is reopened.
-                self.full = true;
-                let _ = fs::remove_file(&self.reserve);
-                if let Err(e) = self.reopen(false) {
-                    self.poisoned = true;
-                    return Err(e);
-                }
-                self.write(true, None, None)?;
-                self.mark_committed();
-                Ok(())
-            }
-            Err(e) => {
-                self.poisoned = true;
-                Err(e)
-            }
-        }
     }
 
     /// The policy this log was opened with.
@@ -242,116 +249,128 @@ impl Log {
         }
     }
 
-    /// How many records the data file holds (committed and not truncated), checkpoint-covered ones included.
+    /// How many committed records the segment files hold (checkpoint-covered ones included until their
+    /// segment is dropped).
     pub fn stored_records(&self) -> Result<u64, StorageError> {
-        let txn = self.db().begin_read().map_err(|e| self.err(e))?;
-        match txn.open_table(RECORDS) {
-            Ok(t) => t.len().map_err(|e| self.err(e)),
-            Err(TableError::TableDoesNotExist(_)) => Ok(0),
-            Err(e) => Err(self.err(e)),
-        }
+        let first = self.segments().list.front().map_or(self.committed.next(), |s| s.0);
+        Ok((self.committed.0 + 1).saturating_sub(first.0))
     }
 
-    /// Commits pending records and closes the file.
+    /// Commits pending records, makes everything written durable (even under `none`) and closes the files.
     pub fn close(mut self) -> Result<Lsn, StorageError> {
-        self.commit()
+        let lsn = self.commit()?;
+        let segments = self.segments.as_ref().expect("no commit is under way");
+        segments.sync_current().inspect_err(|_| self.poisoned = true)?;
+        Ok(lsn)
     }
 
-    fn db(&self) -> &Database {
-        self.db.as_deref().expect("the database is open until drop")
-    }
-
-    fn err(&self, e: impl Into<redb::Error>) -> StorageError {
-        StorageError::from_redb(&self.file, e)
+    fn segments(&self) -> &Segments {
+        self.segments.as_ref().expect("the segments are back once no commit is under way")
     }
 
     fn check_poisoned(&self) -> Result<(), StorageError> {
-        if self.poisoned { Err(StorageError::Poisoned { file: self.file.clone() }) } else { Ok(()) }
+        if self.poisoned { Err(StorageError::Poisoned { file: self.wal.clone() }) } else { Ok(()) }
     }
 
-    /// One write transaction: the pending records (if `with_pending`), then the checkpoint if any, then the
-    /// truncation if any. A full disk is handled as the type's docs say; any other failure poisons the log.
-    fn write(
-        &mut self,
-        with_pending: bool,
-        checkpoint: Option<&[u8]>,
-        truncate_below: Option<Lsn>,
-    ) -> Result<(), StorageError> {
+    /// Waits for the background commit, if any (or only looks, unless `wait`), and takes its outcome: its
+    /// records are committed, or back in `pending` (first) with the error.
+    fn finish_in_flight(&mut self, wait: bool) -> Result<(), StorageError> {
+        let (Some(_), Some((_, outcomes))) = (self.in_flight, &self.committer) else { return Ok(()) };
+        let received = if wait {
+            outcomes.recv().ok()
+        } else {
+            match outcomes.try_recv() {
+                Ok(outcome) => Some(outcome),
+                Err(mpsc::TryRecvError::Empty) => return Ok(()),
+                Err(mpsc::TryRecvError::Disconnected) => None,
+            }
+        };
+        self.in_flight = None;
+        let Some((segments, mut records, written, result)) = received else {
+            self.poisoned = true;
+            return Err(StorageError::Io { file: self.wal.clone(), detail: "the commit thread died".into() });
+        };
+        self.segments = Some(segments);
+        if written > 0 {
+            self.committed = records[written - 1].lsn;
+        }
+        records.drain(..written);
+        records.append(&mut self.pending);
+        self.pending = records;
+        match result {
+            Ok(()) => {
+                self.count_commit();
+                Ok(())
+            }
+            // Not a failed write: go the synchronous way, which gives up the reserve (type docs).
+            Err(StorageError::DiskFull { .. }) => self.write_pending(),
+            Err(e) => {
+                self.poisoned = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the pending records (waiting for a background commit first). A full disk is handled as the
+    /// type's docs say; any other failure poisons the log.
+    fn write_pending(&mut self) -> Result<(), StorageError> {
         self.check_poisoned()?;
         self.finish_in_flight(true)?;
-        // At most two tries: the second after giving up the space reserve.
         let mut reserve_given_up = false;
-        loop {
-            let records = if with_pending { &self.pending[..] } else { &[] };
-            let full = match guarded(&self.file, || self.write_txn(records, checkpoint, truncate_below)) {
-                Ok(()) => {
-                    self.count_commit();
-                    return Ok(());
-                }
-                Err(e @ StorageError::DiskFull { .. }) => e,
-                Err(e) => {
-                    self.poisoned = true;
+        while !self.pending.is_empty() {
+            let segments = self.segments.as_mut().expect("no commit is under way");
+            let (written, result) = segments.write(&self.pending);
+            if written > 0 {
+                self.committed = self.pending[written - 1].lsn;
+                self.pending.drain(..written);
+            }
+            match result {
+                Ok(()) => self.count_commit(),
+                Err(e @ StorageError::DiskFull { .. }) => {
+                    self.full = true;
+                    segments.small = true;
+                    if !reserve_given_up && fs::remove_file(&self.reserve).is_ok() {
+                        reserve_given_up = true;
+                        continue;
+                    }
                     return Err(e);
                 }
-            };
-            self.full = true;
-            // The reserve goes first: reopening may itself need a little space.
-            let retry = !reserve_given_up && fs::remove_file(&self.reserve).is_ok();
-            reserve_given_up = true;
-            match self.reopen(with_pending) {
-                // The write had reached the disk after all.
-                Ok(true) => {
-                    self.count_commit();
-                    return Ok(());
-                }
-                Ok(false) if retry => continue,
-                Ok(false) => return Err(full),
                 Err(e) => {
                     self.poisoned = true;
                     return Err(e);
                 }
             }
         }
+        Ok(())
     }
 
-    /// Close and open the data file again after a write that found the disk full (redb refuses every
-    /// operation after an I/O error until then), and check what it holds: `Ok(false)` if the pending records
-    /// are still pending, `Ok(true)` if the write had in fact committed them.
-    fn reopen(&mut self, with_pending: bool) -> Result<bool, StorageError> {
-        if let Some(db) = self.db.take() {
-            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(db)));
-        }
-        let file = self.file.clone();
-        let db = guarded(&file, || Database::create(&file).map_err(|e| StorageError::from_redb(&file, e)))?;
-        let (recovered, first_stored) = recover(&db, &file)?;
-        let last = recovered.last_lsn();
-        self.db = Some(Arc::new(db));
-        self.checkpoint = recovered.checkpoint.as_ref().map_or(Lsn::ZERO, |c| c.lsn);
-        self.first_stored = first_stored.unwrap_or(last.next());
-        if last == self.committed {
-            Ok(false)
-        } else if with_pending && last == self.last {
-            self.mark_committed();
-            Ok(true)
-        } else {
-            Err(StorageError::corrupted(
-                &self.file,
-                format!(
-                    "after a write that found the disk full it holds records up to {} (expected {} or {})",
-                    last.0, self.committed.0, self.last.0
-                ),
-            ))
-        }
-    }
-
-    fn write_txn(
-        &self,
-        pending: &[Record],
-        checkpoint: Option<&[u8]>,
-        truncate_below: Option<Lsn>,
-    ) -> Result<(), StorageError> {
-        let txn = Txn { db: self.db(), file: &self.file, durable: self.policy.is_durable() };
-        txn.write(pending, checkpoint.map(|state| (self.last, state)), truncate_below)
+    /// Replaces the checkpoint file: written beside it, made durable, renamed over it.
+    fn write_checkpoint(&mut self, state: &[u8]) -> Result<(), StorageError> {
+        let file = self.dir.join(CHECKPOINT_FILE);
+        let tmp = self.dir.join(format!("{CHECKPOINT_FILE}.tmp"));
+        let durable = self.policy.is_durable();
+        let written = (|| {
+            let f = File::create(&tmp)?;
+            f.write_all_at(&encode_checkpoint(self.last, state), 0)?;
+            if durable {
+                f.sync_all()?;
+            }
+            fs::rename(&tmp, &file)?;
+            if durable {
+                File::open(&self.dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        written.map_err(|e: io::Error| {
+            let _ = fs::remove_file(&tmp);
+            if is_disk_full(&e) {
+                self.full = true;
+                StorageError::DiskFull { file: file.clone(), detail: e.to_string() }
+            } else {
+                self.poisoned = true;
+                StorageError::Io { file: file.clone(), detail: e.to_string() }
+            }
+        })
     }
 
     fn count_commit(&mut self) {
@@ -360,75 +379,15 @@ impl Log {
             self.stats.fsyncs += 1;
         }
     }
-
-    fn mark_committed(&mut self) {
-        self.pending.clear();
-        self.committed = self.last;
-    }
-}
-
-/// One redb write transaction, on whichever thread runs it.
-struct Txn<'a> {
-    db: &'a Database,
-    file: &'a Path,
-    durable: bool,
-}
-
-impl Txn<'_> {
-    fn write(
-        &self,
-        pending: &[Record],
-        checkpoint: Option<(Lsn, &[u8])>,
-        truncate_below: Option<Lsn>,
-    ) -> Result<(), StorageError> {
-        let err = |e: redb::Error| StorageError::from_redb(self.file, e);
-        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        let durability = if self.durable { Durability::Immediate } else { Durability::None };
-        txn.set_durability(durability).map_err(|e| err(e.into()))?;
-        {
-            let mut records = txn.open_table(RECORDS).map_err(|e| err(e.into()))?;
-            for r in pending {
-                records.insert(r.lsn.0, encode_record(r.lsn, &r.payload).as_slice()).map_err(|e| err(e.into()))?;
-            }
-            if let Some(below) = truncate_below {
-                records.retain_in(..below.0, |_, _| false).map_err(|e| err(e.into()))?;
-            }
-            let mut cp = txn.open_table(CHECKPOINT).map_err(|e| err(e.into()))?;
-            if let Some((last, state)) = checkpoint {
-                cp.insert(CHECKPOINT_KEY, encode_checkpoint(last, state).as_slice()).map_err(|e| err(e.into()))?;
-            }
-        }
-        txn.commit().map_err(|e| err(e.into()))
-    }
 }
 
 impl Drop for Log {
-    /// Closes the file. redb may write its allocator state on close; a panic there (a page damaged after
-    /// open) must not abort the process, so it is caught and the file is left for the next open to check.
+    /// A commit under way finishes first (as if the crash came after it), and nothing else is written.
     fn drop(&mut self) {
-        // A commit under way finishes first (as if the crash came after it), and nothing else is written:
-        // the file is closed on return.
         if let (Some(_), Some((_, outcomes))) = (self.in_flight.take(), &self.committer) {
             let _ = outcomes.recv();
         }
-        if let Some(db) = self.db.take() {
-            let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(db)));
-        }
     }
-}
-
-/// Runs `f`, turning a panic inside the storage engine into [`StorageError::Corrupted`] naming `file`.
-/// redb reports the damage it finds as errors, but some of its checks of on-disk bytes are assertions
-/// (`unreachable!`): a damaged file must give an operator a message, not take the server down.
-fn guarded<T>(file: &Path, f: impl FnOnce() -> Result<T, StorageError>) -> Result<T, StorageError> {
-    panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
-        let msg = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown".to_string());
-        Err(StorageError::corrupted(file, format!("the storage engine failed on it ({msg})")))
-    })
 }
 
 impl RecordLog for Log {
@@ -441,35 +400,28 @@ impl RecordLog for Log {
     }
 
     fn commit(&mut self) -> Result<Lsn, StorageError> {
-        self.finish_in_flight(true)?;
-        if !self.pending.is_empty() {
-            self.write(true, None, None)?;
-            self.mark_committed();
-        }
-        self.check_poisoned()?;
+        self.write_pending()?;
         Ok(self.committed)
     }
 
     fn checkpoint(&mut self, state: &[u8]) -> Result<Lsn, StorageError> {
-        self.write(true, Some(state), None)?;
-        self.mark_committed();
+        self.write_pending()?;
+        self.write_checkpoint(state)?;
+        self.count_commit();
         self.stats.checkpoints += 1;
         self.checkpoint = self.last;
         Ok(self.checkpoint)
     }
 
+    /// Drops the segments whose records are all before `lsn` and covered by the checkpoint: space comes back
+    /// a segment at a time, so up to a segment of covered records stays stored.
     fn truncate_before(&mut self, lsn: Lsn) -> Result<u64, StorageError> {
+        self.check_poisoned()?;
         self.finish_in_flight(true)?;
         let below = lsn.min(self.checkpoint.next()).min(self.committed.next());
-        if below <= self.first_stored {
-            self.check_poisoned()?;
-            return Ok(0);
-        }
-        // Pending records stay pending: truncation is not a commit.
-        self.write(false, None, Some(below))?;
-        let removed = below.0 - self.first_stored.0;
-        self.first_stored = below;
-        Ok(removed)
+        let committed = self.committed;
+        let segments = self.segments.as_mut().expect("no commit is under way");
+        segments.drop_before(below, committed).inspect_err(|_| self.poisoned = true)
     }
 
     fn last_lsn(&self) -> Lsn {
@@ -484,8 +436,8 @@ impl RecordLog for Log {
         self.pending.len()
     }
 
-    /// Hands the pending records to a thread that commits them in one write transaction (an fsync unless
-    /// the policy is `none`) while the caller goes on appending; the next batch forms meanwhile.
+    /// Hands the pending records to a thread that writes them (an fdatasync unless the policy is `none`)
+    /// while the caller goes on appending; the next batch forms meanwhile.
     fn start_commit(&mut self) -> Result<(), StorageError> {
         self.check_poisoned()?;
         if self.in_flight.is_some() || self.pending.is_empty() {
@@ -501,19 +453,18 @@ impl RecordLog for Log {
                         job.run(&outcomes_in);
                     }
                 })
-                .map_err(|source| StorageError::Directory { dir: self.file.clone(), source })?;
+                .map_err(|source| StorageError::Directory { dir: self.dir.clone(), source })?;
             self.committer = Some((jobs_in, outcomes));
         }
         let job = Job {
-            db: Arc::clone(self.db.as_ref().expect("the database is open until drop")),
-            file: self.file.clone(),
-            durable: self.policy.is_durable(),
+            segments: self.segments.take().expect("no commit is under way"),
             records: std::mem::take(&mut self.pending),
             waker: self.waker.clone(),
         };
         let (jobs_in, _) = self.committer.as_ref().expect("started above");
         if let Err(mpsc::SendError(job)) = jobs_in.send(job) {
             // The thread is gone: commit here instead.
+            self.segments = Some(job.segments);
             self.pending = job.records;
             self.committer = None;
             return self.commit().map(|_| ());
@@ -539,8 +490,401 @@ impl RecordLog for Log {
     fn reclaim_space(&mut self) -> bool {
         if self.full && matches!(restore_reserve(&self.reserve), Ok(true)) {
             self.full = false;
+            if let Some(segments) = self.segments.as_mut() {
+                segments.small = false;
+            }
         }
         !self.full
+    }
+}
+
+/// The segment files: which exist, and the one being written.
+struct Segments {
+    /// The `wal` directory.
+    dir: PathBuf,
+    /// First LSN and file of every segment, oldest first.
+    list: VecDeque<(Lsn, PathBuf)>,
+    /// The segment being written; `None` until the first write after an open (a log writes into a segment
+    /// of its own, after whatever a crash left in the last one) or after the last segment was dropped.
+    current: Option<Current>,
+    /// Whether writes are fdatasynced.
+    durable: bool,
+    /// The size of a new segment.
+    segment_bytes: u64,
+    /// The disk is full: new segments are small.
+    small: bool,
+    /// The batch being encoded.
+    scratch: Vec<u8>,
+}
+
+struct Current {
+    file: File,
+    path: PathBuf,
+    size: u64,
+    /// Where the next batch goes (a sector boundary).
+    offset: u64,
+}
+
+impl Segments {
+    /// Writes `records` as batches (one per segment they go to), each made durable before the next, and
+    /// returns how many records were written: all of them, or those before an error.
+    fn write(&mut self, records: &[Record]) -> (usize, Result<(), StorageError>) {
+        let mut done = 0;
+        while done < records.len() {
+            let room = self.current.as_ref().map_or(0, |c| ((c.size - c.offset) / SECTOR as u64) as usize);
+            let (count, sectors) = fitting(&records[done..], room);
+            if count == 0 {
+                // The next record needs a new segment (of its own size if it is larger than a segment).
+                let first = &records[done];
+                let needed = (1 + sectors_for(4 + first.payload.len())) as u64 * SECTOR as u64;
+                let size = needed.max(if self.small { FULL_SEGMENT_BYTES } else { self.segment_bytes });
+                if let Err(e) = self.create(first.lsn, size) {
+                    return (done, Err(e));
+                }
+                continue;
+            }
+            if let Err(e) = self.write_batch(&records[done..done + count], sectors) {
+                return (done, Err(e));
+            }
+            done += count;
+        }
+        (done, Ok(()))
+    }
+
+    fn write_batch(&mut self, records: &[Record], sectors: usize) -> Result<(), StorageError> {
+        let current = self.current.as_mut().expect("a segment with room");
+        let batch = records[0].lsn;
+        let buf = &mut self.scratch;
+        buf.clear();
+        buf.resize(sectors * SECTOR, 0);
+        // The records' stream, sector by sector.
+        let mut cursor = Cursor { sector: 0, at: 0 };
+        for r in records {
+            cursor.put(buf, &(r.payload.len() as u32).to_le_bytes());
+            cursor.put(buf, &r.payload);
+        }
+        let sector = cursor.sector;
+        debug_assert_eq!(sector + 1, sectors);
+        for (i, s) in buf.chunks_exact_mut(SECTOR).enumerate() {
+            s[4..12].copy_from_slice(&batch.0.to_le_bytes());
+            s[14] = if i + 1 == sectors { LAST_SECTOR } else { 0 };
+            let crc = crc32fast::hash(&s[4..]);
+            s[..4].copy_from_slice(&crc.to_le_bytes());
+        }
+        let io_err = |e: io::Error| StorageError::Io { file: current.path.clone(), detail: e.to_string() };
+        current.file.write_all_at(buf, current.offset).map_err(io_err)?;
+        if self.durable {
+            current.file.sync_data().map_err(io_err)?;
+        }
+        current.offset += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Makes a segment whose first record will be `first`: allocated, header written, made durable, then
+    /// given its name (a crash leaves either no segment or a whole empty one).
+    fn create(&mut self, first: Lsn, size: u64) -> Result<(), StorageError> {
+        let path = self.dir.join(format!("{:020}.seg", first.0));
+        let tmp = self.dir.join(format!("{:020}.seg.tmp", first.0));
+        let made = (|| {
+            let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
+            // SAFETY: `file` is an open file descriptor for the duration of the call.
+            let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            file.write_all_at(&segment_header(first, size), 0)?;
+            if self.durable {
+                file.sync_all()?;
+            }
+            fs::rename(&tmp, &path)?;
+            if self.durable {
+                File::open(&self.dir)?.sync_all()?;
+            }
+            Ok(file)
+        })();
+        let file = made.map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            if is_disk_full(&e) {
+                StorageError::DiskFull { file: path.clone(), detail: e.to_string() }
+            } else {
+                StorageError::Io { file: path.clone(), detail: e.to_string() }
+            }
+        })?;
+        // A segment left empty by a crash had this name and was just replaced.
+        if self.list.back().is_some_and(|(lsn, _)| *lsn == first) {
+            self.list.pop_back();
+        }
+        self.list.push_back((first, path.clone()));
+        self.current = Some(Current { file, path, size, offset: SECTOR as u64 });
+        Ok(())
+    }
+
+    /// Deletes the segments holding only records before `below` (`committed` is the last record written),
+    /// and returns how many records they held.
+    fn drop_before(&mut self, below: Lsn, committed: Lsn) -> Result<u64, StorageError> {
+        let mut removed = 0;
+        while let Some((first, path)) = self.list.front() {
+            let end = self.list.get(1).map_or(committed.next(), |next| next.0);
+            if end > below {
+                break;
+            }
+            fs::remove_file(path).map_err(|e| StorageError::Io { file: path.clone(), detail: e.to_string() })?;
+            removed += end.0.saturating_sub(first.0);
+            if self.list.len() == 1 {
+                self.current = None;
+            }
+            self.list.pop_front();
+        }
+        Ok(removed)
+    }
+
+    /// Makes what was written to the current segment durable (for a clean close under `none`).
+    fn sync_current(&self) -> Result<(), StorageError> {
+        match &self.current {
+            Some(c) => c.file.sync_data().map_err(|e| StorageError::Io { file: c.path.clone(), detail: e.to_string() }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Where a batch's stream is being written: a sector and a position in its data.
+struct Cursor {
+    sector: usize,
+    at: usize,
+}
+
+impl Cursor {
+    fn put(&mut self, buf: &mut [u8], mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.at == SECTOR_DATA {
+                self.sector += 1;
+                self.at = 0;
+            }
+            let n = bytes.len().min(SECTOR_DATA - self.at);
+            let start = self.sector * SECTOR + SECTOR_HEADER + self.at;
+            buf[start..start + n].copy_from_slice(&bytes[..n]);
+            self.at += n;
+            bytes = &bytes[n..];
+            // The bytes used in this sector so far.
+            let used = self.sector * SECTOR + 12;
+            buf[used..used + 2].copy_from_slice(&(self.at as u16).to_le_bytes());
+        }
+    }
+}
+
+/// How many sectors a stream of `bytes` needs.
+fn sectors_for(bytes: usize) -> usize {
+    bytes.div_ceil(SECTOR_DATA).max(1)
+}
+
+/// How many of `records` (from the first) fit in `room` sectors as one batch, and the sectors they take.
+fn fitting(records: &[Record], room: usize) -> (usize, usize) {
+    let (mut count, mut bytes) = (0, 0);
+    for r in records {
+        let more = bytes + 4 + r.payload.len();
+        if sectors_for(more) > room {
+            break;
+        }
+        (count, bytes) = (count + 1, more);
+    }
+    (count, if count == 0 { 0 } else { sectors_for(bytes) })
+}
+
+fn segment_header(first: Lsn, size: u64) -> [u8; SECTOR] {
+    let mut h = [0u8; SECTOR];
+    h[4..12].copy_from_slice(SEGMENT_MAGIC);
+    h[12..20].copy_from_slice(&first.0.to_le_bytes());
+    h[20..28].copy_from_slice(&size.to_le_bytes());
+    let crc = crc32fast::hash(&h[4..]);
+    h[..4].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// Takes the directory's lock: a second `Log` on it (in this process or another) is refused.
+fn lock_directory(dir: &Path) -> Result<File, StorageError> {
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| StorageError::Directory { dir: dir.to_path_buf(), source })?;
+    // SAFETY: `file` is an open file descriptor for the duration of the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(StorageError::InUse { file: path, detail: e.to_string() });
+    }
+    Ok(file)
+}
+
+fn read_checkpoint(dir: &Path) -> Result<Option<Checkpoint>, StorageError> {
+    let file = dir.join(CHECKPOINT_FILE);
+    let _ = fs::remove_file(dir.join(format!("{CHECKPOINT_FILE}.tmp")));
+    match fs::read(&file) {
+        Ok(bytes) => decode_checkpoint(&bytes)
+            .map(Some)
+            .ok_or_else(|| StorageError::corrupted(&file, "the checkpoint does not match its checksum")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StorageError::Io { file, detail: e.to_string() }),
+    }
+}
+
+/// What the segments hold.
+struct Scan {
+    segments: VecDeque<(Lsn, PathBuf)>,
+    /// The records after the checkpoint.
+    records: Vec<Record>,
+    /// The LSN after the last record stored.
+    next: Lsn,
+}
+
+/// Reads every segment in order, checking each sector and that the records run on without a gap or an
+/// overlap (a gap the checkpoint covers is not a gap).
+fn recover_segments(wal: &Path, covered: Lsn) -> Result<Scan, StorageError> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(wal).map_err(|source| StorageError::Directory { dir: wal.to_path_buf(), source })? {
+        let entry = entry.map_err(|source| StorageError::Directory { dir: wal.to_path_buf(), source })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".seg.tmp") {
+            // A segment a crash interrupted before it was named: it never held a record.
+            let _ = fs::remove_file(entry.path());
+        } else if let Some(stem) = name.strip_suffix(".seg") {
+            let first = stem
+                .parse::<u64>()
+                .map_err(|_| StorageError::corrupted(&entry.path(), "its name is not a segment's (<first LSN>.seg)"))?;
+            found.push((Lsn(first), entry.path()));
+        }
+    }
+    found.sort();
+    let mut scan = Scan { segments: VecDeque::new(), records: Vec::new(), next: Lsn::ZERO };
+    for (first, path) in found {
+        if scan.next != Lsn::ZERO && first != scan.next && !(first > scan.next && first <= covered.next()) {
+            return Err(StorageError::corrupted(
+                &path,
+                format!("it starts at record {first}, but the segment before it ends before record {}", scan.next),
+            ));
+        }
+        if scan.next == Lsn::ZERO && first > covered.next() {
+            return Err(StorageError::corrupted(
+                &path,
+                format!(
+                    "records {} to {} are missing (the checkpoint covers up to {covered})",
+                    covered.next(),
+                    first.0 - 1
+                ),
+            ));
+        }
+        let bytes = fs::read(&path).map_err(|e| StorageError::Io { file: path.clone(), detail: e.to_string() })?;
+        scan.next = read_segment(&path, first, &bytes, covered, &mut scan.records)?;
+        scan.segments.push_back((first, path));
+    }
+    Ok(scan)
+}
+
+/// Checks one segment and appends its records after `covered` to `out`; returns the LSN after its last.
+fn read_segment(
+    path: &Path,
+    first: Lsn,
+    bytes: &[u8],
+    covered: Lsn,
+    out: &mut Vec<Record>,
+) -> Result<Lsn, StorageError> {
+    let bad = |detail: String| StorageError::corrupted(path, detail);
+    let Some(header) = bytes.first_chunk::<SECTOR>() else {
+        return Err(bad(format!("it is {} bytes long, shorter than a segment header", bytes.len())));
+    };
+    if header[4..12] != SEGMENT_MAGIC[..]
+        || u32::from_le_bytes(header[..4].try_into().unwrap()) != crc32fast::hash(&header[4..])
+    {
+        return Err(bad("its header is damaged".into()));
+    }
+    let (named, size) = (
+        u64::from_le_bytes(header[12..20].try_into().unwrap()),
+        u64::from_le_bytes(header[20..28].try_into().unwrap()),
+    );
+    if named != first.0 {
+        return Err(bad(format!("its header says it starts at record {named}, its name at {first}")));
+    }
+    if bytes.len() as u64 != size || size % SECTOR as u64 != 0 {
+        return Err(bad(format!("truncated to {} of {size} bytes", bytes.len())));
+    }
+    let mut next = first;
+    let mut pos = SECTOR;
+    let mut stream = Vec::new();
+    // Complete batches, in order.
+    let tail = 'batches: loop {
+        if pos == bytes.len() {
+            break 'batches None;
+        }
+        let batch_start = pos;
+        stream.clear();
+        loop {
+            match classify(&bytes[pos..pos + SECTOR]) {
+                Sector::Zero => break 'batches Some(batch_start),
+                Sector::Bad => return Err(bad(format!("the sector at byte {pos} does not match its checksum"))),
+                Sector::Data { batch, data, last } => {
+                    if batch != next {
+                        return Err(bad(format!("the sector at byte {pos} belongs to batch {batch}, expected {next}")));
+                    }
+                    stream.extend_from_slice(data);
+                    pos += SECTOR;
+                    if last {
+                        break;
+                    }
+                    if pos == bytes.len() {
+                        return Err(bad(format!("the batch at byte {batch_start} runs past the end")));
+                    }
+                }
+            }
+        }
+        let mut rest = &stream[..];
+        while !rest.is_empty() {
+            let (len, after) =
+                rest.split_first_chunk::<4>().ok_or_else(|| bad(format!("record {next} is cut short")))?;
+            let len = u32::from_le_bytes(*len) as usize;
+            let payload = after.get(..len).ok_or_else(|| bad(format!("record {next} is cut short")))?;
+            if next > covered {
+                out.push(Record { lsn: next, payload: payload.to_vec() });
+            }
+            next = next.next();
+            rest = &after[len..];
+        }
+    };
+    // After the last complete batch: only zero sectors and what a crash left of the next batch.
+    if let Some(from) = tail {
+        for at in (from..bytes.len()).step_by(SECTOR) {
+            match classify(&bytes[at..at + SECTOR]) {
+                Sector::Zero => {}
+                Sector::Data { batch, .. } if batch == next => {}
+                Sector::Data { batch, .. } => {
+                    return Err(bad(format!("batch {batch} at byte {at} follows a gap after record {}", next.0 - 1)));
+                }
+                Sector::Bad => return Err(bad(format!("the sector at byte {at} does not match its checksum"))),
+            }
+        }
+    }
+    Ok(next)
+}
+
+enum Sector<'a> {
+    Zero,
+    Bad,
+    Data { batch: Lsn, data: &'a [u8], last: bool },
+}
+
+fn classify(s: &[u8]) -> Sector<'_> {
+    if s.iter().all(|&b| b == 0) {
+        return Sector::Zero;
+    }
+    let crc = u32::from_le_bytes(s[..4].try_into().unwrap());
+    let used = u16::from_le_bytes(s[12..14].try_into().unwrap()) as usize;
+    if crc != crc32fast::hash(&s[4..]) || used > SECTOR_DATA || s[14] & !LAST_SECTOR != 0 {
+        return Sector::Bad;
+    }
+    Sector::Data {
+        batch: Lsn(u64::from_le_bytes(s[4..12].try_into().unwrap())),
+        data: &s[SECTOR_HEADER..SECTOR_HEADER + used],
+        last: s[14] & LAST_SECTOR != 0,
     }
 }
 
@@ -569,51 +913,4 @@ fn restore_reserve(path: &Path) -> std::io::Result<bool> {
             if crate::error::is_disk_full(&e) { Ok(false) } else { Err(e) }
         }
     }
-}
-
-/// Reads the latest checkpoint and the records after it, verifying every checksum and that no record is
-/// missing. Also returns the lowest stored LSN.
-fn recover(db: &Database, file: &Path) -> Result<(Recovered, Option<Lsn>), StorageError> {
-    let redb_err = |e: redb::Error| StorageError::from_redb(file, e);
-    let txn = db.begin_read().map_err(|e| redb_err(e.into()))?;
-    let checkpoint = match txn.open_table(CHECKPOINT) {
-        Ok(table) => match table.get(CHECKPOINT_KEY).map_err(|e| redb_err(e.into()))? {
-            Some(v) => Some(
-                decode_checkpoint(v.value())
-                    .ok_or_else(|| StorageError::corrupted(file, "the checkpoint does not match its checksum"))?,
-            ),
-            None => None,
-        },
-        Err(TableError::TableDoesNotExist(_)) => None,
-        Err(e) => return Err(redb_err(e.into())),
-    };
-    let after = checkpoint.as_ref().map_or(Lsn::ZERO, |c: &Checkpoint| c.lsn);
-    let mut records = Vec::new();
-    let mut first_stored = None;
-    match txn.open_table(RECORDS) {
-        Ok(table) => {
-            if let Some((k, _)) = table.first().map_err(|e| redb_err(e.into()))? {
-                first_stored = Some(Lsn(k.value()));
-            }
-            let mut expected = after.next();
-            for entry in table.range(after.next().0..).map_err(|e| redb_err(e.into()))? {
-                let (k, v) = entry.map_err(|e| redb_err(e.into()))?;
-                let lsn = Lsn(k.value());
-                if lsn != expected {
-                    return Err(StorageError::corrupted(
-                        file,
-                        format!("record {expected} is missing (the next stored record is {lsn})"),
-                    ));
-                }
-                let payload = decode_record(lsn, v.value()).ok_or_else(|| {
-                    StorageError::corrupted(file, format!("record {lsn} does not match its checksum"))
-                })?;
-                records.push(Record { lsn, payload: payload.to_vec() });
-                expected = expected.next();
-            }
-        }
-        Err(TableError::TableDoesNotExist(_)) => {}
-        Err(e) => return Err(redb_err(e.into())),
-    }
-    Ok((Recovered { checkpoint, records }, first_stored))
 }

@@ -7,7 +7,7 @@ use std::str::FromStr;
 ///
 /// The [`Log`](crate::Log) itself never runs a timer. It makes everything appended so far durable when
 /// [`commit`](crate::RecordLog::commit) is called; the policy tells the runtime's event loop *when* to call it and
-/// tells the log which redb durability a commit uses.
+/// tells the log whether a commit ends with an fdatasync.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum FsyncPolicy {
     /// One fsync per write: the runtime commits after every append, before it lets the effect of that
@@ -29,9 +29,9 @@ pub enum FsyncPolicy {
         /// Commit as soon as this many records are pending.
         max_batch: usize,
     },
-    /// No fsync: commits are redb `Durability::None` transactions. Everything since the last durable
-    /// commit (a clean close makes the pending ones durable) is lost when the process crashes or the machine
-    /// loses power, even though it was acknowledged. For benchmarks and tests only; recovery still sees a
+    /// No fsync: commits are written to the operating system's cache only. A process crash keeps them (the
+    /// operating system has them); a machine crash or power cut loses what the operating system had not
+    /// written yet (a clean close writes it), even though it was acknowledged. For benchmarks and tests only; recovery still sees a
     /// consistent prefix of the log, never a torn one.
     None,
 }

@@ -108,21 +108,6 @@ pub trait RecordLog {
     }
 }
 
-/// On-disk record value: CRC-32 (little endian) of the LSN's 8 little-endian bytes followed by the payload,
-/// then the payload. Binding the LSN into the checksum catches a record that moved as well as one that changed.
-pub(crate) fn encode_record(lsn: Lsn, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + payload.len());
-    out.extend_from_slice(&checksum(lsn, payload).to_le_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-/// Checks and strips the framing of [`encode_record`]; `None` if it does not verify.
-pub(crate) fn decode_record(lsn: Lsn, value: &[u8]) -> Option<&[u8]> {
-    let (crc, payload) = value.split_first_chunk::<4>()?;
-    (u32::from_le_bytes(*crc) == checksum(lsn, payload)).then_some(payload)
-}
-
 /// On-disk checkpoint value: CRC-32 of the rest, the covered LSN (8 bytes little endian), the state.
 pub(crate) fn encode_checkpoint(lsn: Lsn, state: &[u8]) -> Vec<u8> {
     let mut body = Vec::with_capacity(12 + state.len());
@@ -144,26 +129,12 @@ pub(crate) fn decode_checkpoint(value: &[u8]) -> Option<Checkpoint> {
     Some(Checkpoint { lsn: Lsn(u64::from_le_bytes(*lsn)), state: state.to_vec() })
 }
 
-fn checksum(lsn: Lsn, payload: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&lsn.0.to_le_bytes());
-    h.update(payload);
-    h.finalize()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn framing_detects_changes_and_moves() {
-        let v = encode_record(Lsn(7), b"hello");
-        assert_eq!(decode_record(Lsn(7), &v), Some(&b"hello"[..]));
-        assert_eq!(decode_record(Lsn(8), &v), None);
-        let mut bad = v.clone();
-        bad[5] ^= 1;
-        assert_eq!(decode_record(Lsn(7), &bad), None);
-        assert_eq!(decode_record(Lsn(7), &v[..3]), None);
+    fn checkpoint_framing_detects_changes() {
         let c = encode_checkpoint(Lsn(9), b"state");
         assert_eq!(decode_checkpoint(&c), Some(Checkpoint { lsn: Lsn(9), state: b"state".to_vec() }));
         let mut bad = c.clone();
