@@ -45,6 +45,8 @@ pub fn server(
     }
     let protocol = config.protocol.clone();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // The server runs as a task, not as the future `block_on` polls: waking that future from another task
+    // costs the runtime an extra epoll call, once per request (seen with strace).
     rt.block_on(async move {
         let durability = data_dir.map(|data_dir| snowline_net::Durability { data_dir, fsync });
         with_protocol!(&protocol, P => tokio::spawn(snowline_net::run_server_with::<P>(config, node, durability, shutdown_signal())).await.map_err(anyhow::Error::from)?)?
