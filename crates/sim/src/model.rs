@@ -20,10 +20,16 @@ pub struct SimConfig {
     pub network: NetworkModel,
     pub clocks: ClockModel,
     pub cpu: CpuModel,
-    /// Durable servers: each runs inside `snowline_storage::DurableHost` over an in-memory log committed
-    /// after every input (the networked runtime's `per-write`; the fsync itself costs no virtual time), so
-    /// [`crate::Sim::crash`] and [`crate::Sim::restart`] can kill one and bring it back from its log.
+    /// Durable servers: each runs inside `snowline_storage::DurableHost` over an in-memory log, so
+    /// [`crate::Sim::crash`] and [`crate::Sim::restart`] can kill one and bring it back from its log. How
+    /// the log commits is [`fsync_ns`](Self::fsync_ns).
     pub durable: bool,
+    /// With `durable`: the virtual time a log commit (its fsync) takes. 0: every input is committed at once,
+    /// in no time (the networked runtime's `per-write` on a free disk). Otherwise the networked runtime's
+    /// group commit: one commit at a time runs beside the server's CPU, started when the server has handled
+    /// an input and none runs, taking everything logged so far; the outputs it covers leave when it ends,
+    /// and a crash before then loses its records (and nobody saw their effects).
+    pub fsync_ns: u64,
     /// Give up on a client operation after this long, completing it with "outcome unknown" (as the
     /// networked client library does on a timeout) and ignoring its late completion; `None`: wait forever.
     pub op_timeout_ns: Option<u64>,
@@ -51,6 +57,7 @@ impl SimConfig {
             clocks: ClockModel::default(),
             cpu: CpuModel::default(),
             durable: false,
+            fsync_ns: 0,
             op_timeout_ns: None,
             crashes: Vec::new(),
         }

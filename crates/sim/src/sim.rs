@@ -78,6 +78,8 @@ enum Payload<P: Protocol> {
     Complete(Completion),
     /// Durable server `.0` (in incarnation `.1`) acknowledges and probes its links.
     HostTick(u32, u32),
+    /// A durable server's background commit (`SimConfig::fsync_ns`) ends: server, incarnation.
+    CommitDone(u32, u32),
     /// Client operation `.1` of client `.0` has had its time ([`SimConfig::op_timeout_ns`]).
     OpTimeout(ClientId, OpId),
     Crash(u32),
@@ -356,6 +358,8 @@ pub struct Sim<P: Protocol> {
     leader_faults: Vec<LeaderFault>,
     /// Every crash so far: the server and the virtual time.
     crash_log: Vec<(ServerId, u64)>,
+    /// Log records that crashes lost before they were durable.
+    lost_records: u64,
     filters: Vec<(HoldId, FilterKind, Filter<P::Msg>)>,
     next_hold: u64,
     held: Vec<(u32, Envelope<P::Msg>)>,
@@ -405,6 +409,7 @@ impl<P: Protocol> Sim<P> {
             crashing: None,
             leader_faults: Vec::new(),
             crash_log: Vec::new(),
+            lost_records: 0,
             filters: Vec::new(),
             next_hold: 0,
             held: Vec::new(),
@@ -455,6 +460,7 @@ impl<P: Protocol> Sim<P> {
         match slot {
             ServerSlot::Durable(host) => {
                 let mut log = host.into_log();
+                self.lost_records += log.not_durable() as u64;
                 log.crash();
                 self.servers[idx] = ServerSlot::Down(log);
             }
@@ -737,7 +743,17 @@ impl<P: Protocol> Sim<P> {
                         host.tick(clock);
                     }
                     self.carry_out_host_outputs(idx, self.now);
+                    self.start_commit(idx, self.now);
                     self.schedule(self.now + HOST_TICK_NS, Payload::HostTick(idx, incarnation));
+                }
+            }
+            Payload::CommitDone(idx, incarnation) => {
+                if incarnation == self.incarnations[idx as usize] {
+                    if let ServerSlot::Durable(host) = &mut self.servers[idx as usize] {
+                        host.poll_commit().expect("an in-memory log does not fail");
+                    }
+                    self.carry_out_host_outputs(idx, self.now);
+                    self.start_commit(idx, self.now);
                 }
             }
             Payload::Crash(idx) => {
@@ -996,6 +1012,12 @@ impl<P: Protocol> Sim<P> {
     /// Every crash so far, in order: the server and the virtual time.
     pub fn crashes(&self) -> &[(ServerId, u64)] {
         &self.crash_log
+    }
+
+    /// Log records that crashes lost because their commit had not ended (`SimConfig::fsync_ns`): inputs
+    /// whose effects nobody saw.
+    pub fn records_lost_in_crashes(&self) -> u64 {
+        self.lost_records
     }
 
     // ---- internals ----
@@ -1261,8 +1283,10 @@ impl<P: Protocol> Sim<P> {
                         _ => {}
                     }
                     invalid.extend(host.take_invalid());
-                    // `per-write`: every input is committed before its effects leave (MemLog cannot fail).
-                    host.commit().expect("an in-memory log does not fail");
+                    if self.config.fsync_ns == 0 {
+                        // `per-write`: every input is committed before its effects leave (MemLog cannot fail).
+                        host.commit().expect("an in-memory log does not fail");
+                    }
                     fx.work += host.take_work();
                 }
                 ServerSlot::Down(_) => {}
@@ -1312,8 +1336,25 @@ impl<P: Protocol> Sim<P> {
         self.fx = fx;
         if durable {
             self.carry_out_host_outputs(idx, done);
+            self.start_commit(idx, done);
         }
         self.finish_crash();
+    }
+
+    /// Group commit (`SimConfig::fsync_ns`): start a commit of what durable server `idx` logged, unless one
+    /// runs; it ends `fsync_ns` after `at`.
+    fn start_commit(&mut self, idx: u32, at: u64) {
+        let i = idx as usize;
+        if self.config.fsync_ns == 0 || matches!(self.crashing, Some((c, _)) if c == idx) {
+            return;
+        }
+        let ServerSlot::Durable(host) = &mut self.servers[i] else { return };
+        if host.committing() || host.pending() == 0 {
+            return;
+        }
+        host.start_commit().expect("an in-memory log does not fail");
+        let incarnation = self.incarnations[i];
+        self.schedule(at.saturating_add(self.config.fsync_ns), Payload::CommitDone(idx, incarnation));
     }
 
     fn server_id(&self, idx: u32) -> ServerId {
@@ -1328,7 +1369,10 @@ impl<P: Protocol> Sim<P> {
         let i = idx as usize;
         let id = self.server_id(idx);
         let slot = std::mem::replace(&mut self.servers[i], ServerSlot::Down(MemLog::new()));
-        let ServerSlot::Down(log) = slot else { panic!("server {id} is already up") };
+        let ServerSlot::Down(mut log) = slot else { panic!("server {id} is already up") };
+        if self.config.fsync_ns > 0 {
+            log = log.with_background(true);
+        }
         let recovered: Recovered = log.recovered();
         let clock = self.meta[i].clock.read(self.now);
         let seed = derive_seed(self.config.seed, STREAM_NODE_RNG, addr_code(Addr::Server(id)));

@@ -5,11 +5,19 @@ use crate::{Checkpoint, Lsn, Record, RecordLog, Recovered, StorageError};
 /// A [`RecordLog`] kept in memory with the same semantics as [`Log`](crate::Log) under a durable policy:
 /// committed records and checkpoints survive [`crash`](MemLog::crash), appended-but-uncommitted ones do not.
 /// Its operations never fail.
+///
+/// By default [`start_commit`](RecordLog::start_commit) commits at once. In
+/// [`with_background`](MemLog::with_background) mode it stands for a commit whose fsync takes time: the records go in
+/// flight, [`poll_commit`](RecordLog::poll_commit) ends the commit (the simulator calls it when the fsync's
+/// virtual time has passed), and a crash before then loses them, as a crash during a real fsync may.
 #[derive(Clone, Debug, Default)]
 pub struct MemLog {
     durable: Vec<Record>,
     checkpoint: Option<Checkpoint>,
     pending: Vec<Record>,
+    /// The records of the background commit under way.
+    in_flight: Vec<Record>,
+    background: bool,
     last: Lsn,
 }
 
@@ -19,10 +27,24 @@ impl MemLog {
         MemLog::default()
     }
 
-    /// Simulates a crash and restart: drops every record appended since the last commit (their LSNs will be
-    /// handed out again, as after a real restart) and returns what [`Log::open`](crate::Log::open) would.
+    /// The same log, whose background commits take until [`poll_commit`](RecordLog::poll_commit) if
+    /// `background` (type docs), or commit at once.
+    pub fn with_background(self, background: bool) -> MemLog {
+        MemLog { background, ..self }
+    }
+
+    /// Records appended but not durable (pending, or in the background commit under way): what a crash now
+    /// would lose.
+    pub fn not_durable(&self) -> usize {
+        self.pending.len() + self.in_flight.len()
+    }
+
+    /// Simulates a crash and restart: drops every record appended since the last commit, the background
+    /// commit's included (their LSNs will be handed out again, as after a real restart), and returns what
+    /// [`Log::open`](crate::Log::open) would.
     pub fn crash(&mut self) -> Recovered {
         self.pending.clear();
+        self.in_flight.clear();
         self.last = self.durable_lsn();
         self.recovered()
     }
@@ -50,6 +72,7 @@ impl RecordLog for MemLog {
     }
 
     fn commit(&mut self) -> Result<Lsn, StorageError> {
+        self.durable.append(&mut self.in_flight);
         self.durable.append(&mut self.pending);
         Ok(self.durable_lsn())
     }
@@ -79,6 +102,25 @@ impl RecordLog for MemLog {
     fn pending(&self) -> usize {
         self.pending.len()
     }
+
+    fn start_commit(&mut self) -> Result<(), StorageError> {
+        if !self.background {
+            return self.commit().map(|_| ());
+        }
+        if self.in_flight.is_empty() {
+            self.in_flight = std::mem::take(&mut self.pending);
+        }
+        Ok(())
+    }
+
+    fn committing(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+
+    fn poll_commit(&mut self) -> Result<Lsn, StorageError> {
+        self.durable.append(&mut self.in_flight);
+        Ok(self.durable_lsn())
+    }
 }
 
 #[cfg(test)]
@@ -102,6 +144,23 @@ mod tests {
         assert_eq!(log.append(b"c2"), Lsn(3));
         log.commit().unwrap();
         assert_eq!(log.crash().records.len(), 3);
+    }
+
+    #[test]
+    fn a_background_commit_is_durable_once_polled_and_lost_in_a_crash_before() {
+        let mut log = MemLog::new().with_background(true);
+        log.append(b"a");
+        log.start_commit().unwrap();
+        assert!(log.committing());
+        log.append(b"b");
+        assert_eq!((log.durable_lsn(), log.pending()), (Lsn::ZERO, 1));
+        assert_eq!(log.poll_commit().unwrap(), Lsn(1));
+        assert!(!log.committing());
+        log.start_commit().unwrap();
+        // The crash comes before the fsync of "b" ends.
+        let rec = log.crash();
+        assert_eq!(rec.records, [Record { lsn: Lsn(1), payload: b"a".to_vec() }]);
+        assert_eq!(log.append(b"b2"), Lsn(2));
     }
 
     #[test]
