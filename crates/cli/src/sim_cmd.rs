@@ -233,6 +233,12 @@ pub struct SimArgs {
     /// Operations caught by a crash time out after --op-timeout with outcome unknown.
     #[arg(long, value_parser = parse_crash)]
     pub crash: Vec<snowline_sim::CrashPlan>,
+    /// With durable servers (--crash with a restart, --faults swarm): the virtual time, in microseconds, a
+    /// log commit takes (group commit: one at a time per server, replies wait for it, a crash before it ends
+    /// loses its inputs); 0 commits every input at once, in no time. The default is what a commit of a few
+    /// records took on the project machine's disk (docs/DURABILITY.md).
+    #[arg(long, default_value_t = 100)]
+    pub fsync_us: u64,
     /// Faults drawn from the seed: none, or swarm (a random subset of crashes, leader crashes, leader kills
     /// mid-protocol, isolations, partitions that drop messages and random loss; crashes keep a majority of
     /// every replica group up; everything heals by 70% of the run). docs/SIMULATOR.md.
@@ -384,6 +390,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
             args.run.protocol
         );
         config.durable |= restarts;
+        config.fsync_ns = args.fsync_us * 1_000;
         config.op_timeout_ns = Some(args.op_timeout.unwrap_or(Duration::from_secs(1)).as_nanos() as u64);
         config.crashes = args.crash.clone();
     }
@@ -393,6 +400,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
             // Replayable protocols run durable servers: crashed ones come back from their disk, and their
             // sequenced links resend what partitions and loss drop. The others crash-stop a minority.
             config.durable |= replayable;
+            config.fsync_ns = args.fsync_us * 1_000;
             if config.op_timeout_ns.is_none() {
                 config.op_timeout_ns = Some(args.op_timeout.unwrap_or(Duration::from_secs(3)).as_nanos() as u64);
             }

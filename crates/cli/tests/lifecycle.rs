@@ -228,6 +228,27 @@ fn cluster_down_stops_a_server_started_by_hand_and_leaves_a_foreign_pid_alone() 
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// An operator deleted a running cluster's directory: its servers are still found by their command line,
+/// `cluster up` on the directory is refused and `cluster down` stops them.
+#[test]
+fn cluster_down_stops_the_servers_of_a_deleted_directory() {
+    let root = tempdir("lifecycle", "deleted");
+    let dir = root.join("cluster");
+    let d = dir.to_str().unwrap();
+    ok(&["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--dir", d, "--background"]);
+    let _guard = Cluster(&dir);
+    let (p0, p1) = (pid_of(&dir, 0), pid_of(&dir, 1));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let err = refused(&["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--dir", d]);
+    assert!(err.contains("holds a running cluster"), "{err}");
+    let out = ok(&["cluster", "down", "--dir", d]);
+    assert!(out.contains("stopped 2 server processes"), "{out}");
+    assert!(!alive(p0) && !alive(p1));
+    let err = refused(&["cluster", "down", "--dir", d]);
+    assert!(err.contains("no cluster to stop"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn cluster_help_names_every_protocol_and_every_lifecycle_command() {
     let help = ok(&["cluster", "up", "--help"]);

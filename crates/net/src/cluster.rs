@@ -695,17 +695,19 @@ impl StopReport {
 /// Stop the cluster in `dir` (possibly started by another process, nodes restarted by hand included):
 /// SIGTERM each of its running servers ([`survey_cluster_dir`]: only pids verified to be its servers), wait
 /// up to [`STOP_GRACE`], SIGKILL the rest (verified again), then remove `DIR/pids`. A pid in `DIR/pids`
-/// that is not its server is left alone and reported. An error only if `dir` holds no cluster (no
-/// `cluster.toml` and no `pids`).
+/// that is not its server is left alone and reported. Servers whose directory was deleted under them are
+/// still found by their command line and stopped. An error only if `dir` holds no cluster (no
+/// `cluster.toml`, no `pids`) and no process runs as one of its servers.
 pub fn stop_cluster_dir(dir: &Path) -> Result<StopReport, NetError> {
-    if !dir.join(CONFIG_FILE).exists() && !dir.join(PIDS_FILE).exists() {
+    let config = ConfigPath::of(dir)?;
+    let survey = survey_cluster_dir(dir)?;
+    if !dir.join(CONFIG_FILE).exists() && !dir.join(PIDS_FILE).exists() && survey.running.is_empty() {
         return Err(NetError::Cluster(format!(
-            "no cluster to stop in {}: it has no {CONFIG_FILE} and no {PIDS_FILE}",
+            "no cluster to stop in {}: it has no {CONFIG_FILE}, no {PIDS_FILE}, and no process runs as one of \
+             its servers",
             dir.display()
         )));
     }
-    let config = ConfigPath::of(dir)?;
-    let survey = survey_cluster_dir(dir)?;
     let mut report = StopReport {
         nodes: ClusterConfig::load_unvalidated(dir.join(CONFIG_FILE))
             .map(|c| c.nodes.iter().map(|n| n.id).collect())
@@ -744,7 +746,9 @@ pub fn stop_cluster_dir(dir: &Path) -> Result<StopReport, NetError> {
             report.stopped.push(p);
         }
     }
-    write_pids_file(dir, report.still_running.iter().map(|p| (p.node, p.pid)).collect())?;
+    if dir.exists() {
+        write_pids_file(dir, report.still_running.iter().map(|p| (p.node, p.pid)).collect())?;
+    }
     Ok(report)
 }
 
