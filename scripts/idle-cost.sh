@@ -8,7 +8,11 @@ for proto in "$@"; do
   for mode in durable memory; do
     d=/tmp/idle-$LABEL-$proto-$mode; rm -rf $d
     extra=""; [ $mode = durable ] && extra="--data-dir $d/data"
-    $BIN cluster up --protocol $proto --dcs 2 --partitions 2 --dir $d $extra --background >/dev/null 2>&1
+    if ! out=$($BIN cluster up --protocol $proto --dcs 2 --partitions 2 --dir $d $extra --background 2>&1); then
+      # e.g. a protocol without a durable mode: say why and go on.
+      echo "$LABEL $proto $mode not started: $(echo "$out" | tail -1)"
+      continue
+    fi
     sleep 25
     pids=$(awk '{print $2}' $d/pids | tr '\n' ' ')
     w0=0; c0=0; for p in $pids; do w0=$((w0+$(awk '/^write_bytes/{print $2}' /proc/$p/io))); c0=$((c0+$(awk '{print $14+$15}' /proc/$p/stat))); done
