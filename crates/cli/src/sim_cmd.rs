@@ -557,11 +557,13 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             }
         });
         finish(&report, &args.run, "real", seed)?;
+        let ops = report.summary.ops_per_s * args.run.duration.as_secs_f64();
         costs.push(Setting {
             label: format!("{storage}, {peers}"),
             clients,
             summary: report.summary.clone(),
             visibility,
+            server_cpu_us_per_op: cpu * 1e6 / ops,
         });
         records.push(args.run.record("real", report, clients, wall));
         progress.inc(1);
@@ -623,14 +625,16 @@ struct Setting {
     summary: snowline_harness::Summary,
     /// Milliseconds from a PUT in dc0 to its value read in dc1, one per probe.
     visibility: Option<Vec<f64>>,
+    /// The servers' CPU time (user and system, every thread) over the run, per operation.
+    server_cpu_us_per_op: f64,
 }
 
-/// Throughput, p95 latency and cross-datacenter visibility per setting, each against the first setting at
-/// the same client count.
+/// Throughput, p95 latency, cross-datacenter visibility and the servers' CPU per operation per setting,
+/// each against the first setting at the same client count.
 fn setting_costs(runs: &[Setting]) -> String {
     let mut out = format!(
-        "{:<26} {:>10} {:>10} {:>8} {:>12} {:>12} {:>14}\n",
-        "setting", "clients/DC", "ops/s", "× base", "p95 write", "p95 read", "visible p50"
+        "{:<26} {:>10} {:>10} {:>8} {:>12} {:>12} {:>14} {:>12}\n",
+        "setting", "clients/DC", "ops/s", "× base", "p95 write", "p95 read", "visible p50", "server CPU/op"
     );
     let p95 = |s: &snowline_harness::Summary, kinds: &[&str]| {
         s.per_kind.iter().filter(|k| kinds.contains(&k.kind.as_str())).map(|k| k.p95_us).fold(f64::NAN, f64::max)
@@ -647,7 +651,7 @@ fn setting_costs(runs: &[Setting]) -> String {
             _ => "-".into(),
         };
         out += &format!(
-            "{:<26} {:>10} {:>10.0} {:>8.2} {:>9.0} µs {:>9.0} µs {:>14}\n",
+            "{:<26} {:>10} {:>10.0} {:>8.2} {:>9.0} µs {:>9.0} µs {:>14} {:>9.1} µs\n",
             run.label,
             run.clients,
             s.ops_per_s,
@@ -655,6 +659,7 @@ fn setting_costs(runs: &[Setting]) -> String {
             p95(s, &["put", "update"]),
             p95(s, &["rot", "get", "rot-rounds"]),
             visible,
+            run.server_cpu_us_per_op,
         );
     }
     out
