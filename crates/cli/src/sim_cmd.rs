@@ -233,10 +233,15 @@ pub struct SimArgs {
     /// Operations caught by a crash time out after --op-timeout with outcome unknown.
     #[arg(long, value_parser = parse_crash)]
     pub crash: Vec<snowline_sim::CrashPlan>,
-    /// With durable servers (--crash with a restart, --faults swarm): the virtual time, in microseconds, a
-    /// log commit takes (group commit: one at a time per server, replies wait for it, a crash before it ends
-    /// loses its inputs); 0 commits every input at once, in no time. The default is what a commit of a few
-    /// records took on the project machine's disk (docs/DURABILITY.md).
+    /// Run durable servers (each in the durable host, over a simulated log committed as --fsync-us says)
+    /// without crashing any: the figures then show what durability costs against a run without it. Only for
+    /// protocols that input replay makes durable. --crash with a restart and --faults swarm imply it.
+    #[arg(long)]
+    pub durable: bool,
+    /// With durable servers: the virtual time, in microseconds, a log commit takes (group commit: one at a
+    /// time per server, replies wait for it, a crash before it ends loses its inputs); 0 commits every input
+    /// at once, in no time. The default is what a commit of a few records took on the project machine's disk
+    /// (docs/DURABILITY.md).
     #[arg(long, default_value_t = 100)]
     pub fsync_us: u64,
     /// Faults drawn from the seed: none, or swarm (a random subset of crashes, leader crashes, leader kills
@@ -381,6 +386,15 @@ pub fn sim(args: SimArgs) -> Result<()> {
         (0..dcs).map(|a| (0..dcs).map(|b| if a == b { 0 } else { wan_ns }).collect()).collect();
     config.clocks.max_skew_ns = (args.skew_ms * 1e6) as u64;
     let replayable = with_protocol!(&args.run.protocol, P => P::REPLAYABLE)?;
+    config.fsync_ns = args.fsync_us * 1_000;
+    if args.durable {
+        anyhow::ensure!(
+            replayable,
+            "--durable: {} is not made durable by replaying logged inputs (docs/DURABILITY.md)",
+            args.run.protocol
+        );
+        config.durable = true;
+    }
     if !args.crash.is_empty() {
         let restarts = args.crash.iter().any(|c| c.down_ns.is_some());
         anyhow::ensure!(
@@ -390,7 +404,6 @@ pub fn sim(args: SimArgs) -> Result<()> {
             args.run.protocol
         );
         config.durable |= restarts;
-        config.fsync_ns = args.fsync_us * 1_000;
         config.op_timeout_ns = Some(args.op_timeout.unwrap_or(Duration::from_secs(1)).as_nanos() as u64);
         config.crashes = args.crash.clone();
     }
@@ -400,7 +413,6 @@ pub fn sim(args: SimArgs) -> Result<()> {
             // Replayable protocols run durable servers: crashed ones come back from their disk, and their
             // sequenced links resend what partitions and loss drop. The others crash-stop a minority.
             config.durable |= replayable;
-            config.fsync_ns = args.fsync_us * 1_000;
             if config.op_timeout_ns.is_none() {
                 config.op_timeout_ns = Some(args.op_timeout.unwrap_or(Duration::from_secs(3)).as_nanos() as u64);
             }
@@ -426,6 +438,12 @@ pub fn sim(args: SimArgs) -> Result<()> {
     }
     if args.faults == Faults::Swarm {
         println!("faults: swarm, {schedule}");
+    }
+    if config.durable {
+        match config.fsync_ns {
+            0 => println!("durable servers, every input committed at once (--fsync-us 0)"),
+            ns => println!("durable servers, group commit of {} µs of virtual time", ns / 1_000),
+        }
     }
     let progress = crate::progress::bar(args.run.clients.len() as u64);
     let mut records = Vec::new();

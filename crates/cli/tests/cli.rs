@@ -138,6 +138,37 @@ fn sim_is_deterministic_and_writes_a_history() {
     assert_eq!(a, run("b.jsonl"), "the same seed gives a byte-identical history");
 }
 
+/// `sim --durable` runs the servers in the durable host with commits that take virtual time: writes wait
+/// for their commit, so they get slower as commits do, and a protocol without a durable mode is refused.
+#[test]
+fn sim_durable_charges_virtual_time_for_commits() {
+    let put_p50 = |extra: &[&str]| {
+        let mut args = vec!["sim", "--protocol", "contrarian", "--dcs", "2", "--partitions", "2", "--clients", "5"];
+        args.extend_from_slice(&["--duration", "300ms", "--check", "claimed"]);
+        args.extend_from_slice(extra);
+        let o = snowline(&args);
+        assert!(o.status.success(), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let line = out.lines().find(|l| l.starts_with("put ")).unwrap_or_else(|| panic!("no put line in {out}"));
+        // op, ok, fail, info, ops/s, p50
+        let p50: f64 = line.split_whitespace().nth(5).unwrap().parse().unwrap();
+        (p50, out)
+    };
+    let (memory, out) = put_p50(&[]);
+    assert!(!out.contains("durable servers"), "{out}");
+    let (fast, out) = put_p50(&["--durable", "--fsync-us", "0"]);
+    assert!(out.contains("durable servers, every input committed at once"), "{out}");
+    let (slow, out) = put_p50(&["--durable", "--fsync-us", "2000"]);
+    assert!(out.contains("durable servers, group commit of 2000 µs of virtual time"), "{out}");
+    assert!(out.contains("check: tcc: ok"), "the history still passes the checker: {out}");
+    assert!(
+        slow >= fast + 1_000.0 && slow >= memory + 1_000.0,
+        "put p50: memory {memory}, free commits {fast}, 2 ms commits {slow}"
+    );
+    let o = snowline(&["sim", "--protocol", "raft-kv", "--durable", "--duration", "100ms"]);
+    assert!(!o.status.success() && text(&o).contains("not made durable by replaying"), "{}", text(&o));
+}
+
 fn tempdir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("snowline-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
