@@ -9,8 +9,9 @@
 //!   header: a CRC-32 of the rest, the magic `snowwal1`, the first LSN and the size. Then batches, each
 //!   starting on a fresh 512-byte sector: the records' `length (u32) ‖ payload`, cut into sectors of 16
 //!   header bytes (CRC-32 of the rest of the sector, the batch's first LSN, the bytes used, a last-sector
-//!   flag) and 496 data bytes. A segment is never written again once a later one exists, and a log opened
-//!   again writes into a new segment.
+//!   flag) and 496 data bytes. A segment is never written again once a later one exists; a log opened again
+//!   goes on in its last segment if it ended cleanly (only zero sectors after its last batch), else in a new
+//!   one, so restarts do not each cost a segment and no sector a crash left is ever written over.
 //! - `checkpoint`: CRC-32, the LSN covered, the state; replaced atomically (written beside, fsynced, renamed,
 //!   directory fsynced).
 //! - `LOCK`: held (`flock`) while a `Log` has the directory open; `reserve`: see [`RESERVE_FILE`].
@@ -190,10 +191,24 @@ impl Log {
         let reserve = dir.join(RESERVE_FILE);
         let full = !restore_reserve(&reserve).map_err(dir_err)?;
         let segment_bytes = segment_bytes.div_ceil(SECTOR as u64).max(2) * SECTOR as u64;
+        // The last segment goes on where it ended cleanly; after a torn batch the log goes on in a new one.
+        // (Only if its records run on to the log's end: under `none` a machine crash can leave a checkpoint
+        // newer than the segments' last record.)
+        let current = match (scan.segments.back(), scan.clean_end) {
+            (Some((_, path)), Some((size, offset))) if scan.next == last.next() => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| StorageError::Io { file: path.clone(), detail: e.to_string() })?;
+                Some(Current { file, path: path.clone(), size, offset })
+            }
+            _ => None,
+        };
         let segments = Segments {
             dir: wal.clone(),
             list: scan.segments,
-            current: None,
+            current,
             durable: policy.is_durable(),
             segment_bytes,
             small: full,
@@ -504,8 +519,9 @@ struct Segments {
     dir: PathBuf,
     /// First LSN and file of every segment, oldest first.
     list: VecDeque<(Lsn, PathBuf)>,
-    /// The segment being written; `None` until the first write after an open (a log writes into a segment
-    /// of its own, after whatever a crash left in the last one) or after the last segment was dropped.
+    /// The segment being written: the last one if it ended cleanly; `None` after a torn batch (the next write
+    /// makes a new segment, after whatever the crash left), before the first segment or after the last one
+    /// was dropped.
     current: Option<Current>,
     /// Whether writes are fdatasynced.
     durable: bool,
@@ -736,6 +752,9 @@ struct Scan {
     records: Vec<Record>,
     /// The LSN after the last record stored.
     next: Lsn,
+    /// Where the last segment's batches end, if only zero sectors follow (nothing a crash left) and there
+    /// is room: the log goes on there. Its size, then that offset.
+    clean_end: Option<(u64, u64)>,
 }
 
 /// Reads every segment in order, checking each sector and that the records run on without a gap or an
@@ -756,7 +775,7 @@ fn recover_segments(wal: &Path, covered: Lsn) -> Result<Scan, StorageError> {
         }
     }
     found.sort();
-    let mut scan = Scan { segments: VecDeque::new(), records: Vec::new(), next: Lsn::ZERO };
+    let mut scan = Scan { segments: VecDeque::new(), records: Vec::new(), next: Lsn::ZERO, clean_end: None };
     for (first, path) in found {
         if scan.next != Lsn::ZERO && first != scan.next && !(first > scan.next && first <= covered.next()) {
             return Err(StorageError::corrupted(
@@ -775,20 +794,23 @@ fn recover_segments(wal: &Path, covered: Lsn) -> Result<Scan, StorageError> {
             ));
         }
         let bytes = fs::read(&path).map_err(|e| StorageError::Io { file: path.clone(), detail: e.to_string() })?;
-        scan.next = read_segment(&path, first, &bytes, covered, &mut scan.records)?;
+        let (next, clean_end) = read_segment(&path, first, &bytes, covered, &mut scan.records)?;
+        scan.next = next;
+        scan.clean_end = clean_end.map(|end| (bytes.len() as u64, end));
         scan.segments.push_back((first, path));
     }
     Ok(scan)
 }
 
-/// Checks one segment and appends its records after `covered` to `out`; returns the LSN after its last.
+/// Checks one segment and appends its records after `covered` to `out`; returns the LSN after its last, and
+/// where its batches end if only zero sectors follow them.
 fn read_segment(
     path: &Path,
     first: Lsn,
     bytes: &[u8],
     covered: Lsn,
     out: &mut Vec<Record>,
-) -> Result<Lsn, StorageError> {
+) -> Result<(Lsn, Option<u64>), StorageError> {
     let bad = |detail: String| StorageError::corrupted(path, detail);
     let Some(header) = bytes.first_chunk::<SECTOR>() else {
         return Err(bad(format!("it is {} bytes long, shorter than a segment header", bytes.len())));
@@ -851,11 +873,12 @@ fn read_segment(
         }
     };
     // After the last complete batch: only zero sectors and what a crash left of the next batch.
+    let mut clean = tail;
     if let Some(from) = tail {
         for at in (from..bytes.len()).step_by(SECTOR) {
             match classify(&bytes[at..at + SECTOR]) {
                 Sector::Zero => {}
-                Sector::Data { batch, .. } if batch == next => {}
+                Sector::Data { batch, .. } if batch == next => clean = None,
                 Sector::Data { batch, .. } => {
                     return Err(bad(format!("batch {batch} at byte {at} follows a gap after record {}", next.0 - 1)));
                 }
@@ -863,7 +886,7 @@ fn read_segment(
             }
         }
     }
-    Ok(next)
+    Ok((next, clean.map(|at| at as u64)))
 }
 
 enum Sector<'a> {
