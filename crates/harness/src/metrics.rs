@@ -249,7 +249,8 @@ impl Metrics {
             abort_rate: if committed + aborted == 0 { 0.0 } else { aborted as f64 / (committed + aborted) as f64 },
             aborts: self.aborts.iter().map(|(c, n)| (c.name().to_string(), *n)).collect(),
             seconds,
-            ops_per_s: per_kind.iter().map(|k| k.ops_per_s).sum(),
+            // Folded from 0.0: a float `sum()` of nothing is -0.0, which prints as "-0".
+            ops_per_s: per_kind.iter().map(|k| k.ops_per_s).fold(0.0, |a, b| a + b),
             key_ops_per_s: (self.keys_read + self.keys_written) as f64 / seconds,
             staleness_cdf: self.staleness_cdf(),
             multi_version_overhead: self.multi_version_overhead(),
@@ -419,6 +420,13 @@ mod tests {
             metrics: OpMetrics { rounds: 2, versions_returned: skips.len() as u32, ..Default::default() },
             writes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_run_without_operations_reports_zero_not_minus_zero() {
+        let s = Metrics::default().summary(1.0);
+        assert!(s.ops_per_s == 0.0 && s.ops_per_s.is_sign_positive(), "{}", s.ops_per_s);
+        assert!(s.to_string().contains("total            0 ops/s"), "{s}");
     }
 
     #[test]
