@@ -619,7 +619,7 @@ fn compare_with_redis(costs: &[Setting], dcs: usize) -> Result<()> {
         redis.p99_us,
         redis.requests_per_s
     );
-    let ours = ["get", "rot"].iter().find_map(|k| last.summary.per_kind.iter().find(|s| s.kind == *k));
+    let ours = ["get", "rot"].iter().find_map(|k| last.summary.kind(k));
     match ours {
         Some(k) => println!(
             "snowline {} ({}, {} clients): p50 {:.1} µs = {:.2}× redis-server's, p95 {:.1} µs = {:.2}×",

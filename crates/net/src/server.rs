@@ -110,8 +110,9 @@ pub struct Durability {
 /// Pending records that start a commit at once on an idle server, without the rest after the last one: with
 /// many writes waiting, their latency costs more than the commit's CPU. Measured with `bench --protocol
 /// contrarian --dcs 2 --partitions 2 --workload contrarian --partitions-per-rot 2 --clients 20 --fsync
-/// memory,group` (8 s, two runs each): 8 gave 0.63-0.64x of in-memory throughput at 5% writes and 0.50x at
-/// 50%; 4 gave 0.64-0.68x and 0.41-0.42x; always resting gave 0.64-0.68x and 0.27-0.30x.
+/// memory,group` (8 s, two runs each, the threshold set through a temporary switch, 2026-11-26): 8 gave
+/// 0.63-0.64x of in-memory throughput at 5% writes and 0.50x at 50%; 4 gave 0.64-0.68x and 0.41-0.42x;
+/// always resting gave 0.64-0.68x and 0.27-0.30x.
 const WORTH_A_COMMIT: usize = 8;
 
 /// How often a durable server acknowledges what it delivered and retransmits stalled links.
@@ -456,7 +457,7 @@ struct DurableState<P: Protocol> {
     timers: TimerHeap<usize, u64>,
     /// When the oldest record not yet committed was appended (group commit's delay bound).
     oldest_pending: Option<Instant>,
-    /// When the last background commit started (`group`, `none`).
+    /// When the last background commit started (`group`).
     last_started: Option<Instant>,
     /// Notified by the log when a background commit is done.
     committed: Arc<tokio::sync::Notify>,
@@ -770,16 +771,18 @@ impl<P: Protocol> EventLoop<P> {
 
     /// Durable mode: commit as the fsync policy says, then carry out what the host released.
     ///
-    /// `per-write` commits after every input from outside the process (one fsync each), on the event loop.
-    /// `group` and `none` commit in the background (`DurableHost::start_commit`), one commit at a time and
-    /// when `DurableState::batch_due` says: what arrives during one fsync forms the next batch while the
-    /// loop goes on serving (reads and anything else that waits for nothing).
+    /// `per-write` commits after every input from outside the process (one fsync each), and `none` whenever
+    /// `DurableState::commit_due` says (a write without fsync), both on the event loop. `group` commits in
+    /// the background (`DurableHost::start_commit`), one commit at a time and when `DurableState::batch_due`
+    /// says: what arrives during one fsync forms the next batch while the loop goes on serving (reads and
+    /// anything else that waits for nothing).
     fn flush_durable(&mut self, when: Flush) -> Result<(), NetError> {
         let Some(d) = &mut self.durable else { return Ok(()) };
         let retry_wait = d.full_retry_at.is_some_and(|at| Instant::now() < at) && when != Flush::Stop;
         // Only an fsync is worth a thread: without one (`none`) a commit is a write to the OS cache, cheaper
-        // than the handoffs to and from the log's thread (measured: 0.82-0.87x of in-memory throughput against
-        // 0.72-0.73x at 5% writes, 0.79-0.83x against 0.63x at 50%).
+        // than the handoffs to and from the log's thread (the Contrarian bench of `WORTH_A_COMMIT`, both ways
+        // through a temporary switch: 0.82-0.87x of in-memory throughput against 0.72-0.73x at 5% writes,
+        // 0.79-0.83x against 0.63x at 50%).
         let background = d.policy.is_durable() && d.policy != FsyncPolicy::PerWrite && when != Flush::Stop;
         let outcome = if !background {
             if d.host.pending() > 0 && !retry_wait && d.commit_due(when) {

@@ -31,14 +31,6 @@ pub enum StorageError {
         /// The operating system's message.
         detail: String,
     },
-    /// The data file was written in a format this build cannot read.
-    #[error("data file {} has an incompatible format: {detail}", file.display())]
-    Incompatible {
-        /// The data file.
-        file: PathBuf,
-        /// What differs.
-        detail: String,
-    },
     /// The data file belongs to another deployment: another protocol, topology or set of hosted servers.
     /// Nothing was changed; point the server at its own data directory (or an empty one).
     #[error("data file {} does not belong to this server: {detail}", file.display())]
@@ -81,7 +73,6 @@ impl StorageError {
             StorageError::Directory { dir, .. } => dir,
             StorageError::Corrupted { file, .. }
             | StorageError::InUse { file, .. }
-            | StorageError::Incompatible { file, .. }
             | StorageError::Mismatch { file, .. }
             | StorageError::Io { file, .. }
             | StorageError::DiskFull { file, .. }

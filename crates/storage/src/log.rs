@@ -95,7 +95,8 @@ const SEGMENT_MAGIC: &[u8; 8] = b"snowwal1";
 pub struct Log {
     dir: PathBuf,
     wal: PathBuf,
-    /// Always `Some` except while a background commit has it.
+    /// Always `Some` except while a background commit has it: `None` is "a commit is under way" (or its
+    /// thread died, which poisons the log).
     segments: Option<Segments>,
     /// Held (flock) for the life of the log.
     _lock: File,
@@ -113,8 +114,6 @@ pub struct Log {
     /// The disk filled up and the reserve has not been restored since.
     full: bool,
     stats: LogStats,
-    /// The last LSN of the background commit under way (`start_commit`).
-    in_flight: Option<Lsn>,
     /// Called by a background commit when it is done (the runtime wakes its event loop).
     waker: Option<Arc<dyn Fn() + Send + Sync>>,
     /// The thread that runs background commits (started by the first): batches in, outcomes out.
@@ -228,7 +227,6 @@ impl Log {
             reserve,
             full,
             stats: LogStats::default(),
-            in_flight: None,
             waker: None,
             committer: None,
         };
@@ -266,9 +264,9 @@ impl Log {
 
     /// How many committed records the segment files hold (checkpoint-covered ones included until their
     /// segment is dropped).
-    pub fn stored_records(&self) -> Result<u64, StorageError> {
-        let first = self.segments().list.front().map_or(self.committed.next(), |s| s.0);
-        Ok((self.committed.0 + 1).saturating_sub(first.0))
+    pub fn stored_records(&self) -> u64 {
+        let first = self.segments.as_ref().and_then(|s| s.list.front()).map_or(self.committed.next(), |s| s.0);
+        (self.committed.0 + 1).saturating_sub(first.0)
     }
 
     /// Commits pending records, makes everything written durable (even under `none`) and closes the files.
@@ -279,10 +277,6 @@ impl Log {
         Ok(lsn)
     }
 
-    fn segments(&self) -> &Segments {
-        self.segments.as_ref().expect("the segments are back once no commit is under way")
-    }
-
     fn check_poisoned(&self) -> Result<(), StorageError> {
         if self.poisoned { Err(StorageError::Poisoned { file: self.wal.clone() }) } else { Ok(()) }
     }
@@ -290,7 +284,7 @@ impl Log {
     /// Waits for the background commit, if any (or only looks, unless `wait`), and takes its outcome: its
     /// records are committed, or back in `pending` (first) with the error.
     fn finish_in_flight(&mut self, wait: bool) -> Result<(), StorageError> {
-        let (Some(_), Some((_, outcomes))) = (self.in_flight, &self.committer) else { return Ok(()) };
+        let (None, Some((_, outcomes))) = (&self.segments, &self.committer) else { return Ok(()) };
         let received = if wait {
             outcomes.recv().ok()
         } else {
@@ -300,7 +294,6 @@ impl Log {
                 Err(mpsc::TryRecvError::Disconnected) => None,
             }
         };
-        self.in_flight = None;
         let Some((segments, mut records, written, result)) = received else {
             self.poisoned = true;
             return Err(StorageError::Io { file: self.wal.clone(), detail: "the commit thread died".into() });
@@ -399,7 +392,7 @@ impl Log {
 impl Drop for Log {
     /// A commit under way finishes first (as if the crash came after it), and nothing else is written.
     fn drop(&mut self) {
-        if let (Some(_), Some((_, outcomes))) = (self.in_flight.take(), &self.committer) {
+        if let (None, Some((_, outcomes))) = (&self.segments, &self.committer) {
             let _ = outcomes.recv();
         }
     }
@@ -455,7 +448,7 @@ impl RecordLog for Log {
     /// while the caller goes on appending; the next batch forms meanwhile.
     fn start_commit(&mut self) -> Result<(), StorageError> {
         self.check_poisoned()?;
-        if self.in_flight.is_some() || self.pending.is_empty() {
+        if self.committing() || self.pending.is_empty() {
             return Ok(());
         }
         if self.committer.is_none() {
@@ -484,12 +477,11 @@ impl RecordLog for Log {
             self.committer = None;
             return self.commit().map(|_| ());
         }
-        self.in_flight = Some(self.last);
         Ok(())
     }
 
     fn committing(&self) -> bool {
-        self.in_flight.is_some()
+        self.segments.is_none()
     }
 
     fn poll_commit(&mut self) -> Result<Lsn, StorageError> {

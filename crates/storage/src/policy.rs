@@ -17,8 +17,9 @@ pub enum FsyncPolicy {
     PerWrite,
     /// Group commit: the runtime holds back the externally visible effects of appended records and commits
     /// once per batch, in the background while it goes on serving (one commit at a time): at once when it
-    /// has nothing else to do and no commit started in the last `max_delay_ms`, else when `max_batch` records
-    /// are pending or the oldest pending record is `max_delay_ms` old; then it releases the held effects. Same promise as [`PerWrite`]
+    /// has nothing else to do and either a few records wait or no commit started in the last `max_delay_ms`,
+    /// else when `max_batch` records are pending or the oldest pending record is `max_delay_ms` old; then it
+    /// releases the held effects. Same promise as [`PerWrite`]
     /// for everything that was seen; records appended but not yet committed at a crash are lost, and
     /// nobody was told about them. Costs up to `max_delay_ms` of latency, buys about 100× the throughput.
     ///
