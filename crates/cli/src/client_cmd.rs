@@ -154,14 +154,6 @@ pub fn start_local_cluster(
         Some(p) => p,
         None => snowline_net::cluster::free_base_port(),
     };
-    if data.is_some() {
-        let replayable = snowline_protocols::with_protocol!(protocol, P => P::REPLAYABLE)?;
-        anyhow::ensure!(
-            replayable,
-            "{protocol} cannot run durable servers yet: its servers are not made durable by replaying logged inputs \
-             (docs/DURABILITY.md); run it in memory (no --data-dir / --fsync memory)"
-        );
-    }
     let mut config = ClusterConfig::local_replicated(protocol, topology, port)?.with_uniform_latency_ms(latency_ms);
     if metrics {
         let base = metrics_base_port(port, config.nodes.len());

@@ -385,24 +385,10 @@ pub fn sim(args: SimArgs) -> Result<()> {
     config.network.inter_dc_latency_ns =
         (0..dcs).map(|a| (0..dcs).map(|b| if a == b { 0 } else { wan_ns }).collect()).collect();
     config.clocks.max_skew_ns = (args.skew_ms * 1e6) as u64;
-    let replayable = with_protocol!(&args.run.protocol, P => P::REPLAYABLE)?;
     config.fsync_ns = args.fsync_us * 1_000;
-    if args.durable {
-        anyhow::ensure!(
-            replayable,
-            "--durable: {} is not made durable by replaying logged inputs (docs/DURABILITY.md)",
-            args.run.protocol
-        );
-        config.durable = true;
-    }
+    config.durable = args.durable;
     if !args.crash.is_empty() {
         let restarts = args.crash.iter().any(|c| c.down_ns.is_some());
-        anyhow::ensure!(
-            !restarts || replayable,
-            "--crash SERVER@AT+DOWN restarts servers from their logged inputs, which {} does not support \
-             (docs/DURABILITY.md); crash-stop it with SERVER@AT",
-            args.run.protocol
-        );
         config.durable |= restarts;
         config.op_timeout_ns = Some(args.op_timeout.unwrap_or(Duration::from_secs(1)).as_nanos() as u64);
         config.crashes = args.crash.clone();
@@ -410,15 +396,15 @@ pub fn sim(args: SimArgs) -> Result<()> {
     let schedule = match args.faults {
         Faults::None => snowline_sim::FaultSchedule::none(),
         Faults::Swarm => {
-            // Replayable protocols run durable servers: crashed ones come back from their disk, and their
-            // sequenced links resend what partitions and loss drop. The others crash-stop a minority.
-            config.durable |= replayable;
+            // Durable servers: crashed ones come back from their disk, and sequenced links resend what
+            // partitions and loss drop (Raft's groups resend by themselves).
+            config.durable = true;
             if config.op_timeout_ns.is_none() {
                 config.op_timeout_ns = Some(args.op_timeout.unwrap_or(Duration::from_secs(3)).as_nanos() as u64);
             }
             let options = snowline_sim::SwarmOptions {
                 duration_ns: args.run.duration.as_nanos() as u64,
-                restart_with_disk: replayable,
+                restart_with_disk: true,
                 required: Vec::new(),
             };
             snowline_sim::FaultSchedule::swarm(args.seed, topology, &options)

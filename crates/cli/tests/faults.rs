@@ -70,7 +70,7 @@ fn sim_swarm_faults_on_raft_kv_pass_strict_ser_and_replay_byte_for_byte() {
 }
 
 #[test]
-fn crash_stop_is_allowed_for_raft_kv_but_a_restart_from_its_disk_is_not() {
+fn raft_kv_crashes_for_good_or_comes_back_from_its_disk() {
     let mut args = RAFT_SIM.to_vec();
     args.truncate(11);
     args.extend(["--clients", "3", "--duration", "3s", "--check", "claimed", "--crash", "dc0/p0@1s"]);
@@ -80,10 +80,11 @@ fn crash_stop_is_allowed_for_raft_kv_but_a_restart_from_its_disk_is_not() {
     assert!(text(&o).contains("check: strict-ser: ok"), "{}", text(&o));
     let mut args = RAFT_SIM.to_vec();
     args.truncate(11);
-    args.extend(["--duration", "1s", "--crash", "dc0/p0@300ms+200ms"]);
+    args.extend(["--duration", "3s", "--check", "claimed", "--crash", "dc0/p0@300ms+200ms", "--crash", "dc1/p0@1s+1s"]);
     let o = snowline(&args);
-    assert!(!o.status.success());
-    assert!(text(&o).contains("crash-stop it with SERVER@AT"), "{}", text(&o));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("crash dc0/p0 at 300 ms, restart 200 ms later (durable servers)"), "{}", text(&o));
+    assert!(text(&o).contains("check: strict-ser: ok"), "{}", text(&o));
 }
 
 /// Stops the background cluster even when an assertion fails.

@@ -23,7 +23,9 @@ pub use clock::{Hlc, VectorClock};
 pub use config::ProtocolConfig;
 pub use history::{HistoryEvent, HistoryMeta, HistoryOp, HistoryWriter};
 pub use ids::{Addr, ClientId, DcId, OpId, PartitionId, ReplicaId, ServerId};
-pub use protocol::{ClientNode, Ctx, Effects, LinkAssumptions, Message, Offers, Protocol, ReplyNote, ServerNode};
+pub use protocol::{
+    ClientNode, Ctx, Durability, Effects, LinkAssumptions, Message, Offers, Protocol, ReplyNote, ServerNode,
+};
 pub use request::{
     Abort, AbortCause, Key, OpError, OpMetrics, ReadResult, ReadersCheckCost, Reply, Request, Value, Version,
 };

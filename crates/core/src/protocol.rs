@@ -141,6 +141,21 @@ impl Offers {
     }
 }
 
+/// How a durable host makes a protocol's servers survive a crash (`snowline_storage::host` has the details).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// The server's whole state round-trips through its serialization and its handlers are deterministic:
+    /// the host checkpoints the state and logs the inputs that change it; a restart replays them.
+    ReplayInputs,
+    /// The server says what it changed that a restart needs ([`Ctx::persist`]); the host logs those changes
+    /// and nothing else. A restart rebuilds the server from its checkpoint and the changes
+    /// ([`ServerNode::apply_change`]) and starts it again (`on_start`): state outside the changes is soft.
+    /// Raft's members are made durable this way, as a Raft node is (its hard state, log and snapshot;
+    /// role, leader and followers' progress are rebuilt). Their links need not be reliable
+    /// ([`Protocol::TOLERATES_LOSS`]): the host does not sequence them.
+    PersistChanges,
+}
+
 /// A protocol: its message and timer types and how to build its nodes.
 pub trait Protocol: Sized + 'static {
     /// The name users select it by (`--protocol NAME`).
@@ -157,11 +172,8 @@ pub trait Protocol: Sized + 'static {
 
     fn links() -> LinkAssumptions;
 
-    /// Whether a server's whole state round-trips through its serialization, so that a durable host may
-    /// checkpoint it and replay the inputs logged after the checkpoint (`snowline-storage`'s `DurableHost`).
-    /// `raft-kv` keeps Raft's volatile state (role, followers' progress) outside what it serializes, as a
-    /// Raft node does; it is not made durable by input replay.
-    const REPLAYABLE: bool = true;
+    /// How a durable host (`snowline-storage`'s `DurableHost`) makes this protocol's servers survive a crash.
+    const DURABILITY: Durability = Durability::ReplayInputs;
 
     /// Whether the protocol's servers tolerate lost messages between them (Raft does: a leader resends what a
     /// follower lacks). When false the simulator loses a server-to-server message only where something below
@@ -205,6 +217,12 @@ pub trait ServerNode<P: Protocol>: Serialize + DeserializeOwned + Send + 'static
     fn on_timer(&mut self, cx: &mut Ctx<'_, P>, timer: P::Timer);
     /// Versions currently stored (for memory metrics).
     fn stored_versions(&self) -> usize;
+    /// Redo one change this server reported with [`Ctx::persist`], on a server rebuilt from a checkpoint
+    /// ([`Durability::PersistChanges`]; the host then calls `on_start`). `Err` says why the bytes are not a
+    /// change of this server (the data directory is damaged).
+    fn apply_change(&mut self, _change: &[u8]) -> Result<(), String> {
+        Err("this protocol logs its inputs, not changes".into())
+    }
     /// `Some(term)` while this server believes it leads its replica group (in that term or epoch), for
     /// protocols with leaders; the simulator's fault schedules use it to kill leaders. `None` by default.
     fn leads(&self) -> Option<u64> {
@@ -234,6 +252,8 @@ pub struct Effects<P: Protocol> {
     pub reply_after: u64,
     /// Later inputs of this node must get clock readings at or above this ([`Ctx::raise_clock`]).
     pub raise_clock: u64,
+    /// Changes a restart needs, in order ([`Ctx::persist`]).
+    pub changes: Vec<Vec<u8>>,
 }
 
 impl<P: Protocol> Default for Effects<P> {
@@ -246,6 +266,7 @@ impl<P: Protocol> Default for Effects<P> {
             read_only: false,
             reply_after: 0,
             raise_clock: 0,
+            changes: Vec::new(),
         }
     }
 }
@@ -259,6 +280,7 @@ impl<P: Protocol> Effects<P> {
         self.read_only = false;
         self.reply_after = 0;
         self.raise_clock = 0;
+        self.changes.clear();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -285,11 +307,32 @@ pub struct Ctx<'a, P: Protocol> {
     out: &'a mut Effects<P>,
     position: u64,
     durable: u64,
+    persisting: bool,
 }
 
 impl<'a, P: Protocol> Ctx<'a, P> {
     pub fn new(now_ns: u64, rng: &'a mut SmallRng, out: &'a mut Effects<P>) -> Self {
-        Self { now_ns, rng, out, position: 0, durable: u64::MAX }
+        Self { now_ns, rng, out, position: 0, durable: u64::MAX, persisting: false }
+    }
+
+    /// A handler call inside a durable host that logs changes ([`Durability::PersistChanges`]).
+    pub fn persisting_changes(mut self) -> Self {
+        self.persisting = true;
+        self
+    }
+
+    /// Whether what this handler [`persist`](Ctx::persist)s is kept (only inside a durable host of a
+    /// [`Durability::PersistChanges`] protocol): a server skips encoding its changes otherwise.
+    pub fn persisting(&self) -> bool {
+        self.persisting
+    }
+
+    /// A change a restart needs ([`Durability::PersistChanges`]): the host logs it, holds every output of this
+    /// input until it is durable, and after a crash hands it back to [`ServerNode::apply_change`].
+    pub fn persist(&mut self, change: Vec<u8>) {
+        if self.persisting {
+            self.out.changes.push(change);
+        }
     }
 
     /// A handler call inside a durable host: this input's log position, and the last durable one.

@@ -125,9 +125,6 @@ mod in_the_simulator {
 
     fn check<P: Protocol>(seed: u64, forgeries: &[(u8, u8, Vec<u8>)]) {
         for durable in [false, true] {
-            if durable && !P::REPLAYABLE {
-                continue;
-            }
             let (completed, refused) = run::<P>(seed, durable, forgeries);
             assert_eq!(completed, 24, "{} (durable {durable}): operations lost", P::NAME);
             if forgeries.is_empty() {

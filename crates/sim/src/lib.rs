@@ -47,7 +47,7 @@
 //!
 //! * **Crashes.** [`Sim::crash`] kills any server (its inbox, pending timers and messages reaching it while
 //!   down are lost). It may stay down (crash-stop), come back **with its disk** ([`Sim::restart`]: durable
-//!   servers of a [`snowline_core::Protocol::REPLAYABLE`] protocol replay their logs) or **without** it
+//!   servers recover from their logs, [`snowline_core::Protocol::DURABILITY`]) or **without** it
 //!   ([`Sim::restart_without_disk`]: a fresh state machine; only for protocols whose servers can rejoin
 //!   empty — never a Raft member). [`Sim::schedule_crash_with`] plans one; [`Sim::schedule_leader_crash`] and
 //!   [`Sim::schedule_leader_kill_on_send`] aim at whichever member leads then

@@ -217,8 +217,7 @@ impl std::fmt::Display for Side {
 pub enum Restart {
     /// Crash-stop: it stays down.
     Never,
-    /// It comes back `after_ns` later from its log ([`Sim::restart`]: durable servers of a
-    /// [`Protocol::REPLAYABLE`] protocol).
+    /// It comes back `after_ns` later from its log ([`Sim::restart`]: durable servers).
     WithDisk { after_ns: u64 },
     /// It comes back `after_ns` later with a fresh state ([`Sim::restart_without_disk`]: only for protocols
     /// whose servers can rejoin empty).
@@ -473,16 +472,10 @@ impl<P: Protocol> Sim<P> {
         self.trace_event(id, "CRASHED");
     }
 
-    /// Start crashed server `id` again **with its disk**: it replays its log and runs the catch-up exchange.
-    /// Needs durable servers ([`SimConfig::durable`]) of a protocol that input replay makes durable
-    /// ([`Protocol::REPLAYABLE`]).
+    /// Start crashed server `id` again **with its disk**: it recovers from its log (`Protocol::DURABILITY`)
+    /// and runs the catch-up exchange. Needs durable servers ([`SimConfig::durable`]).
     pub fn restart(&mut self, id: ServerId) {
         assert!(self.config.durable, "restart: a server comes back from its log only with SimConfig::durable");
-        assert!(
-            P::REPLAYABLE,
-            "restart: {} is not made durable by input replay (Protocol::REPLAYABLE); crash-stop its servers instead",
-            P::NAME
-        );
         let idx = self.server_index(id);
         assert!(self.is_down(id), "restart: server {id} is not down");
         self.open_host(idx);
@@ -564,7 +557,6 @@ impl<P: Protocol> Sim<P> {
     fn check_restart(&self, restart: Restart) {
         if let Restart::WithDisk { .. } = restart {
             assert!(self.config.durable, "a restart with its disk needs durable servers (SimConfig::durable)");
-            assert!(P::REPLAYABLE, "{} cannot restart from its disk by input replay (Protocol::REPLAYABLE)", P::NAME);
         }
     }
 

@@ -65,7 +65,8 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, Ctx, Effects, InvalidInput, Message, Protocol, ProtocolConfig, ServerId, ServerNode, Topology,
+    Addr, ClientId, Ctx, Durability, Effects, InvalidInput, Message, Protocol, ProtocolConfig, ServerId, ServerNode,
+    Topology,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -126,6 +127,13 @@ enum InputRecord<M> {
     Ceiling {
         node: u16,
         at: u64,
+    },
+    /// What node `node`'s input at clock reading `now` changed ([`Durability::PersistChanges`]: the only
+    /// records such a protocol's log holds, with `Ceiling`).
+    Changes {
+        node: u16,
+        now: u64,
+        changes: Vec<Vec<u8>>,
     },
 }
 
@@ -235,6 +243,9 @@ pub struct Refusal {
 }
 
 impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
+    /// The protocol's servers log changes, not inputs ([`Durability::PersistChanges`]).
+    const CHANGES: bool = matches!(P::DURABILITY, Durability::PersistChanges);
+
     /// Builds the servers `hosted` (fresh, or from `recovered`: the latest checkpoint and the records after
     /// it, replayed) and queues what a (re)start sends: timers, and after a recovery the catch-up exchange.
     ///
@@ -553,7 +564,9 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         let later = self.held.split_off(&(durable + 1));
         for (_, outs) in std::mem::replace(&mut self.held, later) {
             for out in outs {
-                if let Output::Seq { from, to, seq, .. } = &out {
+                if let Output::Seq { from, to, seq, .. } = &out
+                    && *seq > 0
+                {
                     let node = self.index[from];
                     self.state.nodes[node].out.get_mut(to).expect("a held message has its link").released = *seq;
                 }
@@ -716,7 +729,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// Encodes the record of the input about to be handled (`handle` appends it unless the handler was
     /// read-only).
     fn encode(&mut self, record: &InputRecord<&P::Msg>) {
-        if self.replaying {
+        if self.replaying || Self::CHANGES {
             return;
         }
         self.buf.clear();
@@ -737,10 +750,15 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             InputRecord::Start { node, .. }
             | InputRecord::Msg { node, .. }
             | InputRecord::Timer { node, .. }
-            | InputRecord::Ceiling { node, .. } => usize::from(*node),
+            | InputRecord::Ceiling { node, .. }
+            | InputRecord::Changes { node, .. } => usize::from(*node),
         };
         if node >= self.state.nodes.len() {
             return Err(bad(format!("names hosted server #{node}; this node hosts {}", self.state.nodes.len())));
+        }
+        let input = matches!(record, InputRecord::Start { .. } | InputRecord::Msg { .. } | InputRecord::Timer { .. });
+        if Self::CHANGES && input {
+            return Err(bad(format!("an input record in a log of {}'s changes", P::NAME)));
         }
         match record {
             InputRecord::Start { id, seed, now, .. } => {
@@ -770,6 +788,16 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 let n = &mut self.state.nodes[node];
                 n.ceiling = n.ceiling.max(at);
             }
+            InputRecord::Changes { now, changes, .. } => {
+                if !Self::CHANGES {
+                    return Err(bad(format!("a change record in a log of {}'s inputs", P::NAME)));
+                }
+                let n = &mut self.state.nodes[node];
+                n.clock = n.clock.max(now);
+                for change in &changes {
+                    n.server.apply_change(change).map_err(&bad)?;
+                }
+            }
         }
         Ok(())
     }
@@ -779,6 +807,16 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// this process missed (the catch-up exchange).
     fn after_recovery(&mut self, recovering: bool, wall_ns: u64) {
         self.ceiling_durable = self.state.nodes.iter().map(|n| n.ceiling).collect();
+        if Self::CHANGES {
+            // Servers that log changes start again (`on_start` re-arms their timers and rebuilds their soft
+            // state); their links are not sequenced, so there is nothing to retransmit or ask for.
+            for n in &mut self.state.nodes {
+                n.clock = n.clock.max(n.ceiling);
+                n.timers.clear();
+                n.started = false;
+            }
+            return;
+        }
         for (idx, n) in self.state.nodes.iter_mut().enumerate() {
             // What the lost read-only inputs may have promised lies below the ceiling.
             n.clock = n.clock.max(n.ceiling);
@@ -838,9 +876,15 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         let mut effects = std::mem::take(&mut self.effects);
         let result = {
             let mut cx = Ctx::new(now, &mut rng, &mut effects).logged(position, durable);
+            if Self::CHANGES {
+                cx = cx.persisting_changes();
+            }
             f(&mut n.server, &mut cx)
         };
         n.clock = n.clock.max(effects.raise_clock);
+        if Self::CHANGES {
+            return self.route_changes(idx, now, effects, result);
+        }
         // A read-only input (or a refused one that did nothing) leaves no record, unless it set a timer or
         // sent to a server after all (those need their place in the log), or it came on a sequenced link
         // (whose delivery count is durable state: it is acknowledged).
@@ -898,6 +942,44 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                         None => self.hold(release_at, Output::Seq { from: me, to: s, seq, msg }),
                     }
                 }
+            }
+        }
+        self.work += effects.work;
+        effects.clear();
+        self.effects = effects;
+        result
+    }
+
+    /// After an input of a protocol that logs changes: log what it changed (if anything) and hold its outputs
+    /// until that record, or if it changed nothing everything logged before it, is durable (its outputs may
+    /// reveal state that earlier, not yet durable changes made). Links are not sequenced.
+    fn route_changes<R>(&mut self, idx: usize, now: u64, mut effects: Effects<P>, result: R) -> R {
+        self.state.nodes[idx].inputs += 1;
+        let me = self.state.nodes[idx].id;
+        let release_at = if effects.changes.is_empty() {
+            self.log.last_lsn().0
+        } else {
+            let changes = std::mem::take(&mut effects.changes);
+            self.buf.clear();
+            postcard::to_io(&InputRecord::<&P::Msg>::Changes { node: idx as u16, now, changes }, &mut self.buf)
+                .expect("changes serialize");
+            self.append_encoded()
+        };
+        for (delay_ns, timer) in effects.timers.drain(..) {
+            let n = &mut self.state.nodes[idx];
+            n.next_timer += 1;
+            let id = n.next_timer;
+            n.timers.insert(id, (now.saturating_add(delay_ns), timer));
+            self.ready.push(Output::Timer { node: idx, id, delay_ns });
+        }
+        for (to, msg) in effects.sends.drain(..) {
+            match to {
+                Addr::Client(_) => self.hold(release_at, Output::ToClient { from: me, to, msg }),
+                Addr::Server(s) if self.state.topology.contains(s) => match self.index.get(&s) {
+                    Some(&t) => self.local.push_back((t, me, 0, msg)),
+                    None => self.hold(release_at, Output::Seq { from: me, to: s, seq: 0, msg }),
+                },
+                Addr::Server(_) => {}
             }
         }
         self.work += effects.work;

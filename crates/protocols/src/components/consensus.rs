@@ -32,6 +32,17 @@
 //! synchronously inside each call: entries and hard state are in the log before any message that depends
 //! on them leaves the handler.
 //!
+//! # On disk
+//!
+//! Inside a durable host (`snowline_core::Durability::PersistChanges`) each call that changes the
+//! [`GroupLog`] reports the change ([`Ctx::persist`]: entries appended, a new hard state or commit index,
+//! a snapshot installed or taken), and the host holds every message of that call until the change is on
+//! disk — Raft's rule that a member persists before it answers. After a crash the host rebuilds the member
+//! from its checkpoint and these changes ([`RaftGroup::apply_change`]); [`RaftGroup::start`] then restarts
+//! raft-rs on the log, hands the application the latest snapshot if its checkpointed state is older
+//! ([`Event::Restore`]), and raft-rs hands it the committed entries after that again ([`Event::Apply`]), so
+//! the application's state catches up with the log.
+//!
 //! Membership is static: the group is the topology's placement of the partition (`Topology::group`), with
 //! Raft id `member index + 1`.
 
@@ -205,6 +216,57 @@ impl GroupLog {
     }
 }
 
+/// One change of a member's [`GroupLog`], as a durable host logs it (see "On disk" in the module docs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum LogChange {
+    /// Entries appended (replacing any conflicting suffix).
+    Append(Vec<StoredEntry>),
+    HardState {
+        term: u64,
+        vote: u64,
+        commit: u64,
+    },
+    Commit(u64),
+    /// A leader's snapshot installed.
+    Install {
+        index: u64,
+        term: u64,
+        voters: Vec<u64>,
+        data: Vec<u8>,
+    },
+    /// The log compacted up to `index` into the application's state `data`.
+    Compact {
+        index: u64,
+        data: Vec<u8>,
+    },
+}
+
+impl GroupLog {
+    fn redo(&mut self, change: LogChange) {
+        match change {
+            LogChange::Append(entries) => {
+                let entries: Vec<Entry> = entries.iter().map(StoredEntry::to_raft).collect();
+                self.append(&entries);
+            }
+            LogChange::HardState { term, vote, commit } => {
+                self.term = term;
+                self.vote = vote;
+                self.commit = commit;
+            }
+            LogChange::Commit(commit) => self.commit = commit,
+            LogChange::Install { index, term, voters, data } => {
+                let mut snap = Snapshot::default();
+                let mut meta = SnapshotMetadata { index, term, ..Default::default() };
+                meta.set_conf_state(ConfState { voters, ..Default::default() });
+                snap.set_metadata(meta);
+                snap.data = data.into();
+                self.install(&snap);
+            }
+            LogChange::Compact { index, data } => self.compact(index, data),
+        }
+    }
+}
+
 impl Storage for GroupLog {
     fn initial_state(&self) -> raft::Result<RaftState> {
         Ok(RaftState::new(self.hard_state(), self.conf_state()))
@@ -289,6 +351,8 @@ pub struct RaftGroup {
     skip_ticks: usize,
     /// raft-rs's `election_elapsed` after the last call into it.
     last_elapsed: usize,
+    /// Changes of the log not yet reported ([`Ctx::persist`]); recorded only while the host keeps them.
+    changes: Vec<LogChange>,
 }
 
 impl From<RaftGroup> for GroupState {
@@ -360,6 +424,7 @@ impl RaftGroup {
             known_leader: (0, 0),
             skip_ticks: 0,
             last_elapsed: 0,
+            changes: Vec::new(),
         }
     }
 
@@ -375,12 +440,31 @@ impl RaftGroup {
         P::Timer: From<RaftTick>,
     {
         cx.set_timer(self.params.tick_ns, RaftTick { partition: self.me.partition }.into());
+        // raft-rs read the log when the member was built; changes redone since (a restart) are not in its
+        // view: build it again from the log, as a restarted Raft node does.
+        let log = std::mem::take(self.raw.mut_store());
+        let behind = log.snap_index > self.applied;
+        let restore = behind.then(|| Event::Restore { index: log.snap_index, data: log.snap_data.clone() });
+        *self = Self::with_log(self.me, self.topology, self.params, log, self.applied);
         self.skip_ticks = cx.rng().random_range(0..self.params.election_ticks.max(1));
         if campaign {
             // Only fails for a member outside the voters, which a group built from the topology is not.
             let _ = self.raw.campaign();
         }
-        self.drive(cx)
+        let mut events: Vec<Event> = restore.into_iter().collect();
+        events.extend(self.drive(cx));
+        events
+    }
+
+    /// Redo a change this member reported ([`Ctx::persist`]) on a member rebuilt from a checkpoint; call
+    /// [`start`](Self::start) after the last one.
+    pub fn apply_change(&mut self, change: &[u8]) -> Result<(), String> {
+        let changes: Vec<LogChange> =
+            postcard::from_bytes(change).map_err(|e| format!("not a change of a raft log: {e}"))?;
+        for c in changes {
+            self.raw.mut_store().redo(c);
+        }
+        Ok(())
     }
 
     /// The tick timer fired.
@@ -474,9 +558,22 @@ impl RaftGroup {
 
     /// Replace the log up to the applied index by `state`, the application's state there (what a lagging
     /// member will [`Event::Restore`]).
-    pub fn compact(&mut self, state: Vec<u8>) {
+    pub fn compact<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>, state: Vec<u8>) {
         let applied = self.applied;
+        if cx.persisting() {
+            self.changes.push(LogChange::Compact { index: applied, data: state.clone() });
+        }
         self.raw.mut_store().compact(applied, state);
+        self.report(cx);
+    }
+
+    /// Hands the recorded changes to the host (one [`Ctx::persist`] per call into the group).
+    fn report<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>) {
+        if !self.changes.is_empty() {
+            let bytes = postcard::to_stdvec(&self.changes).expect("log changes serialize");
+            self.changes.clear();
+            cx.persist(bytes);
+        }
     }
 
     pub fn is_leader(&self) -> bool {
@@ -527,11 +624,21 @@ impl RaftGroup {
         P::Msg: From<RaftWire>,
     {
         let mut events = Vec::new();
+        let persisting = cx.persisting();
         while self.raw.has_ready() {
             let mut rd = self.raw.ready();
             self.send_all(cx, rd.take_messages());
             if !rd.snapshot().is_empty() {
                 let snap = rd.snapshot().clone();
+                if persisting {
+                    let meta = snap.get_metadata();
+                    self.changes.push(LogChange::Install {
+                        index: meta.index,
+                        term: meta.term,
+                        voters: meta.get_conf_state().voters.clone(),
+                        data: snap.data.to_vec(),
+                    });
+                }
                 self.raw.mut_store().install(&snap);
                 let index = snap.get_metadata().index;
                 if index > self.applied {
@@ -541,8 +648,14 @@ impl RaftGroup {
                 }
             }
             self.apply_entries(rd.take_committed_entries(), &mut events);
+            if persisting && !rd.entries().is_empty() {
+                self.changes.push(LogChange::Append(rd.entries().iter().map(StoredEntry::from_raft).collect()));
+            }
             self.raw.mut_store().append(rd.entries());
             if let Some(hs) = rd.hs() {
+                if persisting {
+                    self.changes.push(LogChange::HardState { term: hs.term, vote: hs.vote, commit: hs.commit });
+                }
                 let log = self.raw.mut_store();
                 log.term = hs.term;
                 log.vote = hs.vote;
@@ -554,6 +667,9 @@ impl RaftGroup {
             self.send_all(cx, rd.take_persisted_messages());
             let mut light = self.raw.advance(rd);
             if let Some(commit) = light.commit_index() {
+                if persisting {
+                    self.changes.push(LogChange::Commit(commit));
+                }
                 self.raw.mut_store().commit = commit;
             }
             self.send_all(cx, light.take_messages());
@@ -580,6 +696,7 @@ impl RaftGroup {
             events.push(Event::Leader { leader: self.server_of(now.0), term: now.1 });
         }
         self.rejitter(cx);
+        self.report(cx);
         events
     }
 

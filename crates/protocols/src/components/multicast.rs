@@ -266,6 +266,11 @@ impl McastMember {
     }
 
     /// The group's consensus member (leadership, term, applied index).
+    /// Redo a change of the group's log on a member rebuilt from a checkpoint ([`RaftGroup::apply_change`]).
+    pub fn apply_change(&mut self, change: &[u8]) -> Result<(), String> {
+        self.raft.apply_change(change)
+    }
+
     pub fn raft(&self) -> &RaftGroup {
         &self.raft
     }
@@ -646,9 +651,9 @@ impl McastMember {
     }
 
     /// Compact the log into a snapshot of the multicast state and `host`, the host's state at this point.
-    pub fn compact(&mut self, host: Vec<u8>) {
+    pub fn compact<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>, host: Vec<u8>) {
         let snap = Snapshot { group: self.state.clone(), host };
-        self.raft.compact(postcard::to_stdvec(&snap).expect("a snapshot serializes"));
+        self.raft.compact(cx, postcard::to_stdvec(&snap).expect("a snapshot serializes"));
     }
 
     /// Messages still without a final timestamp here, with this group's proposal.

@@ -176,6 +176,11 @@ impl TpcMember {
         }
     }
 
+    /// Redo a change of the group's log on a member rebuilt from a checkpoint ([`RaftGroup::apply_change`]).
+    pub fn apply_change(&mut self, change: &[u8]) -> Result<(), String> {
+        self.raft.apply_change(change)
+    }
+
     pub fn raft(&self) -> &RaftGroup {
         &self.raft
     }
@@ -461,7 +466,7 @@ impl TpcMember {
         }
         if self.raft.wants_compaction() {
             let snap = Snapshot { group: self.state.clone(), host: host.host.snapshot() };
-            self.raft.compact(postcard::to_stdvec(&snap).expect("a snapshot serializes"));
+            self.raft.compact(cx, postcard::to_stdvec(&snap).expect("a snapshot serializes"));
         }
     }
 

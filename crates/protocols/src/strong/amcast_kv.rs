@@ -43,8 +43,9 @@ use crate::components::multicast::{
 };
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions, Message, Offers, OpError,
-    OpId, PartitionId, Protocol, ProtocolConfig, Request, ServerId, ServerNode, Topology, Value, Version,
+    Addr, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
+    Offers, OpError, OpId, PartitionId, Protocol, ProtocolConfig, Request, ServerId, ServerNode, Topology, Value,
+    Version,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,7 +71,7 @@ impl Protocol for AmcastKv {
         LinkAssumptions { fifo: false }
     }
 
-    const REPLAYABLE: bool = false;
+    const DURABILITY: Durability = Durability::PersistChanges;
     // Raft resends what a follower lacks; proposals and decisions between groups are re-sent on the
     // origin's retry timer until every destination has answered.
     const TOLERATES_LOSS: bool = true;
@@ -237,7 +238,7 @@ impl AmcastKvServer {
         }
         if self.member.wants_compaction() {
             let state = postcard::to_stdvec(&self.state).expect("the state serializes");
-            self.member.compact(state);
+            self.member.compact(cx, state);
         }
     }
 
@@ -336,6 +337,10 @@ impl ServerNode<AmcastKv> for AmcastKvServer {
 
     fn leads(&self) -> Option<u64> {
         self.member.is_leader().then(|| self.member.raft().term())
+    }
+
+    fn apply_change(&mut self, change: &[u8]) -> Result<(), String> {
+        self.member.apply_change(change)
     }
 
     fn stored_versions(&self) -> usize {

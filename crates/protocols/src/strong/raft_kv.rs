@@ -40,9 +40,9 @@
 use crate::components::consensus::{Event, RaftGroup, RaftParams, RaftTick, RaftWire};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions, Message, Offers, OpError,
-    OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId, ServerNode, Topology,
-    Value, Version,
+    Addr, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
+    Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId,
+    ServerNode, Topology, Value, Version,
 };
 use std::collections::BTreeMap;
 
@@ -72,7 +72,7 @@ impl Protocol for RaftKv {
         LinkAssumptions { fifo: false }
     }
 
-    const REPLAYABLE: bool = false;
+    const DURABILITY: Durability = Durability::PersistChanges;
 
     const TOLERATES_LOSS: bool = true;
 
@@ -299,7 +299,7 @@ impl RaftKvServer {
         }
         if self.group.wants_compaction() {
             let state = postcard::to_stdvec(&self.state).expect("the state serializes");
-            self.group.compact(state);
+            self.group.compact(cx, state);
         }
     }
 
@@ -364,6 +364,10 @@ impl ServerNode<RaftKv> for RaftKvServer {
             let events = self.group.on_tick(cx);
             self.handle(cx, events);
         }
+    }
+
+    fn apply_change(&mut self, change: &[u8]) -> Result<(), String> {
+        self.group.apply_change(change)
     }
 
     fn stored_versions(&self) -> usize {

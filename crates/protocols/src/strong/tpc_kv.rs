@@ -36,9 +36,9 @@ use crate::components::consensus::{RaftTick, RaftWire};
 use crate::components::twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire, TxnId};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
-    Offers, OpError, OpId, PartitionId, Protocol, ProtocolConfig, Request, ServerId, ServerNode, Topology, Value,
-    Version,
+    AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions,
+    Message, Offers, OpError, OpId, PartitionId, Protocol, ProtocolConfig, Request, ServerId, ServerNode, Topology,
+    Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -64,7 +64,7 @@ impl Protocol for TpcKv {
         LinkAssumptions { fifo: false }
     }
 
-    const REPLAYABLE: bool = false;
+    const DURABILITY: Durability = Durability::PersistChanges;
     const TOLERATES_LOSS: bool = true;
 
     fn check_topology(_topology: &Topology) -> Result<(), String> {
@@ -358,6 +358,10 @@ impl ServerNode<TpcKv> for TpcKvServer {
 
     fn leads(&self) -> Option<u64> {
         self.member.is_leader().then(|| self.member.raft().term())
+    }
+
+    fn apply_change(&mut self, change: &[u8]) -> Result<(), String> {
+        self.member.apply_change(change)
     }
 
     fn stored_versions(&self) -> usize {
