@@ -1,9 +1,13 @@
 //! Durability end to end (issue 6): real server processes with `--data-dir`, killed with SIGKILL mid-load and
 //! restarted. Every acknowledged write must be readable afterwards in both datacenters, the recorded history
 //! must pass the checker at the protocol's claimed level, and the datacenters must converge.
+//!
+//! The replica-group protocols (raft-kv, amcast-kv, tpc-kv) run three datacenters with one member of each
+//! group in each: the one server killed is the member that leads at start, the datacenter killed holds a
+//! member of every group.
 
 use snowline_checker::Level;
-use snowline_core::{Key, OpError, Protocol, Reply, Request, Value};
+use snowline_core::{Durability, Key, OpError, Protocol, Reply, Request, ServerId, Topology, Value};
 use snowline_harness::{MixedWorkload, RunSpec};
 use snowline_net::{ClientRuntime, ClusterConfig, LocalCluster, LocalData, spawn_local_cluster_with};
 use snowline_storage::FsyncPolicy;
@@ -35,7 +39,13 @@ enum Crash {
 
 fn crash_and_recover<P: Protocol>(crash: Crash) {
     let dir = tempdir(&format!("{}-{crash:?}", P::NAME));
-    let config = ClusterConfig::local(P::NAME, 2, 2, snowline_net::free_base_port());
+    let groups = P::DURABILITY == Durability::PersistChanges;
+    let config = if groups {
+        ClusterConfig::local_replicated(P::NAME, Topology::replicated(3, 2, 3), snowline_net::free_base_port()).unwrap()
+    } else {
+        ClusterConfig::local(P::NAME, 2, 2, snowline_net::free_base_port())
+    };
+    let (topology, routes) = (config.topology(), config.routes());
     // Both durable policies: one fsync per input when one server dies, group commit when a datacenter does.
     let fsync = match crash {
         Crash::OneServer => FsyncPolicy::PerWrite,
@@ -45,12 +55,18 @@ fn crash_and_recover<P: Protocol>(crash: Crash) {
     let cluster = spawn_local_cluster_with(env!("CARGO_BIN_EXE_snowline").as_ref(), &dir, &config, Some(data))
         .expect("spawning the cluster");
     cluster.wait_ready(Duration::from_secs(20)).expect("cluster ready");
-    // Node 0 is dc0/p0 (where datacenter 0's writers write too); nodes 2 and 3 are datacenter 1.
+    // dc0/p0 (where datacenter 0's writers write too; a group's member 0, which leads at start), or every
+    // server of datacenter 1.
+    let node = |s: ServerId| config.nodes[routes.node_of(s).unwrap()].id;
     let victims: Vec<u32> = match crash {
-        Crash::OneServer => vec![0],
-        Crash::WholeDc => vec![2, 3],
+        Crash::OneServer => vec![node(topology.member(0, 0))],
+        Crash::WholeDc => topology.servers().filter(|s| s.dc == 1).map(node).collect(),
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    if groups {
+        // Listening is not serving: the groups elect their first leaders (and the members connect) first.
+        rt.block_on(serving::<P>(&config, &topology));
+    }
     let (history, acked) = std::thread::scope(|s| {
         let killer = s.spawn(|| {
             std::thread::sleep(KILL_AT);
@@ -62,7 +78,7 @@ fn crash_and_recover<P: Protocol>(crash: Crash) {
                 cluster.restart_node(*v, Duration::from_secs(20)).expect("restart");
             }
         });
-        let result = rt.block_on(load::<P>(&config));
+        let result = rt.block_on(load::<P>(&config, groups));
         killer.join().unwrap();
         result
     });
@@ -71,7 +87,7 @@ fn crash_and_recover<P: Protocol>(crash: Crash) {
         assert!(log.contains("recovered"), "node {v} did not recover from its data directory:\n{log}");
     }
     assert!(acked.len() > 20, "only {} unique writes were acknowledged", acked.len());
-    rt.block_on(converged::<P>(&config, &acked, &cluster));
+    rt.block_on(converged::<P>(&config, &acked, &cluster, groups));
 
     let level: Level = snowline_protocols::claimed_level(P::NAME).unwrap().parse().unwrap();
     let verdict = snowline_checker::check(&history, level);
@@ -88,14 +104,22 @@ fn crash_and_recover<P: Protocol>(crash: Crash) {
 
 /// The mixed workload with a recorded history in both datacenters, and beside it a writer in datacenter 0
 /// that puts unique keys and remembers which were acknowledged.
-async fn load<P: Protocol>(config: &ClusterConfig) -> (Vec<snowline_core::HistoryEvent>, BTreeMap<Key, Value>) {
+/// `single_keys`: one key per operation (raft-kv's offer), for the replica-group protocols.
+async fn load<P: Protocol>(
+    config: &ClusterConfig,
+    single_keys: bool,
+) -> (Vec<snowline_core::HistoryEvent>, BTreeMap<Key, Value>) {
     let spec = RunSpec {
         clients_per_dc: 3,
         client_dcs: None,
         duration_ns: LOAD.as_nanos() as u64,
         warmup_ns: 0,
         cooldown_ns: 0,
-        workload: MixedWorkload { keys: KEYS, ..Default::default() },
+        workload: if single_keys {
+            MixedWorkload { keys: KEYS, ..MixedWorkload::kv() }
+        } else {
+            MixedWorkload { keys: KEYS, ..Default::default() }
+        },
         record_history: true,
         seed: 7,
         final_reads_after_ns: None,
@@ -125,10 +149,30 @@ async fn load<P: Protocol>(config: &ClusterConfig) -> (Vec<snowline_core::Histor
     (history, acked)
 }
 
-async fn read_all<P: Protocol>(rt: &ClientRuntime<P>, keys: &[Key]) -> Result<BTreeMap<Key, Option<Value>>, OpError> {
+/// Waits until a PUT and a read of a key of every partition succeed.
+async fn serving<P: Protocol>(config: &ClusterConfig, topology: &Topology) {
+    let rt = ClientRuntime::<P>::connect(config, 0).await.unwrap().with_timeout(Duration::from_secs(2));
+    let session = rt.session();
+    for p in 0..topology.partitions {
+        let key: Key = topology.key_on(p, "warm-").into();
+        let mut tries = 0;
+        while session.execute(Request::Put { key: key.clone(), value: "up".into() }).await.is_err()
+            || session.execute(Request::Rot { keys: vec![key.clone()] }).await.is_err()
+        {
+            tries += 1;
+            assert!(tries < 15, "{}: partition {p} does not serve", P::NAME);
+        }
+    }
+}
+
+async fn read_all<P: Protocol>(
+    rt: &ClientRuntime<P>,
+    keys: &[Key],
+    per_read: usize,
+) -> Result<BTreeMap<Key, Option<Value>>, OpError> {
     let session = rt.session();
     let mut out = BTreeMap::new();
-    for chunk in keys.chunks(16) {
+    for chunk in keys.chunks(per_read) {
         let reply: Reply = session.execute(Request::Rot { keys: chunk.to_vec() }).await?;
         for r in reply.reads {
             out.insert(r.key, r.value);
@@ -138,7 +182,13 @@ async fn read_all<P: Protocol>(rt: &ClientRuntime<P>, keys: &[Key]) -> Result<BT
 }
 
 /// Polls until both datacenters return every acknowledged unique write and agree on the workload's keys.
-async fn converged<P: Protocol>(config: &ClusterConfig, acked: &BTreeMap<Key, Value>, cluster: &LocalCluster) {
+async fn converged<P: Protocol>(
+    config: &ClusterConfig,
+    acked: &BTreeMap<Key, Value>,
+    cluster: &LocalCluster,
+    single_keys: bool,
+) {
+    let per_read = if single_keys { 1 } else { 16 };
     let mut keys: Vec<Key> = acked.keys().cloned().collect();
     keys.extend((0..KEYS).map(|i| Key::from(format!("k{i}"))));
     let rts = [
@@ -147,7 +197,7 @@ async fn converged<P: Protocol>(config: &ClusterConfig, acked: &BTreeMap<Key, Va
     ];
     let mut last = String::new();
     for _ in 0..60 {
-        let (a, b) = (read_all(&rts[0], &keys).await, read_all(&rts[1], &keys).await);
+        let (a, b) = (read_all(&rts[0], &keys, per_read).await, read_all(&rts[1], &keys, per_read).await);
         match (a, b) {
             (Ok(a), Ok(b)) => {
                 let lost: Vec<&Key> = acked
@@ -249,6 +299,36 @@ fn twopl_loses_no_acknowledged_write_when_a_server_is_killed() {
 }
 
 /// A damaged data file stops the server with an error naming the file; nothing is served from it.
+#[test]
+fn raft_kv_loses_no_acknowledged_write_when_its_leader_is_killed() {
+    crash_and_recover::<snowline_protocols::RaftKv>(Crash::OneServer);
+}
+
+#[test]
+fn raft_kv_datacenter_restarted_while_the_others_take_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::RaftKv>(Crash::WholeDc);
+}
+
+#[test]
+fn amcast_kv_loses_no_acknowledged_write_when_its_leader_is_killed() {
+    crash_and_recover::<snowline_protocols::AmcastKv>(Crash::OneServer);
+}
+
+#[test]
+fn amcast_kv_datacenter_restarted_while_the_others_take_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::AmcastKv>(Crash::WholeDc);
+}
+
+#[test]
+fn tpc_kv_loses_no_acknowledged_write_when_its_leader_is_killed() {
+    crash_and_recover::<snowline_protocols::TpcKv>(Crash::OneServer);
+}
+
+#[test]
+fn tpc_kv_datacenter_restarted_while_the_others_take_writes_catches_up() {
+    crash_and_recover::<snowline_protocols::TpcKv>(Crash::WholeDc);
+}
+
 #[test]
 fn a_corrupted_or_truncated_data_file_is_a_clear_error_naming_it() {
     let dir = tempdir("corrupt");

@@ -325,6 +325,13 @@ impl<P: Protocol> Driver<P> {
 impl<P: Protocol> Driver<P> {
     async fn run(mut self, mut net: mpsc::UnboundedReceiver<NetIn<P::Msg>>, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
         let d = &mut self;
+        if d.config.topology().replicas > 1 {
+            // In a replica group the member a session asked may not be the one that answers (the group's
+            // leader answers for it), and a server can answer only over a connection the client opened.
+            for node in 0..d.peers.len() {
+                d.link(node, true);
+            }
+        }
         let sleep = tokio::time::sleep_until(far_future());
         let mut sleep = std::pin::pin!(sleep);
         let mut armed: Option<Instant> = None;
@@ -488,9 +495,14 @@ impl<P: Protocol> Driver<P> {
         {
             state.touched.push(node);
         }
-        let tx = match &self.peers[node] {
-            Some(tx) => tx,
-            None => {
+        let now = self.now;
+        let _ = self.link(node, false).send((now, Frame::Msg { from: Addr::Client(from), to, msg }));
+    }
+
+    /// The link to server node `node`, opened on first use.
+    fn link(&mut self, node: usize, eager: bool) -> &OutTx<P::Msg> {
+        if self.peers[node].is_none() {
+            {
                 let peer = &self.config.nodes[node];
                 let spec = PeerSpec {
                     peer: node,
@@ -506,11 +518,11 @@ impl<P: Protocol> Driver<P> {
                     inbound: Some(self.net_tx.clone()),
                     dial: self.dialer.as_ref().map(|d| d.dial(peer.id)),
                     taken: None,
+                    eager,
                 };
                 self.peers[node] = Some(conn::spawn_peer(&mut self.tasks, spec));
-                self.peers[node].as_ref().expect("just set")
             }
-        };
-        let _ = tx.send((self.now, Frame::Msg { from: Addr::Client(from), to, msg }));
+        }
+        self.peers[node].as_ref().expect("opened above")
     }
 }

@@ -188,6 +188,9 @@ pub(crate) struct PeerSpec<M> {
     pub dial: Option<Dial>,
     /// Counts the frames taken from the link's queue (`write_loop`'s `taken`), for the server's metrics.
     pub taken: Option<Arc<AtomicU64>>,
+    /// Connect at once instead of on the first frame (a client that must be reachable by a server it has
+    /// not sent to yet).
+    pub eager: bool,
 }
 
 /// Start an outbound link; returns its queue. The task connects on the first frame, sends `Hello` first on
@@ -203,8 +206,9 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
     let mut pending: VecDeque<Out<M>> = VecDeque::new();
     let mut backoff = Duration::from_millis(20);
     let mut failing = false;
+    let mut eager = spec.eager;
     loop {
-        if pending.is_empty() {
+        if pending.is_empty() && !std::mem::take(&mut eager) {
             match rx.recv().await {
                 Some(item) => pending.push_back(item),
                 None => return,

@@ -756,9 +756,15 @@ impl McastOrigin {
         false
     }
 
-    /// Give up on `id` (the host's operation failed some other way).
+    /// Give up on `id` (the host's operation failed some other way: a timeout, a broken connection). The
+    /// members that did not answer may be down: the next multicast starts with the next member of their
+    /// groups.
     pub fn forget(&mut self, id: McastId) {
-        self.in_flight.remove(&id.seq);
+        if let Some(f) = self.in_flight.remove(&id.seq) {
+            for (p, member) in f.waiting {
+                self.leaders[usize::from(p)] = self.topology.next_member(member);
+            }
+        }
     }
 
     /// The retry timer fired: re-submit to the next member of every group that has not answered.

@@ -613,9 +613,15 @@ impl TpcOrigin {
         self.send(cx, t.seq);
     }
 
-    /// Stop waiting for `id` (the host gave up on it). Its groups still decide it.
+    /// Stop waiting for `id` (the host gave up on it: a timeout, a broken connection). Its groups still
+    /// decide it. The members it was sent to may be down: the next transaction starts with the next member
+    /// of its groups.
     pub fn forget(&mut self, id: TxnId) {
-        self.in_flight.remove(&id.seq);
+        if let Some(f) = self.in_flight.remove(&id.seq) {
+            for p in f.participants {
+                self.targets[usize::from(p)] = self.topology.next_member(self.targets[usize::from(p)]);
+            }
+        }
     }
 
     /// Transactions without an outcome yet.
