@@ -6,7 +6,9 @@
 //!   isolations) on every seed, crash-stop of at most a minority of each group; the groups keep serving
 //!   after the faults heal. 20 seeds by default, 200 with `SNOWLINE_LONG_TESTS=1`. (A deliberately broken
 //!   raft-kv whose members answer GETs from their own state, without ReadIndex, fails on 44 of the 200 seeds,
-//!   six of them among the first 20.)
+//!   six of them among the first 20.) The same for `amcast-kv` (`ser`) and `tpc-kv` (`strict-ser`).
+//! * The replica groups again with durable members that come back from their disks (crash seeds), and a whole
+//!   cluster that crashes at once and comes back without losing an acknowledged write.
 //! * The causal family (durable servers, so crashed servers come back from their logs and the sequenced links
 //!   resend what partitions drop): its claimed level and convergence after quiescence.
 //! * The same seed gives the same history, byte for byte.

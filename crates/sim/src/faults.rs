@@ -73,8 +73,7 @@ pub struct SwarmOptions {
     /// The run's length: faults start after a tenth of it and have all healed by 70 % of it, so the system
     /// has time to recover before the run ends.
     pub duration_ns: u64,
-    /// Crashed servers come back from their disk after a while ([`Restart::WithDisk`]: durable servers of a
-    /// replayable protocol); at most `max(1, (n-1)/2)` members of a group of `n` are down at once. Otherwise
+    /// Crashed servers come back from their disk after a while ([`Restart::WithDisk`]: durable servers); at most `max(1, (n-1)/2)` members of a group of `n` are down at once. Otherwise
     /// crashes are crash-stop: at most `(n-1)/2` members of each group ever crash, so a majority stays up.
     pub restart_with_disk: bool,
     /// Kinds enabled whatever the seed draws (e.g. to test every seed with leader crashes).
