@@ -53,6 +53,13 @@
 //!    waited for it. Outputs are held by the log position they wait for, so each leaves as soon as its own
 //!    record (or the one it named) is durable.
 //!
+//! **Protocols that log changes** ([`Durability::PersistChanges`]: Raft's members, whose volatile state does
+//! not round-trip through serialization, so replayed inputs would diverge) run differently: the host logs the
+//! changes a handler reports (`Ctx::persist`) instead of its input, holds every output of the input until
+//! they (or, for an input that changed nothing, everything logged before) are durable, does not sequence
+//! links, and recovers by redoing the changes on the checkpointed servers (`ServerNode::apply_change`) and
+//! starting them again. Rules 2, 3 and 4 do not apply to them. `docs/DURABILITY.md`, "Replica groups".
+//!
 //! Client sessions are not durable: an operation whose reply was lost in a crash is reported to the client
 //! as failed (outcome unknown), as for any lost connection.
 //!
@@ -91,7 +98,8 @@ pub const CLOCK_CEILING_AHEAD_NS: u64 = 50_000_000;
 pub enum Output<M> {
     /// Deliver `msg` to a client (no sequencing: client sessions are not durable).
     ToClient { from: ServerId, to: Addr, msg: M },
-    /// Deliver message `seq` of the link `from → to` to the process hosting `to`.
+    /// Deliver message `seq` of the link `from → to` to the process hosting `to`; `seq` 0: a message that is
+    /// not sequenced ([`Durability::PersistChanges`]: nothing resends it but the protocol).
     Seq { from: ServerId, to: ServerId, seq: u64, msg: M },
     /// Tell `to` (a sender) that `from` has durably delivered its messages up to `seq`; with `resend`, ask it
     /// to retransmit everything after `seq`.
