@@ -217,14 +217,18 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
         let (rd, mut wr) = match connect(&spec.addr, spec.dial.as_ref()).await {
             Ok(halves) => halves,
             Err(e) => {
-                if !failing {
-                    eprintln!("warning: {}: cannot connect ({e}); queueing and retrying", spec.label);
-                    if let Some(inbound) = &spec.inbound {
-                        let reason = format!("cannot connect to {}: {e}", spec.label);
-                        let _ = inbound.send(NetIn::Down { peer: spec.peer, reason });
+                // An eager link with nothing to send (a server that may answer this client) is not worth a
+                // warning; the first frame queued on it is.
+                if !pending.is_empty() {
+                    if !failing {
+                        eprintln!("warning: {}: cannot connect ({e}); queueing and retrying", spec.label);
+                        if let Some(inbound) = &spec.inbound {
+                            let reason = format!("cannot connect to {}: {e}", spec.label);
+                            let _ = inbound.send(NetIn::Down { peer: spec.peer, reason });
+                        }
                     }
+                    failing = true;
                 }
-                failing = true;
                 sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
                 continue;
