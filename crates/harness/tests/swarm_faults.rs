@@ -64,6 +64,10 @@ fn group_seed<P: Protocol>(seed: u64, durable: bool) -> RaftRun {
     if durable && seed % 2 == 1 {
         config.fsync_ns = rng.random_range(50..=2_000) * 1_000;
     }
+    if durable && seed % 3 == 2 {
+        // Frequent checkpoints: restarts start from one and redo the changes after it.
+        config.checkpoint_every = 50;
+    }
     let duration_ns = 4_000 * MS;
     let mut required = vec![
         if seed.is_multiple_of(2) { FaultKind::LeaderCrash } else { FaultKind::LeaderKill },
@@ -213,6 +217,8 @@ fn whole_cluster_restart<P: Protocol>() {
         let mut config = SimConfig::new(seed, topology, ProtocolConfig::default());
         config.durable = true;
         config.fsync_ns = [0, 300_000, 1_500_000][seed as usize];
+        // Seed 1 checkpoints often, so its members recover from a checkpoint and the changes after it.
+        config.checkpoint_every = if seed == 1 { 40 } else { config.checkpoint_every };
         config.op_timeout_ns = Some(2_000 * MS);
         let mut sim: Sim<P> = Sim::new(config);
         let crash_at = sim.now_ns() + 1_000 * MS + seed * 7 * MS;

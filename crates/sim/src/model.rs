@@ -30,6 +30,9 @@ pub struct SimConfig {
     /// an input and none runs, taking everything logged so far; the outputs it covers leave when it ends,
     /// and a crash before then loses its records (and nobody saw their effects).
     pub fsync_ns: u64,
+    /// Durable servers checkpoint after this many log records (`snowline_storage::CHECKPOINT_EVERY` by
+    /// default); tests lower it so that recoveries start from checkpoints.
+    pub checkpoint_every: u64,
     /// Give up on a client operation after this long, completing it with "outcome unknown" (as the
     /// networked client library does on a timeout) and ignoring its late completion; `None`: wait forever.
     pub op_timeout_ns: Option<u64>,
@@ -58,6 +61,7 @@ impl SimConfig {
             cpu: CpuModel::default(),
             durable: false,
             fsync_ns: 0,
+            checkpoint_every: snowline_storage::host::CHECKPOINT_EVERY,
             op_timeout_ns: None,
             crashes: Vec::new(),
         }

@@ -1372,6 +1372,7 @@ impl<P: Protocol> Sim<P> {
         let topology = self.config.topology;
         let mut host = DurableHost::open(log, &file, recovered, topology, &self.config.protocol, &[id], seed, clock)
             .unwrap_or_else(|e| panic!("recovering {id}: {e}"));
+        host.set_checkpoint_every(self.config.checkpoint_every);
         host.commit().expect("an in-memory log does not fail");
         host.take_work();
         self.servers[i] = ServerSlot::Durable(Box::new(host));
