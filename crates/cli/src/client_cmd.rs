@@ -137,6 +137,8 @@ pub struct LocalSetup {
     pub client_tls: bool,
     /// Every server gets a metrics port.
     pub metrics: bool,
+    /// The CPUs the servers are pinned to (`bench --pin`).
+    pub pin: crate::pinning::Placement,
 }
 
 /// Start a local cluster of real server processes and wait until every one accepts connections.
@@ -146,7 +148,7 @@ pub fn start_local_cluster(
     latency_ms: f64,
     setup: LocalSetup,
 ) -> Result<(LocalCluster, ClusterConfig, PathBuf)> {
-    let LocalSetup { dir, base_port, data, insecure, client_tls, metrics } = setup;
+    let LocalSetup { dir, base_port, data, insecure, client_tls, metrics, pin } = setup;
     anyhow::ensure!(!(insecure && client_tls), "--client-tls needs certificates: it cannot go with --insecure");
     let protocol = snowline_protocols::canonical_name(protocol)?;
     let dir = new_cluster_dir(dir)?;
@@ -172,6 +174,9 @@ pub fn start_local_cluster(
     cluster
         .wait_ready(Duration::from_secs(20))
         .with_context(|| format!("waiting for the servers to start (their logs are in {})", dir.display()))?;
+    for pid in cluster.pids() {
+        pin.pin_server(pid)?;
+    }
     Ok((cluster, config, dir))
 }
 
@@ -220,6 +225,7 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         insecure: args.insecure,
         client_tls: args.client_tls,
         metrics: args.metrics,
+        pin: Default::default(),
     };
     let (cluster, _, _) = start_local_cluster(&args.protocol, topology, args.latency_ms, setup)?;
     serve_until_stopped(cluster, false, args.background)

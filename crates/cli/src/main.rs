@@ -7,6 +7,7 @@ mod client_cmd;
 mod demo;
 mod duration;
 mod multicast_bench;
+mod pinning;
 mod progress;
 mod redis_baseline;
 mod reproduce;

@@ -317,6 +317,12 @@ pub struct BenchArgs {
     /// are not installed (`apt-get install redis-server`).
     #[arg(long)]
     pub vs_redis: bool,
+    /// Pin processes to CPUs: off (the scheduler places them), split (servers on the first CPU, this
+    /// benchmark's clients on the others) or same (everything on the first CPU). At low load the figure
+    /// depends on whether client and server share a core; pinning makes it repeatable, and `--vs-redis`
+    /// places redis-server and redis-benchmark the same way.
+    #[arg(long, default_value = "off")]
+    pub pin: crate::pinning::Pinning,
 }
 
 /// How the servers of a benchmarked cluster authenticate each other.
@@ -506,6 +512,8 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let offers = snowline_protocols::lookup(name)?.offers;
     let probe_visibility = settings > 1 && topology.dcs >= 2 && offers.blind_writes && offers.read_only;
     let seed = rand_seed();
+    let placement = args.pin.place()?;
+    placement.pin_clients()?;
     let progress = crate::progress::bar((args.run.clients.len() * settings) as u64);
     let mut records = Vec::new();
     let mut costs = Vec::new();
@@ -534,6 +542,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             dir: args.dir.clone(),
             data: data.clone(),
             insecure: peers == PeerAuth::Insecure,
+            pin: placement.clone(),
             ..Default::default()
         };
         let ((report, visibility), cpu) = crate::client_cmd::with_local_cluster(
@@ -559,6 +568,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
                 PeerAuth::Tls => println!("peers authenticated by mutual TLS"),
                 PeerAuth::Insecure => println!("peers not authenticated (insecure)"),
             }
+            if placement.is_pinned() {
+                println!("{placement}");
+            }
         });
         finish(&report, &args.run, "real", seed)?;
         let ops = report.summary.ops_per_s * args.run.duration.as_secs_f64();
@@ -574,7 +586,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     progress.finish_and_clear();
     if args.vs_redis {
-        compare_with_redis(&costs, topology.dcs as usize)?;
+        compare_with_redis(&costs, topology.dcs as usize, &placement)?;
     }
     if settings > 1 {
         println!("\n{}", setting_costs(&costs));
@@ -585,17 +597,17 @@ pub fn bench(args: BenchArgs) -> Result<()> {
 
 /// `--vs-redis`: redis-server's GET latency under as many connections as the last run had clients, beside
 /// that run's single-key reads.
-fn compare_with_redis(costs: &[Setting], dcs: usize) -> Result<()> {
+fn compare_with_redis(costs: &[Setting], dcs: usize, pin: &crate::pinning::Placement) -> Result<()> {
     let Some(last) = costs.last() else { return Ok(()) };
     let connections = last.clients * dcs;
     let requests = (20_000 * connections as u64).min(200_000);
-    let Some(redis) = crate::redis_baseline::measure_get(connections, requests)? else {
+    let Some(redis) = crate::redis_baseline::measure_get(connections, requests, pin)? else {
         println!("\nredis-server / redis-benchmark not installed (apt-get install redis-server): comparison skipped");
         return Ok(());
     };
     println!(
         "\nredis-server {} GET (redis-benchmark, {} connection{}, {} requests): p50 {:.1} µs, p95 {:.1} µs, \
-         p99 {:.1} µs, {:.0} requests/s",
+         p99 {:.1} µs, {:.0} requests/s; {}",
         redis.version,
         redis.connections,
         if redis.connections == 1 { "" } else { "s" },
@@ -603,20 +615,38 @@ fn compare_with_redis(costs: &[Setting], dcs: usize) -> Result<()> {
         redis.p50_us,
         redis.p95_us,
         redis.p99_us,
-        redis.requests_per_s
+        redis.requests_per_s,
+        pin
     );
+    if let Some((p50, p95)) = redis.rust_client {
+        println!(
+            "redis-server {} GET (a blocking Rust client in this process, 1 connection, {} requests): p50 {:.1} µs, \
+             p95 {:.1} µs",
+            redis.version, requests, p50, p95
+        );
+    }
     let ours = ["get", "rot"].iter().find_map(|k| last.summary.kind(k));
     match ours {
-        Some(k) => println!(
-            "snowline {} ({}, {} clients): p50 {:.1} µs = {:.2}× redis-server's, p95 {:.1} µs = {:.2}×",
-            k.kind,
-            last.label,
-            connections,
-            k.p50_us,
-            k.p50_us / redis.p50_us,
-            k.p95_us,
-            k.p95_us / redis.p95_us
-        ),
+        Some(k) => {
+            println!(
+                "snowline {} ({}, {} clients): p50 {:.1} µs = {:.2}× redis-benchmark's, p95 {:.1} µs = {:.2}×",
+                k.kind,
+                last.label,
+                connections,
+                k.p50_us,
+                k.p50_us / redis.p50_us,
+                k.p95_us,
+                k.p95_us / redis.p95_us
+            );
+            if let Some((p50, p95)) = redis.rust_client {
+                println!(
+                    "snowline {} against redis-server timed the same way (Rust client): p50 {:.2}×, p95 {:.2}×",
+                    k.kind,
+                    k.p50_us / p50,
+                    k.p95_us / p95
+                );
+            }
+        }
         None => println!("(the workload had no single-key reads to compare: use --workload kv --write-ratio 0)"),
     }
     Ok(())
