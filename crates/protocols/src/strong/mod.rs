@@ -1,8 +1,10 @@
 //! The strong family: read-write transactions that lock, certify, vote and abort (2PL now; the Jessy
 //! family, Rococo and OCC to follow), and linearizable replicated storage (`raft-kv`), storage ordered by atomic multicast
-//! (`amcast-kv`), and its two-phase-commit counterpart (`tpc-kv`).
+//! (`amcast-kv`), and its two-phase-commit counterpart (`tpc-kv`). `dependence`: the partitioned dependence
+//! vectors, read rule and certification test of Jessy's NMSI, which the Jessy family will embed.
 
 pub mod amcast_kv;
+pub mod dependence;
 mod group_op;
 pub mod raft_kv;
 pub mod tpc_kv;
