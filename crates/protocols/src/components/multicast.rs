@@ -13,8 +13,9 @@
 //! 1. The origin sends `Submit(m)` to (the leader of) every group in `dest(m)`. Origins retry, so a group
 //!    may see `m` more than once; its state ignores duplicates.
 //! 2. The leader of group `g` proposes `Start(m)` to its log. Applying it, every member ticks the clock and
-//!    gives `m` the local timestamp `clock`. If `g` is `m`'s only destination this timestamp is final
-//!    (one consensus round in all). Otherwise the leader sends `Proposal(m, g, ts)` to every member of
+//!    gives `m` the local timestamp: the clock's next value that is the group's own (congruent to its
+//!    partition modulo the number of partitions), so no two messages share a timestamp. If `g` is `m`'s
+//!    only destination this timestamp is final (one consensus round in all). Otherwise the leader sends `Proposal(m, g, ts)` to every member of
 //!    the other destination groups.
 //! 3. Once the leader of `g` holds a proposal from every destination group, it proposes
 //!    `Final(m, max of the proposals)`. Applying it, every member marks `m` final with that timestamp and
@@ -598,9 +599,14 @@ impl McastMember {
                 if self.state.is_delivered(&id) || self.state.undelivered.contains_key(&id) {
                     return;
                 }
-                // Saturating: timestamps from other groups are bounded by MAX_TIMESTAMP, far from the end.
-                self.state.clock = self.state.clock.saturating_add(1);
-                let ts = self.state.clock;
+                // The next timestamp that is this group's own (≡ its partition, modulo the number of
+                // partitions), so no two groups propose the same one and final timestamps are unique: one
+                // message per timestamp, which hosts may use as a global stamp. Saturating: timestamps from
+                // other groups are bounded by MAX_TIMESTAMP, far from the end.
+                let groups = u64::from(self.topology.partitions);
+                let ts = (self.state.clock / groups).saturating_add(1).saturating_mul(groups)
+                    .saturating_add(u64::from(self.me.partition));
+                self.state.clock = ts;
                 let is_final = msg.dest.len() == 1 || self.params.skip_final;
                 if !is_final && self.is_leader() {
                     self.send_proposal(cx, &msg, ts);

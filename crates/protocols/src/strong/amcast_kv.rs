@@ -19,7 +19,7 @@
 //! before one that finished before it started when they share no group but are linked through a third
 //! (the final timestamp of a message may exceed a later one's in a group that had not applied its `Final`
 //! yet). The version of a write is its final timestamp, so each key's versions follow its group's delivery
-//! order (`orders_versions`; two writes of a key with equal timestamps are left to the checker's inference).
+//! order (`orders_versions`; final timestamps are unique, so two writes never share a version).
 //!
 //! # Faults
 //!

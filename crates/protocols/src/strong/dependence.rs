@@ -6,19 +6,22 @@
 //!
 //! The paper coarsens one vector entry per object into one entry per block of a *proper* partition of the
 //! objects: a partition whose updates are serialized. snowline's replica groups are such a partition: every
-//! member of a group commits the group's update transactions in the order the atomic multicast delivers
-//! them, and certification decides each before the next (Algorithm 2 line 15). So a vector has one entry per
-//! group ([`PartitionId`]), and entry `g` of a version counts the update transactions group `g` had
-//! committed up to and including it: the group's commit counter. Vectors are sparse (a missing entry is 0),
-//! and their size on the wire is what [`DepVector::wire_bytes`] measures (the paper's vector-size cost).
+//! member of a group applies the group's update transactions in the order the atomic multicast delivers
+//! them. So a vector has one entry per group ([`PartitionId`]). Where the paper counts a group's commits,
+//! an entry here holds a *stamp*: the multicast's final timestamp of the transaction, which is unique, the
+//! same in every group the transaction writes (so no group has to learn another's counter), and increasing
+//! along each group's delivery order (`components::multicast`). Entry `g` of a vector is the stamp of the
+//! last transaction of group `g` it depends on. Vectors are sparse (a missing entry is 0, before every
+//! stamp), and their size on the wire is what [`DepVector::wire_bytes`] measures (the paper's vector-size
+//! cost).
 //!
 //! # The rules
 //!
-//! * A committed write's vector (Def. 7, third rule): the maximum of the vectors of what the transaction
-//!   read and of the *head* of every group it writes (the maximum over the versions that group committed
-//!   before, which serializes a group's writes as one larger object), plus one on each group it writes,
-//!   which is that group's new commit counter ([`commit_vector`]). Each written group contributes its head in
-//!   its vote, so every member of every written group and the coordinator compute the same vector.
+//! * A committed write's vector (Def. 7, third rule): the join of the vectors of what the transaction
+//!   read, with the entry of each group it writes set to its stamp ([`commit_vector`]). The rule's second
+//!   part (the writes of the same group before it) is applied where it matters, when a version is read: a
+//!   read's vector is its group's *head* at the read's position, the join of every vector the group
+//!   applied up to there (next rule), so the partition's serialization is carried by every read.
 //! * A read is taken at a *position* of its group's commit order at which the version read was its key's
 //!   latest, and its vector is the group's head there (Def. 7, second rule: the writes of the group that
 //!   precede the read and not the key's next version). A version that is not overwritten stays readable at
@@ -33,14 +36,14 @@
 //!   depends on) the read waits for its group to commit more.
 //! * NMSI's certification (Algorithm 2 `certify`): a transaction commits at group `g` when, for each key it
 //!   writes there, it depends on the key's last committed version: its snapshot's entry `g` is at least
-//!   that version's counter ([`depends_on`]). Otherwise a write-conflicting transaction it did not see
+//!   that version's stamp ([`depends_on`]). Otherwise a write-conflicting transaction it did not see
 //!   committed first, and it aborts (no lost update, WCF).
 
 use serde::{Deserialize, Serialize};
 use snowline_core::PartitionId;
 use std::collections::BTreeMap;
 
-/// A partitioned dependence vector: entry `g` is a commit counter of group `g` (absent: 0).
+/// A partitioned dependence vector: entry `g` is the stamp of a transaction group `g` applied (absent: 0).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DepVector(BTreeMap<PartitionId, u64>);
 
@@ -61,11 +64,11 @@ impl DepVector {
     }
 
     /// Sets entry `g` (0 removes it).
-    pub fn set(&mut self, g: PartitionId, counter: u64) {
-        if counter == 0 {
+    pub fn set(&mut self, g: PartitionId, stamp: u64) {
+        if stamp == 0 {
             self.0.remove(&g);
         } else {
-            self.0.insert(g, counter);
+            self.0.insert(g, stamp);
         }
     }
 
@@ -93,26 +96,18 @@ impl DepVector {
     }
 }
 
-/// The vector of a transaction's writes once it commits: the join of its snapshot and of the heads of
-/// the groups it writes (each `(g, head of g)` as g voted it), with entry `g` of each written group one
-/// past that group's counter.
-pub fn commit_vector<'a>(
-    snapshot: &DepVector,
-    heads: impl IntoIterator<Item = (PartitionId, &'a DepVector)>,
-) -> DepVector {
+/// The vector of a transaction's writes once it commits with stamp `stamp`: its snapshot, with the entry
+/// of each group it writes set to the stamp (later than anything the snapshot holds for that group, since
+/// the group delivered the transaction after everything it had applied).
+pub fn commit_vector(snapshot: &DepVector, written: impl IntoIterator<Item = PartitionId>, stamp: u64) -> DepVector {
     let mut v = snapshot.clone();
-    let mut bumped = Vec::new();
-    for (g, head) in heads {
-        v.join(head);
-        bumped.push((g, head.get(g) + 1));
-    }
-    for (g, c) in bumped {
-        v.set(g, c);
+    for g in written {
+        v.set(g, stamp);
     }
     v
 }
 
-/// A read, as the transaction carries it to its later reads: the group that holds the key, the counter of
+/// A read, as the transaction carries it to its later reads: the group that holds the key, the stamp of
 /// the version read, the position in the group's commit order the read was taken at (the version was the
 /// key's latest there), and the read's vector: the group's head at that position (Def. 7, second rule).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,20 +127,19 @@ pub fn snapshot_of<'a>(reads: impl IntoIterator<Item = &'a ReadAt>) -> DepVector
     v
 }
 
-/// What a replica of group `group` knows when it answers a read: its commit counter, the head vector at
-/// each counter up to it, and the counters of the versions of a key it holds (oldest first; 0 is the
-/// initial version).
+/// What a replica of group `group` knows when it answers a read: the group's applied update transactions
+/// in order, each `(stamp, head after it)`, oldest kept first (starting with `(0, zero)` until old entries
+/// are dropped), and the stamps of the versions of a key it holds (ascending; 0 is the initial version).
 pub trait GroupView {
     fn group(&self) -> PartitionId;
-    fn counter(&self) -> u64;
-    fn head(&self, counter: u64) -> &DepVector;
+    fn heads(&self) -> &[(u64, DepVector)];
     fn versions(&self, key: &str) -> Vec<u64>;
 }
 
 /// The read rule (Algorithm 1 line 6): the newest version of `key` (its index among
-/// `view.versions(key)`) and the latest position in the group's order at which it was the key's latest
-/// and is compatible with every earlier read, `reads[i]` being of key `read_keys[i]`; `None` when there is
-/// none yet (the replica has not committed what an earlier read depends on: the read waits).
+/// `view.versions(key)`) and the latest position (a stamp of `view.heads()`) at which it was the key's
+/// latest and is compatible with every earlier read, `reads[i]` being of key `read_keys[i]`; `None` when
+/// there is none yet (the replica has not applied what an earlier read depends on: the read waits).
 ///
 /// Compatible (§IV-A, `compat`, at positions): with a read in another group `h` at position `q` with
 /// vector `W`, position `p` needs `p ≥ W[g]` (the snapshot holds what that read depends on in `g`) and
@@ -154,7 +148,8 @@ pub trait GroupView {
 /// overwritten before the other committed).
 pub fn choose(view: &impl GroupView, key: &str, reads: &[ReadAt], read_keys: &[&str]) -> Option<(usize, u64)> {
     let g = view.group();
-    let now = view.counter();
+    let heads = view.heads();
+    let now = heads.last().map_or(0, |(stamp, _)| *stamp);
     let mut lo_all = 0;
     let mut hi_all = now;
     for (r, k) in reads.iter().zip(read_keys) {
@@ -167,32 +162,32 @@ pub fn choose(view: &impl GroupView, key: &str, reads: &[ReadAt], read_keys: &[&
             lo_all = lo_all.max(r.vector.get(g));
         }
     }
-    let counters = view.versions(key);
-    for (i, &c) in counters.iter().enumerate().rev() {
-        let next = counters.get(i + 1).map_or(now, |n| n - 1);
+    let stamps = view.versions(key);
+    for (i, &c) in stamps.iter().enumerate().rev() {
+        let next = stamps.get(i + 1).map_or(now, |n| n - 1);
         let (lo, hi) = (lo_all.max(c), hi_all.min(next));
         if lo > hi {
             continue;
         }
-        let fits = |p: u64| {
-            let head = view.head(p);
-            reads.iter().filter(|r| r.group != g).all(|r| head.get(r.group) <= r.position)
-        };
-        // Heads only grow along the order, so the latest fitting position is found from the top.
-        if let Some(p) = (lo..=hi).rev().find(|&p| fits(p)) {
-            return Some((i, p));
+        // The positions in [lo, hi], latest first; heads only grow along the order, so the first that
+        // fits is the latest.
+        let from = heads.partition_point(|(stamp, _)| *stamp < lo);
+        let to = heads.partition_point(|(stamp, _)| *stamp <= hi);
+        let fits = |head: &DepVector| reads.iter().filter(|r| r.group != g).all(|r| head.get(r.group) <= r.position);
+        if let Some((p, _)) = heads[from..to].iter().rev().find(|(_, head)| fits(head)) {
+            return Some((i, *p));
         }
     }
     None
 }
 
-/// Whether a transaction with snapshot `snapshot` depends on the version of counter `counter` in group
+/// Whether a transaction with snapshot `snapshot` depends on the version of stamp `stamp` in group
 /// `group` (so it saw that write, directly or through its group's order): NMSI's certification asks this
 /// of the latest committed version of every key the transaction writes. A read at position `p` puts `p`
 /// in the snapshot's entry `g`, and its version was the key's latest at `p`, so a later overwrite is never
 /// covered by it (nor, by the read rule, by any other read).
-pub fn depends_on(snapshot: &DepVector, group: PartitionId, counter: u64) -> bool {
-    snapshot.get(group) >= counter
+pub fn depends_on(snapshot: &DepVector, group: PartitionId, stamp: u64) -> bool {
+    snapshot.get(group) >= stamp
 }
 
 #[cfg(test)]
@@ -207,11 +202,13 @@ mod tests {
         DepVector::from_entries(entries.iter().copied())
     }
 
-    /// Groups that apply every commit at once: per group the head at each counter, per key its versions'
-    /// counters (and values, for histories). Keys name their group: `"x…"` → X, `"y…"` → Y, `"k<n>"` → n % 3.
+    /// Groups that apply every commit at once: per group the heads log, per key its versions' stamps (and
+    /// values, for histories); stamps count commits over all groups, as the multicast's final timestamps
+    /// order them. Keys name their group: `"x…"` → X, `"y…"` → Y, `"k<n>"` → n % 3.
     #[derive(Default)]
     struct World {
-        heads: BTreeMap<PartitionId, Vec<DepVector>>,
+        stamp: u64,
+        heads: BTreeMap<PartitionId, Vec<(u64, DepVector)>>,
         versions: BTreeMap<String, Vec<(u64, Option<String>)>>,
     }
 
@@ -225,16 +222,14 @@ mod tests {
 
     struct View<'a>(&'a World, PartitionId);
 
+    static INITIAL: [(u64, DepVector); 1] = [(0, DepVector(BTreeMap::new()))];
+
     impl GroupView for View<'_> {
         fn group(&self) -> PartitionId {
             self.1
         }
-        fn counter(&self) -> u64 {
-            self.0.heads.get(&self.1).map_or(0, |h| h.len() as u64 - 1)
-        }
-        fn head(&self, counter: u64) -> &DepVector {
-            static ZERO: DepVector = DepVector(BTreeMap::new());
-            self.0.heads.get(&self.1).map_or(&ZERO, |h| &h[counter as usize])
+        fn heads(&self) -> &[(u64, DepVector)] {
+            self.0.heads.get(&self.1).map_or(&INITIAL[..], |h| &h[..])
         }
         fn versions(&self, key: &str) -> Vec<u64> {
             let mut c: Vec<u64> =
@@ -253,21 +248,23 @@ mod tests {
             let (i, p) = choose(&view, key, &at, &keys)?;
             let version = view.versions(key)[i];
             let value = if i == 0 { None } else { self.versions[key][i - 1].1.clone() };
-            Some((ReadAt { group: g, version, position: p, vector: view.head(p).clone() }, value))
+            let head = view.heads().iter().find(|(s, _)| *s == p).expect("a position is a head").1.clone();
+            Some((ReadAt { group: g, version, position: p, vector: head }, value))
         }
 
         /// Commits writes on top of `snapshot`; returns the commit vector.
         fn commit(&mut self, snapshot: &DepVector, writes: &[(&str, String)]) -> DepVector {
+            self.stamp += 1;
             let groups: BTreeSet<PartitionId> = writes.iter().map(|(k, _)| group_of(k)).collect();
-            let heads: Vec<(PartitionId, DepVector)> =
-                groups.iter().map(|&g| (g, View(self, g).head(View(self, g).counter()).clone())).collect();
-            let cv = commit_vector(snapshot, heads.iter().map(|(g, h)| (*g, h)));
+            let cv = commit_vector(snapshot, groups.iter().copied(), self.stamp);
             for &g in &groups {
-                let log = self.heads.entry(g).or_insert_with(|| vec![DepVector::zero()]);
-                log.push(cv.clone());
+                let log = self.heads.entry(g).or_insert_with(|| INITIAL.to_vec());
+                let mut head = log.last().expect("initial").1.clone();
+                head.join(&cv);
+                log.push((self.stamp, head));
             }
             for (k, value) in writes {
-                self.versions.entry(k.to_string()).or_default().push((cv.get(group_of(k)), Some(value.clone())));
+                self.versions.entry(k.to_string()).or_default().push((self.stamp, Some(value.clone())));
             }
             cv
         }
@@ -278,15 +275,15 @@ mod tests {
     }
 
     /// History h5 of §IV-A, one object per group: T1 writes x, T2 writes y, T3 reads x1 and y2 and
-    /// writes y: ⟨1,0⟩, ⟨0,1⟩ and ⟨1,2⟩.
+    /// writes y: ⟨1,0⟩, ⟨0,1⟩ and ⟨1,2⟩ in the paper's counters; with stamps 1, 2, 3: ⟨1,0⟩, ⟨0,2⟩, ⟨1,3⟩.
     #[test]
     fn the_papers_h5_vectors() {
         let mut w = World::default();
         assert_eq!(w.commit(&DepVector::zero(), &[("x", "x1".into())]), v(&[(X, 1)]));
-        assert_eq!(w.commit(&DepVector::zero(), &[("y", "y2".into())]), v(&[(Y, 1)]));
+        assert_eq!(w.commit(&DepVector::zero(), &[("y", "y2".into())]), v(&[(Y, 2)]));
         let (rx, _) = w.read("x", &[]).unwrap();
         let (ry, _) = w.read("y", &[("x".into(), rx.clone())]).unwrap();
-        assert_eq!(w.commit(&snapshot_of([&rx, &ry]), &[("y", "y3".into())]), v(&[(X, 1), (Y, 2)]));
+        assert_eq!(w.commit(&snapshot_of([&rx, &ry]), &[("y", "y3".into())]), v(&[(X, 1), (Y, 3)]));
     }
 
     /// History h4: T_a reads y2, which depends on x1; the read of x then takes x1, never x0.
@@ -308,7 +305,7 @@ mod tests {
         let x1 = w.commit(&DepVector::zero(), &[("x", "x1".into())]);
         w.commit(&x1, &[("y", "y2".into())]);
         let (ry, _) = w.read("y", &[]).unwrap();
-        let lagging = World { versions: BTreeMap::new(), heads: BTreeMap::new() };
+        let lagging = World::default();
         assert!(lagging.read("x", &[("y".into(), ry)]).is_none());
     }
 
