@@ -6,7 +6,8 @@
 //!   isolations) on every seed, crash-stop of at most a minority of each group; the groups keep serving
 //!   after the faults heal. 20 seeds by default, 200 with `SNOWLINE_LONG_TESTS=1`. (A deliberately broken
 //!   raft-kv whose members answer GETs from their own state, without ReadIndex, fails on 44 of the 200 seeds,
-//!   six of them among the first 20.) The same for `amcast-kv` (`ser`) and `tpc-kv` (`strict-ser`).
+//!   six of them among the first 20.) The same for `amcast-kv` (`ser`), `tpc-kv` (`strict-ser`) and Jessy's
+//!   `nmsi` (`nmsi`, on read-modify-write transactions).
 //! * The replica groups again with durable members that come back from their disks (crash seeds), and a whole
 //!   cluster that crashes at once and comes back without losing an acknowledged write.
 //! * The causal family (durable servers, so crashed servers come back from their logs and the sequenced links
@@ -91,8 +92,11 @@ fn group_seed<P: Protocol>(seed: u64, durable: bool) -> RaftRun {
         duration_ns,
         warmup_ns: 0,
         cooldown_ns: 0,
-        // raft-kv serves single-key operations; the others multi-key ROTs and updates across groups too.
-        workload: if P::OFFERS.read_only {
+        // raft-kv serves single-key operations; amcast-kv and tpc-kv multi-key ROTs and updates across
+        // groups too; the Jessy family read-modify-write transactions (NMSI aborts blind writes).
+        workload: if !P::OFFERS.blind_writes {
+            MixedWorkload { keys: 10, write_ratio: 0.5, ..MixedWorkload::ycsb_t(snowline_harness::YcsbMix::A) }
+        } else if P::OFFERS.read_only {
             MixedWorkload { keys: 10, ..Default::default() }
         } else {
             MixedWorkload { keys: 10, ..MixedWorkload::kv() }
@@ -124,8 +128,36 @@ fn group_seed<P: Protocol>(seed: u64, durable: bool) -> RaftRun {
     };
     for p in 0..partitions {
         let key: snowline_core::Key = topology.key_on(p, "after-").into();
-        attempt(&mut sim, snowline_core::Request::Put { key: key.clone(), value: "healed".into() });
-        let read = attempt(&mut sim, snowline_core::Request::Rot { keys: vec![key] });
+        let value: snowline_core::Value = "healed".into();
+        if P::OFFERS.blind_writes {
+            attempt(&mut sim, snowline_core::Request::Put { key: key.clone(), value });
+        } else {
+            // A read-modify-write transaction, retried whole until it commits.
+            let mut committed = false;
+            for commit_op in 2_000_000 + u64::from(p) * 100.. {
+                attempt(&mut sim, snowline_core::Request::Begin);
+                attempt(&mut sim, snowline_core::Request::Read { keys: vec![key.clone()] });
+                let commit = snowline_core::Request::Commit { writes: vec![(key.clone(), value.clone())] };
+                if let Some(Ok(_)) = sim.execute(c, snowline_core::OpId(commit_op), commit, 4_000 * MS) {
+                    committed = true;
+                    break;
+                }
+                if commit_op >= 2_000_010 + u64::from(p) * 100 {
+                    break;
+                }
+            }
+            assert!(committed, "{replay}: no transaction commits after the faults healed");
+        }
+        // NMSI promises no session order: the member a read reaches (the nearest, a follower perhaps just
+        // back from a partition) may not have applied the commit yet, but every member does in time.
+        let mut read = attempt(&mut sim, snowline_core::Request::Rot { keys: vec![key.clone()] });
+        for _ in 0..50 {
+            if P::OFFERS.blind_writes || read.reads[0].value.as_deref() == Some("healed") {
+                break;
+            }
+            sim.advance(200 * MS);
+            read = attempt(&mut sim, snowline_core::Request::Rot { keys: vec![key.clone()] });
+        }
         assert_eq!(read.reads[0].value.as_deref(), Some("healed"), "{replay}");
     }
     // Validation at the sans-IO boundary refuses nothing a correct peer sends, whatever the faults drop.
@@ -171,6 +203,11 @@ fn amcast_kv_is_serializable_under_swarm_faults_with_leader_crashes_and_partitio
 }
 
 #[test]
+fn nmsi_keeps_nmsi_under_swarm_faults_with_leader_crashes_and_partitions() {
+    group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::Nmsi>();
+}
+
+#[test]
 fn tpc_kv_is_strictly_serializable_under_swarm_faults_with_leader_crashes_and_partitions() {
     group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::TpcKv>();
 }
@@ -201,6 +238,11 @@ fn raft_kv_survives_crash_seeds() {
 #[test]
 fn amcast_kv_survives_crash_seeds() {
     group_crash_seeds::<snowline_protocols::AmcastKv>();
+}
+
+#[test]
+fn nmsi_survives_crash_seeds() {
+    group_crash_seeds::<snowline_protocols::Nmsi>();
 }
 
 #[test]

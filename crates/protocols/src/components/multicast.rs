@@ -604,7 +604,9 @@ impl McastMember {
                 // message per timestamp, which hosts may use as a global stamp. Saturating: timestamps from
                 // other groups are bounded by MAX_TIMESTAMP, far from the end.
                 let groups = u64::from(self.topology.partitions);
-                let ts = (self.state.clock / groups).saturating_add(1).saturating_mul(groups)
+                let ts = (self.state.clock / groups)
+                    .saturating_add(1)
+                    .saturating_mul(groups)
                     .saturating_add(u64::from(self.me.partition));
                 self.state.clock = ts;
                 let is_final = msg.dest.len() == 1 || self.params.skip_final;

@@ -6,11 +6,13 @@
 pub mod amcast_kv;
 pub mod dependence;
 mod group_op;
+pub mod jessy;
 pub mod raft_kv;
 pub mod tpc_kv;
 pub mod twopl;
 
 pub use amcast_kv::AmcastKv;
+pub use jessy::Nmsi;
 pub use raft_kv::RaftKv;
 pub use tpc_kv::TpcKv;
 pub use twopl::TwoPl;

@@ -1,0 +1,994 @@
+//! Jessy (`--protocol nmsi --replicas 3`): Non-Monotonic Snapshot Isolation by deferred update
+//! replication over replica groups, after Saeida Ardekani, Sutra and Shapiro, "Non-Monotonic Snapshot
+//! Isolation" (§IV, Algorithms 1 and 2). Claimed level: `nmsi`.
+//!
+//! # Execution (Algorithm 1)
+//!
+//! The client session is the transaction's coordinator. A transaction runs optimistically: each read goes
+//! to a replica of the key's group (the nearest member, `Topology::nearest`) carrying what the transaction
+//! read so far; the replica answers with the newest version compatible with those reads
+//! ([`super::dependence::choose`], `remoteRead` line 6), or holds the read until it has applied what makes
+//! one compatible. Reads are issued one key at a time, as `execute(READ)` waits for each reply: two reads
+//! sent together could not be checked against each other. Writes are buffered by the client library. A
+//! transaction with no writes commits at once, without any message (wait-free queries: it never aborts).
+//!
+//! # Termination (Algorithm 2)
+//!
+//! An update transaction is atomic-multicast ([`crate::components::multicast`], genuine) to the groups of
+//! the keys it writes, carrying its snapshot vector and writes. Every member of those groups delivers it in
+//! the one global order into its queue `Q` and certifies it: under NMSI, for each key it writes in the
+//! group, the transaction must depend on the key's last committed version ([`super::dependence::depends_on`]).
+//! The member sends its group's vote to every member of the other written groups and to the coordinator.
+//! The outcome is the conjunction of one vote per written group (a voting quorum: a group's members vote
+//! alike, since they certify the same delivered sequence); every member and the coordinator compute it.
+//!
+//! Two refinements of Algorithm 2, where the paper's prose and its §II properties say more than its
+//! pseudocode:
+//!
+//! * **Votes wait only for write conflicts** (minimal commitment synchronisation, §II-B): a member votes on
+//!   a transaction once every earlier transaction in `Q` that writes one of the same keys in its group is
+//!   decided (line 15 waits for every earlier one; the proof of §IV-E needs only the conflicting ones).
+//! * **Commits apply in delivery order**: a decided transaction's writes are applied when every earlier
+//!   transaction in `Q` is decided too, so every member of a group applies the same sequence, and the
+//!   group's order of applied stamps (the multicast's final timestamps) is its delivery order, which the
+//!   dependence vectors need.
+//!
+//! # Versions and the checker
+//!
+//! A committed transaction's stamp (its final multicast timestamp, unique) is the version of all its
+//! writes, so each key's versions are ordered by stamp in its group's apply order (`orders_versions`).
+//!
+//! # Faults
+//!
+//! Deliveries are in each group's Raft log (the multicast's), and certification is a function of the
+//! delivered sequence and of the other groups' votes, which are functions of theirs: a member that
+//! restarts or lags re-delivers and reaches the same decisions. Votes are not logged; a member that waits
+//! for a group's vote longer than the multicast's retry period asks that group's members again
+//! (`VoteQuery`), and members remember their recent votes to answer. A coordinator whose votes were lost
+//! re-submits (the multicast origin's retry); a member that has the transaction answers with its vote.
+//! Reads held by a replica are dropped after [`PARKED_READ_TTL_NS`]; the client re-sends an unanswered read
+//! to the next member of the group.
+
+use super::dependence::{DepVector, GroupView, ReadAt, choose, commit_vector, depends_on, snapshot_of};
+use crate::components::consensus::{RaftTick, RaftWire};
+use crate::components::multicast::{
+    MAX_TIMESTAMP, McastEvent, McastId, McastMember, McastMsg, McastOrigin, McastParams, McastRetry, McastTick,
+    McastWire,
+};
+use serde::{Deserialize, Serialize};
+use snowline_core::{
+    AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions,
+    Message, Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request,
+    ServerId, ServerNode, Topology, Value, Version,
+};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+pub struct Nmsi;
+
+impl Protocol for Nmsi {
+    const NAME: &'static str = "nmsi";
+    type Msg = JessyMsg;
+    type Timer = JessyTimer;
+    type Server = JessyServer;
+    type Client = JessyClient;
+    const OFFERS: Offers = Offers {
+        read_only: true,
+        multi_shot_rots: false,
+        // A blind write depends on no earlier version, so NMSI's certification aborts it whenever its key
+        // was ever written: only read-modify-write transactions make sense.
+        blind_writes: false,
+        write_transactions: false,
+        interactive: true,
+        stored_procedures: false,
+    };
+
+    fn links() -> LinkAssumptions {
+        // Raft, the multicast and the vote queries resend what is lost; nothing needs order.
+        LinkAssumptions { fifo: false }
+    }
+
+    const DURABILITY: Durability = Durability::PersistChanges;
+    const TOLERATES_LOSS: bool = true;
+
+    fn check_topology(_topology: &Topology) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> JessyServer {
+        JessyServer::new(id, topology, params(config))
+    }
+
+    fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> JessyClient {
+        JessyClient::new(id, dc, topology, config.clone())
+    }
+}
+
+fn params(config: &ProtocolConfig) -> McastParams {
+    McastParams { record: config.record_components, skip_final: config.multicast_skip_final, ..McastParams::default() }
+}
+
+/// How long a replica holds a read it cannot answer yet.
+pub const PARKED_READ_TTL_NS: u64 = 10_000_000_000;
+/// Most reads a replica holds at once (a client cannot grow it without bound).
+const MAX_PARKED_READS: usize = 10_000;
+/// Votes a member remembers after applying their transactions, to answer late queries and re-submits.
+const KEEP_VOTES: usize = 100_000;
+/// Heads a member keeps (positions a read may still be taken at); older ones are dropped in batches.
+const KEEP_HEADS: usize = 100_000;
+/// Most votes one answer to a query carries.
+pub const MAX_VOTES_PER_ANSWER: usize = 1024;
+/// Most earlier reads a read may carry.
+const MAX_READS_CARRIED: usize = 10_000;
+
+/// What an update transaction multicasts: its snapshot and its writes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxPayload {
+    pub snapshot: DepVector,
+    pub writes: Vec<(Key, Value)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JessyMsg {
+    Raft(RaftWire),
+    Mcast(McastWire),
+    /// Client → a member of the key's group: read `key` compatibly with `reads` (the transaction's earlier
+    /// reads with their keys). `tag` numbers the client's reads.
+    Read {
+        tag: u64,
+        key: Key,
+        reads: Vec<(Key, ReadAt)>,
+    },
+    /// The answer: the version read and where.
+    ReadReply {
+        tag: u64,
+        key: Key,
+        value: Option<Value>,
+        at: ReadAt,
+        skipped: u32,
+    },
+    /// A member's group voted `yes` or not on `id`, whose stamp is `stamp`.
+    Vote {
+        id: McastId,
+        yes: bool,
+        stamp: u64,
+    },
+    /// A member of another group asks for this group's vote on `id` again.
+    VoteQuery {
+        id: McastId,
+    },
+    /// The answer: this group's votes on `id` and on the transactions after it that the asker's group
+    /// shares (a member back from a crash usually lacks them all), at most [`MAX_VOTES_PER_ANSWER`].
+    Votes {
+        votes: Vec<(McastId, bool, u64)>,
+    },
+}
+
+impl Message for JessyMsg {
+    fn kind(&self) -> &'static str {
+        match self {
+            JessyMsg::Raft(_) => "raft",
+            JessyMsg::Mcast(McastWire::Submit(_)) => "submit",
+            JessyMsg::Mcast(McastWire::Proposal { .. }) => "proposal",
+            JessyMsg::Mcast(McastWire::Decided { .. }) => "decided",
+            JessyMsg::Read { .. } => "read",
+            JessyMsg::ReadReply { .. } => "read-reply",
+            JessyMsg::Vote { .. } => "vote",
+            JessyMsg::VoteQuery { .. } => "vote-query",
+            JessyMsg::Votes { .. } => "votes",
+        }
+    }
+}
+
+impl From<RaftWire> for JessyMsg {
+    fn from(w: RaftWire) -> Self {
+        JessyMsg::Raft(w)
+    }
+}
+
+impl From<McastWire> for JessyMsg {
+    fn from(w: McastWire) -> Self {
+        JessyMsg::Mcast(w)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JessyTimer {
+    Raft(RaftTick),
+    Mcast(McastTick),
+    Retry(McastRetry),
+    /// A member's periodic look at what waits (votes to ask for again, reads held too long); armed only
+    /// while something waits.
+    Sweep,
+    /// A client's read `tag` has not been answered.
+    ReadRetry {
+        tag: u64,
+    },
+}
+
+impl From<RaftTick> for JessyTimer {
+    fn from(t: RaftTick) -> Self {
+        JessyTimer::Raft(t)
+    }
+}
+
+impl From<McastTick> for JessyTimer {
+    fn from(t: McastTick) -> Self {
+        JessyTimer::Mcast(t)
+    }
+}
+
+impl From<McastRetry> for JessyTimer {
+    fn from(t: McastRetry) -> Self {
+        JessyTimer::Retry(t)
+    }
+}
+
+/// A delivered update transaction not applied yet (an element of `Q`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Queued {
+    id: McastId,
+    stamp: u64,
+    dest: Vec<PartitionId>,
+    tx: TxPayload,
+    /// Votes known, by group (this group's own once cast).
+    votes: BTreeMap<PartitionId, bool>,
+    outcome: Option<bool>,
+}
+
+/// A group's data as its members hold it: versions, heads, the queue and the votes cast.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct GroupData {
+    group: PartitionId,
+    /// `(stamp, head after it)` for every applied update transaction, from the oldest kept.
+    heads: Vec<(u64, DepVector)>,
+    /// Per key written here: its versions, oldest first, starting with the initial one `(0, None)` until
+    /// old versions are dropped.
+    versions: BTreeMap<Key, Vec<(u64, Option<Value>)>>,
+    queue: VecDeque<Queued>,
+    /// This group's votes on applied transactions: id → (yes, stamp, destination groups), with their
+    /// order (the apply order) for trimming and for answering queries.
+    cast: BTreeMap<McastId, (bool, u64, Vec<PartitionId>)>,
+    cast_order: VecDeque<McastId>,
+    applied: u64,
+}
+
+impl GroupView for GroupData {
+    fn group(&self) -> PartitionId {
+        self.group
+    }
+
+    fn heads(&self) -> &[(u64, DepVector)] {
+        &self.heads
+    }
+
+    fn versions(&self, key: &str) -> Vec<u64> {
+        match self.versions.get(key) {
+            Some(v) => v.iter().map(|(s, _)| *s).collect(),
+            None => vec![0],
+        }
+    }
+}
+
+impl GroupData {
+    fn new(group: PartitionId) -> Self {
+        Self {
+            group,
+            heads: vec![(0, DepVector::zero())],
+            versions: BTreeMap::new(),
+            queue: VecDeque::new(),
+            cast: BTreeMap::new(),
+            cast_order: VecDeque::new(),
+            applied: 0,
+        }
+    }
+
+    /// The version at `index` of `key` (as [`GroupView::versions`] lists them).
+    fn value(&self, key: &str, index: usize) -> Option<Value> {
+        self.versions.get(key).and_then(|v| v.get(index)).and_then(|(_, value)| value.clone())
+    }
+
+    fn head_at(&self, position: u64) -> DepVector {
+        let i = self.heads.partition_point(|(s, _)| *s <= position);
+        self.heads.get(i.wrapping_sub(1)).map(|(_, h)| h.clone()).unwrap_or_default()
+    }
+
+    /// This group's vote on `id`, if cast.
+    fn vote_of(&self, id: &McastId) -> Option<(bool, u64)> {
+        if let Some((yes, stamp, _)) = self.cast.get(id) {
+            return Some((*yes, *stamp));
+        }
+        self.queue.iter().find(|q| q.id == *id).and_then(|q| q.votes.get(&self.group).map(|&yes| (yes, q.stamp)))
+    }
+
+    fn writes_here<'a>(&self, topology: &'a Topology, tx: &'a TxPayload) -> impl Iterator<Item = &'a Key> + 'a {
+        let g = self.group;
+        tx.writes.iter().map(|(k, _)| k).filter(move |k| topology.partition_of(k) == g)
+    }
+
+    /// Drops heads and versions no read can be taken at any more.
+    fn trim(&mut self) {
+        if self.heads.len() > 2 * KEEP_HEADS {
+            self.heads.drain(..self.heads.len() - KEEP_HEADS);
+            let oldest = self.heads[0].0;
+            for versions in self.versions.values_mut() {
+                // A version superseded at or before the oldest kept position can never be read again.
+                let superseded = versions.iter().skip(1).take_while(|(s, _)| *s <= oldest).count();
+                versions.drain(..superseded);
+            }
+        }
+        while self.cast_order.len() > KEEP_VOTES {
+            if let Some(old) = self.cast_order.pop_front() {
+                self.cast.remove(&old);
+            }
+        }
+    }
+}
+
+/// A read a replica cannot answer yet.
+#[derive(Clone, Debug)]
+struct Parked {
+    from: Addr,
+    tag: u64,
+    key: Key,
+    reads: Vec<(Key, ReadAt)>,
+    since: u64,
+}
+
+type Cx<'a> = Ctx<'a, Nmsi>;
+
+/// A member of a partition's replica group.
+#[derive(Serialize, Deserialize)]
+pub struct JessyServer {
+    id: ServerId,
+    topology: Topology,
+    retry_ns: u64,
+    member: McastMember,
+    data: GroupData,
+    /// Votes from other groups for transactions not delivered here yet. Soft: re-asked for.
+    #[serde(skip)]
+    early_votes: BTreeMap<McastId, BTreeMap<PartitionId, bool>>,
+    #[serde(skip)]
+    parked: Vec<Parked>,
+    /// Since when (ns) each queued transaction with this group's vote has waited for the others' (from the
+    /// vote, or from the first sweep after a restart).
+    #[serde(skip)]
+    waiting_since: BTreeMap<McastId, u64>,
+    #[serde(skip)]
+    sweep_armed: bool,
+}
+
+impl JessyServer {
+    pub fn new(id: ServerId, topology: Topology, params: McastParams) -> Self {
+        Self {
+            id,
+            topology,
+            retry_ns: params.retry_ns,
+            member: McastMember::new(id, topology, params),
+            data: GroupData::new(id.partition),
+            early_votes: BTreeMap::new(),
+            parked: Vec::new(),
+            waiting_since: BTreeMap::new(),
+            sweep_armed: false,
+        }
+    }
+
+    /// The multicast endpoint.
+    pub fn member(&self) -> &McastMember {
+        &self.member
+    }
+
+    /// The latest value of `key` this member applied.
+    pub fn value(&self, key: &str) -> Option<&Value> {
+        self.data.versions.get(key).and_then(|v| v.last()).and_then(|(_, value)| value.as_ref())
+    }
+
+    /// Update transactions delivered here and not applied yet.
+    pub fn queued(&self) -> usize {
+        self.data.queue.len()
+    }
+
+    /// The queue `Q`, in delivery order: each transaction's id, stamp, the votes known by group, and its
+    /// outcome once decided.
+    pub fn queue(&self) -> impl Iterator<Item = (McastId, u64, &BTreeMap<PartitionId, bool>, Option<bool>)> {
+        self.data.queue.iter().map(|q| (q.id, q.stamp, &q.votes, q.outcome))
+    }
+
+    /// This group's vote on `id` and its stamp, if this member cast or remembers it.
+    pub fn vote_on(&self, id: &McastId) -> Option<(bool, u64)> {
+        self.data.vote_of(id)
+    }
+
+    fn handle(&mut self, cx: &mut Cx<'_>, events: Vec<McastEvent>) {
+        for event in events {
+            match event {
+                McastEvent::Deliver { msg, ts, .. } => {
+                    cx.charge(1);
+                    // Members deliver only what passed `check_submit`; anything else is skipped.
+                    let Ok(tx) = postcard::from_bytes::<TxPayload>(&msg.payload) else { continue };
+                    let votes = self.early_votes.remove(&msg.id).unwrap_or_default();
+                    self.data.queue.push_back(Queued {
+                        id: msg.id,
+                        stamp: ts,
+                        dest: msg.dest,
+                        tx,
+                        votes,
+                        outcome: None,
+                    });
+                }
+                McastEvent::Restore { data } => {
+                    if let Ok(d) = postcard::from_bytes::<GroupData>(&data) {
+                        self.data = d;
+                    }
+                }
+                McastEvent::Leader { .. } => {}
+            }
+        }
+        self.progress(cx);
+        if self.member.wants_compaction() {
+            let state = postcard::to_stdvec(&self.data).expect("the group's data serializes");
+            self.member.compact(cx, state);
+        }
+    }
+
+    /// Votes, decides and applies what it can, in queue order (Algorithm 2 `vote`, `commit`, `abort`).
+    fn progress(&mut self, cx: &mut Cx<'_>) {
+        let g = self.id.partition;
+        let mut applied_any = false;
+        loop {
+            let mut changed = false;
+            // Vote on every transaction no earlier undecided one write-conflicts with here.
+            let mut undecided_keys: BTreeSet<Key> = BTreeSet::new();
+            // Stamps of writes decided to commit but not applied yet, per key.
+            let mut pending_writes: BTreeMap<Key, u64> = BTreeMap::new();
+            for i in 0..self.data.queue.len() {
+                let q = &self.data.queue[i];
+                let mine: Vec<Key> = self.data.writes_here(&self.topology, &q.tx).cloned().collect();
+                if !q.votes.contains_key(&g) && !mine.iter().any(|k| undecided_keys.contains(k)) {
+                    let yes = mine.iter().all(|k| {
+                        let latest = pending_writes
+                            .get(k)
+                            .copied()
+                            .unwrap_or_else(|| self.data.versions(k).last().copied().unwrap_or(0));
+                        depends_on(&q.tx.snapshot, g, latest)
+                    });
+                    let (id, stamp, dest) = (q.id, q.stamp, q.dest.clone());
+                    self.data.queue[i].votes.insert(g, yes);
+                    self.cast_vote(cx, id, yes, stamp, &dest);
+                    self.waiting_since.insert(id, cx.now_ns());
+                    changed = true;
+                }
+                let q = &mut self.data.queue[i];
+                if q.outcome.is_none() && q.dest.iter().all(|d| q.votes.contains_key(d)) {
+                    q.outcome = Some(q.votes.values().all(|&yes| yes));
+                    changed = true;
+                }
+                match q.outcome {
+                    None => undecided_keys.extend(mine),
+                    Some(true) => pending_writes.extend(mine.into_iter().map(|k| (k, q.stamp))),
+                    Some(false) => {}
+                }
+            }
+            // Apply, in delivery order, what is decided.
+            while let Some(q) = self.data.queue.front() {
+                let Some(commit) = q.outcome else { break };
+                let q = self.data.queue.pop_front().expect("front");
+                self.waiting_since.remove(&q.id);
+                if let Some(&yes) = q.votes.get(&g) {
+                    self.data.cast.insert(q.id, (yes, q.stamp, q.dest.clone()));
+                    self.data.cast_order.push_back(q.id);
+                }
+                if commit {
+                    cx.charge(1);
+                    let cv = commit_vector(&q.tx.snapshot, q.dest.iter().copied(), q.stamp);
+                    for (k, v) in q.tx.writes.into_iter().filter(|(k, _)| self.topology.partition_of(k) == g) {
+                        self.data.versions.entry(k).or_insert_with(|| vec![(0, None)]).push((q.stamp, Some(v)));
+                    }
+                    let mut head = self.data.heads.last().map(|(_, h)| h.clone()).unwrap_or_default();
+                    head.join(&cv);
+                    self.data.heads.push((q.stamp, head));
+                    self.data.applied += 1;
+                    applied_any = true;
+                }
+                changed = true;
+            }
+            if !changed {
+                break;
+            }
+        }
+        if applied_any {
+            self.data.trim();
+            self.retry_parked(cx);
+        }
+        self.arm_sweep(cx);
+    }
+
+    /// Sends this group's vote to the other written groups' members and to the coordinator.
+    fn cast_vote(&self, cx: &mut Cx<'_>, id: McastId, yes: bool, stamp: u64, dest: &[PartitionId]) {
+        for &d in dest.iter().filter(|&&d| d != self.id.partition) {
+            for s in self.topology.group(d) {
+                cx.send(s, JessyMsg::Vote { id, yes, stamp });
+            }
+        }
+        cx.send(id.origin, JessyMsg::Vote { id, yes, stamp });
+    }
+
+    /// Records a vote of `from`'s group (the caller then calls `progress`).
+    fn record_vote(&mut self, from: ServerId, id: McastId, yes: bool) {
+        if let Some(q) = self.data.queue.iter_mut().find(|q| q.id == id) {
+            if q.dest.contains(&from.partition) {
+                q.votes.entry(from.partition).or_insert(yes);
+            }
+        } else if !self.data.cast.contains_key(&id) && !self.member.is_delivered(&id) {
+            // Not delivered here yet: keep it (bounded) for when it is.
+            if self.early_votes.len() < MAX_PARKED_READS || self.early_votes.contains_key(&id) {
+                self.early_votes.entry(id).or_default().entry(from.partition).or_insert(yes);
+            }
+        }
+    }
+
+    /// This group's votes on `id` and on the later transactions it shares with group `asker`.
+    fn votes_from(&self, id: &McastId, asker: PartitionId) -> Vec<(McastId, bool, u64)> {
+        let g = self.id.partition;
+        let applied = self.data.cast_order.iter().position(|x| x == id);
+        let in_queue = self.data.queue.iter().position(|q| q.id == *id);
+        if applied.is_none() && in_queue.is_none() {
+            return Vec::new();
+        }
+        let from_cast =
+            self.data.cast_order.iter().skip(applied.unwrap_or(self.data.cast_order.len())).filter_map(|x| {
+                let (yes, stamp, dest) = self.data.cast.get(x)?;
+                dest.contains(&asker).then_some((*x, *yes, *stamp))
+            });
+        let from_queue = self.data.queue.iter().skip(in_queue.unwrap_or(0)).filter_map(|q| {
+            let yes = q.votes.get(&g)?;
+            q.dest.contains(&asker).then_some((q.id, *yes, q.stamp))
+        });
+        from_cast.chain(from_queue).take(MAX_VOTES_PER_ANSWER).collect()
+    }
+
+    fn on_read(&mut self, cx: &mut Cx<'_>, from: Addr, tag: u64, key: Key, reads: Vec<(Key, ReadAt)>) {
+        cx.charge(1);
+        if !self.answer_read(cx, from, tag, &key, &reads) {
+            if self.parked.len() >= MAX_PARKED_READS {
+                // Full: the oldest held read gives way (its client re-sends it elsewhere).
+                self.parked.remove(0);
+            }
+            self.parked.push(Parked { from, tag, key, reads, since: cx.now_ns() });
+            self.arm_sweep(cx);
+        }
+    }
+
+    /// Answers a read if a compatible version is applied here; false if not yet.
+    fn answer_read(&self, cx: &mut Cx<'_>, from: Addr, tag: u64, key: &Key, reads: &[(Key, ReadAt)]) -> bool {
+        let keys: Vec<&str> = reads.iter().map(|(k, _)| &**k).collect();
+        let at: Vec<ReadAt> = reads.iter().map(|(_, r)| r.clone()).collect();
+        let Some((index, position)) = choose(&self.data, key, &at, &keys) else { return false };
+        let versions = self.data.versions(key);
+        let skipped = u32::try_from(versions.len() - 1 - index).unwrap_or(u32::MAX);
+        let at = ReadAt {
+            group: self.id.partition,
+            version: versions[index],
+            position,
+            vector: self.data.head_at(position),
+        };
+        let value = self.data.value(key, index);
+        cx.send(from, JessyMsg::ReadReply { tag, key: key.clone(), value, at, skipped });
+        true
+    }
+
+    fn retry_parked(&mut self, cx: &mut Cx<'_>) {
+        let parked = std::mem::take(&mut self.parked);
+        for p in parked {
+            if !self.answer_read(cx, p.from, p.tag, &p.key, &p.reads) {
+                self.parked.push(p);
+            }
+        }
+    }
+
+    fn arm_sweep(&mut self, cx: &mut Cx<'_>) {
+        let waiting = self.data.queue.iter().any(|q| q.outcome.is_none());
+        if !self.sweep_armed && (waiting || !self.parked.is_empty()) {
+            self.sweep_armed = true;
+            cx.set_timer(self.retry_ns / 4, JessyTimer::Sweep);
+        }
+    }
+
+    fn sweep(&mut self, cx: &mut Cx<'_>) {
+        self.sweep_armed = false;
+        let now = cx.now_ns();
+        self.parked.retain(|p| now.saturating_sub(p.since) < PARKED_READ_TTL_NS);
+        // Ask again for the votes of transactions that waited a retry period.
+        let g = self.id.partition;
+        let mut asks = Vec::new();
+        for q in self.data.queue.iter().filter(|q| q.outcome.is_none() && q.votes.contains_key(&g)) {
+            // Waiting since this member voted, or since the sweep first saw it (after a restart).
+            let since = *self.waiting_since.entry(q.id).or_insert(now);
+            if now.saturating_sub(since) < self.retry_ns {
+                continue;
+            }
+            for d in q.dest.iter().filter(|d| **d != g && !q.votes.contains_key(d)) {
+                asks.extend(self.topology.group(*d).map(|s| (s, q.id)));
+            }
+        }
+        for (s, id) in asks {
+            cx.send(s, JessyMsg::VoteQuery { id });
+            self.waiting_since.insert(id, now);
+        }
+        self.arm_sweep(cx);
+    }
+
+    /// A `Submit` comes from its origin (a client multicasting its own transaction) or from a member of a
+    /// destination group, and carries a transaction whose writes are exactly on its destination groups.
+    fn check_submit(&self, from: Addr, msg: &McastMsg) -> Result<(), (InvalidKind, String)> {
+        match from {
+            Addr::Client(_) if msg.id.origin != from => {
+                return Err((InvalidKind::Sender, format!("a client submits only its own messages, not {}", msg.id)));
+            }
+            Addr::Client(_) => {}
+            Addr::Server(s) => {
+                if !self.topology.contains(s) || s == self.id || !msg.dest.contains(&s.partition) {
+                    let why = format!("{s} is not in a destination group of {} (only those forward a submit)", msg.id);
+                    return Err((InvalidKind::Sender, why));
+                }
+            }
+        }
+        let tx = postcard::from_bytes::<TxPayload>(&msg.payload)
+            .map_err(|e| (InvalidKind::Malformed, format!("{}: undecodable transaction: {e}", msg.id)))?;
+        let groups: BTreeSet<PartitionId> = tx.writes.iter().map(|(k, _)| self.topology.partition_of(k)).collect();
+        if groups.is_empty() || !groups.iter().eq(msg.dest.iter()) {
+            let why = format!("{} is addressed to groups {:?}, its writes are on {groups:?}", msg.id, msg.dest);
+            return Err((InvalidKind::Malformed, why));
+        }
+        check_vector(&self.topology, &tx.snapshot).map_err(|why| (InvalidKind::Malformed, why))?;
+        Ok(())
+    }
+
+    fn check_read(&self, key: &Key, reads: &[(Key, ReadAt)]) -> Result<(), String> {
+        if self.topology.partition_of(key) != self.id.partition {
+            return Err(format!("key {key:?} is not on partition {}", self.id.partition));
+        }
+        if reads.len() > MAX_READS_CARRIED {
+            return Err(format!("{} earlier reads (at most {MAX_READS_CARRIED})", reads.len()));
+        }
+        for (k, r) in reads {
+            if self.topology.partition_of(k) != r.group {
+                return Err(format!("a read of {k:?} claims group {}", r.group));
+            }
+            if r.version > MAX_TIMESTAMP || r.position > MAX_TIMESTAMP || r.version > r.position {
+                return Err(format!("a read of {k:?} at stamps {} / {} out of range", r.version, r.position));
+            }
+            check_vector(&self.topology, &r.vector)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_vector(topology: &Topology, v: &DepVector) -> Result<(), String> {
+    match v.entries().find(|&(g, s)| g >= topology.partitions || s > MAX_TIMESTAMP) {
+        Some((g, s)) => Err(format!("a dependence vector entry {g}: {s} is out of range")),
+        None => Ok(()),
+    }
+}
+
+impl ServerNode<Nmsi> for JessyServer {
+    fn on_start(&mut self, cx: &mut Cx<'_>) {
+        self.sweep_armed = false;
+        let events = self.member.start(cx);
+        self.handle(cx, events);
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: JessyMsg) -> Result<(), InvalidInput> {
+        let kind = msg.kind();
+        let refuse = |k: InvalidKind, why: String| InvalidInput::new(k, kind, from, why);
+        let malformed = |why: String| refuse(InvalidKind::Malformed, why);
+        let other_group = |s: ServerId| self.topology.contains(s) && s.partition != self.id.partition;
+        match (from, msg) {
+            (Addr::Server(server), JessyMsg::Raft(wire)) => {
+                let events = self.member.on_raft(cx, server, wire).map_err(malformed)?;
+                self.handle(cx, events);
+            }
+            (_, JessyMsg::Mcast(McastWire::Submit(msg))) => {
+                self.check_submit(from, &msg).map_err(|(k, why)| refuse(k, why))?;
+                if let Some((yes, stamp)) = self.data.vote_of(&msg.id) {
+                    // Voted already: the coordinator lost the vote; send it again.
+                    cx.send(msg.id.origin, JessyMsg::Vote { id: msg.id, yes, stamp });
+                    return Ok(());
+                }
+                let events = self.member.on_wire(cx, from, McastWire::Submit(msg)).map_err(malformed)?;
+                self.handle(cx, events);
+            }
+            (Addr::Server(s), JessyMsg::Mcast(wire)) if other_group(s) => {
+                let events = self.member.on_wire(cx, from, wire).map_err(malformed)?;
+                self.handle(cx, events);
+            }
+            (Addr::Client(_), JessyMsg::Read { tag, key, reads }) => {
+                self.check_read(&key, &reads).map_err(malformed)?;
+                self.on_read(cx, from, tag, key, reads);
+            }
+            (Addr::Server(s), JessyMsg::Vote { id, yes, stamp }) if other_group(s) => {
+                if stamp > MAX_TIMESTAMP {
+                    return Err(malformed(format!("a vote on {id} at stamp {stamp}")));
+                }
+                self.record_vote(s, id, yes);
+                self.progress(cx);
+            }
+            (Addr::Server(s), JessyMsg::Votes { votes }) if other_group(s) => {
+                if votes.len() > MAX_VOTES_PER_ANSWER {
+                    return Err(malformed(format!("{} votes in one answer", votes.len())));
+                }
+                if let Some((id, _, stamp)) = votes.iter().find(|(_, _, stamp)| *stamp > MAX_TIMESTAMP) {
+                    return Err(malformed(format!("a vote on {id} at stamp {stamp}")));
+                }
+                for (id, yes, _) in votes {
+                    self.record_vote(s, id, yes);
+                }
+                self.progress(cx);
+            }
+            (Addr::Server(s), JessyMsg::VoteQuery { id }) if other_group(s) => {
+                let votes = self.votes_from(&id, s.partition);
+                if !votes.is_empty() {
+                    cx.send(s, JessyMsg::Votes { votes });
+                }
+            }
+            (_, msg) => {
+                let why = match msg {
+                    JessyMsg::ReadReply { .. } => "only clients are sent read replies".to_string(),
+                    JessyMsg::Read { .. } => "only clients read".to_string(),
+                    _ => format!(
+                        "{from} may not send this (raft within a group; multicast steps, votes and queries between groups)"
+                    ),
+                };
+                return Err(refuse(InvalidKind::Sender, why));
+            }
+        }
+        Ok(())
+    }
+
+    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: JessyTimer) {
+        let events = match timer {
+            JessyTimer::Raft(_) => self.member.on_raft_tick(cx),
+            JessyTimer::Mcast(_) => self.member.on_tick(cx),
+            JessyTimer::Sweep => return self.sweep(cx),
+            JessyTimer::Retry(_) | JessyTimer::ReadRetry { .. } => return,
+        };
+        self.handle(cx, events);
+    }
+
+    fn leads(&self) -> Option<u64> {
+        self.member.is_leader().then(|| self.member.raft().term())
+    }
+
+    fn apply_change(&mut self, change: &[u8]) -> Result<(), String> {
+        self.member.apply_change(change)
+    }
+
+    fn stored_versions(&self) -> usize {
+        self.data.versions.values().map(Vec::len).sum()
+    }
+}
+
+/// The session's open transaction.
+struct Open {
+    /// Earlier reads, with their keys, in order.
+    reads: Vec<(Key, ReadAt)>,
+    /// The request being served, if any.
+    step: Step,
+}
+
+enum Step {
+    Idle,
+    /// Reading `keys` one at a time for `op`; `results` so far; `tag` of the read in flight and the
+    /// member it went to.
+    Reading {
+        op: OpId,
+        keys: VecDeque<Key>,
+        results: Vec<ReadResult>,
+        tag: u64,
+        to: ServerId,
+        read_only: bool,
+    },
+    /// Terminating: multicast `id`, votes so far by group.
+    Terminating {
+        op: OpId,
+        id: McastId,
+        votes: BTreeMap<PartitionId, bool>,
+        stamp: u64,
+    },
+}
+
+/// A client session: the coordinator of its transactions, one at a time.
+pub struct JessyClient {
+    dc: DcId,
+    topology: Topology,
+    config: ProtocolConfig,
+    origin: McastOrigin,
+    retry_ns: u64,
+    next_tag: u64,
+    open: Option<Open>,
+}
+
+impl JessyClient {
+    pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
+        let p = params(&config);
+        let origin = McastOrigin::new(Addr::Client(id), dc, topology, p.retry_ns, p.record);
+        Self { dc, topology, config, origin, retry_ns: p.retry_ns, next_tag: 0, open: None }
+    }
+
+    /// The datacenter this session runs in.
+    pub fn dc(&self) -> DcId {
+        self.dc
+    }
+
+    /// Abandons whatever the open transaction was doing (the runtime gave up on its operation): a commit
+    /// whose outcome is unknown closes the transaction (the groups still decide it, at most once); an
+    /// unanswered read leaves it open.
+    fn abandon(&mut self) {
+        if let Some(Open { step: Step::Terminating { id, .. }, .. }) = &self.open {
+            self.origin.forget(*id);
+            self.open = None;
+        }
+        if let Some(open) = &mut self.open {
+            open.step = Step::Idle;
+        }
+    }
+
+    fn read_next(&mut self, cx: &mut Cx<'_>, to: Option<ServerId>) {
+        let Some(open) = self.open.as_mut() else { return };
+        let Step::Reading { op, keys, results, tag, to: at, read_only } = &mut open.step else { return };
+        let Some(key) = keys.front().cloned() else {
+            let (op, read_only) = (*op, *read_only);
+            let results = std::mem::take(results);
+            let rounds = u32::try_from(results.len()).unwrap_or(u32::MAX);
+            let metrics = OpMetrics { rounds, versions_returned: rounds, ..OpMetrics::default() };
+            open.step = Step::Idle;
+            if read_only {
+                self.open = None;
+            }
+            cx.complete(op, Ok(Reply { reads: results, metrics, ..Reply::default() }));
+            return;
+        };
+        self.next_tag += 1;
+        *tag = self.next_tag;
+        *at = to.unwrap_or_else(|| self.topology.nearest(self.dc, self.topology.partition_of(&key)));
+        cx.send(*at, JessyMsg::Read { tag: *tag, key, reads: open.reads.clone() });
+        cx.set_timer(self.retry_ns, JessyTimer::ReadRetry { tag: *tag });
+    }
+
+    fn on_read_reply(&mut self, cx: &mut Cx<'_>, tag: u64, key: Key, value: Option<Value>, at: ReadAt, skipped: u32) {
+        let Some(open) = self.open.as_mut() else { return };
+        let Step::Reading { keys, results, tag: want, .. } = &mut open.step else { return };
+        if tag != *want || keys.front() != Some(&key) {
+            return;
+        }
+        keys.pop_front();
+        results.push(ReadResult {
+            key: key.clone(),
+            value,
+            version: Version { time: at.version, dc: 0 },
+            versions_skipped: skipped,
+        });
+        open.reads.push((key, at));
+        self.read_next(cx, None);
+    }
+
+    fn commit(&mut self, cx: &mut Cx<'_>, op: OpId, writes: Vec<(Key, Value)>) {
+        let Some(open) = self.open.as_mut() else { return };
+        if writes.is_empty() {
+            // A query commits at once (wait-free).
+            self.open = None;
+            cx.complete(op, Ok(Reply::default()));
+            return;
+        }
+        let snapshot = snapshot_of(open.reads.iter().map(|(_, r)| r));
+        let dest: BTreeSet<PartitionId> = writes.iter().map(|(k, _)| self.topology.partition_of(k)).collect();
+        let payload = postcard::to_stdvec(&TxPayload { snapshot, writes }).expect("a transaction serializes");
+        let id = self.origin.multicast(cx, dest, payload);
+        open.step = Step::Terminating { op, id, votes: BTreeMap::new(), stamp: 0 };
+    }
+
+    fn on_vote(&mut self, cx: &mut Cx<'_>, from: ServerId, id: McastId, yes: bool, stamp: u64) {
+        let Some(Open { step: Step::Terminating { op, id: want, votes, stamp: s }, .. }) = self.open.as_mut() else {
+            return;
+        };
+        if id != *want {
+            return;
+        }
+        votes.entry(from.partition).or_insert(yes);
+        *s = stamp;
+        if !self.origin.answered(id, from) {
+            return;
+        }
+        let (op, commit, stamp) = (*op, votes.values().all(|&v| v), *s);
+        self.open = None;
+        if commit {
+            cx.complete(op, Ok(Reply { commit: Some(Version { time: stamp, dc: 0 }), ..Reply::default() }));
+        } else {
+            let why = "certification failed: a concurrent transaction wrote a key this one writes, unseen";
+            cx.complete(op, Err(OpError::aborted(AbortCause::Certification, why)));
+        }
+    }
+}
+
+impl ClientNode<Nmsi> for JessyClient {
+    fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
+        if let Err(reason) = self.config.check_request(&request) {
+            cx.complete(op, Err(OpError::Rejected(reason)));
+            return;
+        }
+        // One request at a time: a new one means the runtime gave up on the previous one.
+        self.abandon();
+        let reject = |cx: &mut Cx<'_>, why: &str| cx.complete(op, Err(OpError::Rejected(why.into())));
+        const NONE_OPEN: &str = "no open transaction in this session: send Begin first";
+        match request {
+            Request::Begin if self.open.is_some() => {
+                reject(cx, "a transaction is already open in this session: commit or abort it first")
+            }
+            Request::Begin => {
+                self.open = Some(Open { reads: Vec::new(), step: Step::Idle });
+                cx.complete(op, Ok(Reply::default()));
+            }
+            Request::Read { .. } | Request::Commit { .. } | Request::Abort if self.open.is_none() => {
+                reject(cx, NONE_OPEN)
+            }
+            Request::Read { keys } => {
+                let open = self.open.as_mut().expect("open");
+                let step = Step::Reading {
+                    op,
+                    keys: keys.into(),
+                    results: Vec::new(),
+                    tag: 0,
+                    to: ServerId::new(0, 0),
+                    read_only: false,
+                };
+                open.step = step;
+                self.read_next(cx, None);
+            }
+            Request::Commit { writes } => self.commit(cx, op, writes),
+            Request::Abort => {
+                self.open = None;
+                cx.complete(op, Err(OpError::aborted(AbortCause::User, "aborted by the application")));
+            }
+            _ if self.open.is_some() => {
+                reject(cx, "a transaction is open in this session: commit or abort it before other operations")
+            }
+            Request::Rot { keys } => {
+                let step = Step::Reading {
+                    op,
+                    keys: keys.into(),
+                    results: Vec::new(),
+                    tag: 0,
+                    to: ServerId::new(0, 0),
+                    read_only: true,
+                };
+                self.open = Some(Open { reads: Vec::new(), step });
+                self.read_next(cx, None);
+            }
+            other => cx.complete(op, Err(Nmsi::OFFERS.refusal(Nmsi::NAME, &other))),
+        }
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: JessyMsg) {
+        let Addr::Server(server) = from else { return };
+        match msg {
+            JessyMsg::ReadReply { tag, key, value, at, skipped } => {
+                self.on_read_reply(cx, tag, key, value, at, skipped)
+            }
+            JessyMsg::Vote { id, yes, stamp } => self.on_vote(cx, server, id, yes, stamp),
+            _ => {}
+        }
+    }
+
+    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: JessyTimer) {
+        match timer {
+            JessyTimer::Retry(t) => self.origin.on_retry(cx, t),
+            JessyTimer::ReadRetry { tag } => {
+                let Some(Open { step: Step::Reading { tag: want, to, .. }, .. }) = &self.open else { return };
+                if *want == tag {
+                    let next = self.topology.next_member(*to);
+                    self.read_next(cx, Some(next));
+                }
+            }
+            _ => {}
+        }
+    }
+}
