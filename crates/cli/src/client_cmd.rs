@@ -70,7 +70,8 @@ pub fn certs(config_path: &Path, out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// How long a PUT in dc0 takes to become readable in dc1, in milliseconds, for `probes` writes one after
+/// How long a write in dc0 (a PUT, or a read-modify-write transaction where the protocol offers no blind
+/// writes) takes to become readable in dc1, in milliseconds, for `probes` writes one after
 /// another (each a new key starting with `tag`). The reader polls every 200 µs.
 pub async fn visibility_ms<P: Protocol>(config: &ClusterConfig, probes: usize, tag: &str) -> Result<Vec<f64>> {
     let dc0 = snowline_net::ClientRuntime::<P>::connect(config, 0).await?;
@@ -80,8 +81,19 @@ pub async fn visibility_ms<P: Protocol>(config: &ClusterConfig, probes: usize, t
     for i in 0..probes {
         let key: Key = format!("{tag}-{i}").into();
         let value: Value = format!("{tag}-value-{i}").into();
-        let put = std::time::Instant::now();
-        writer.execute(Request::Put { key: key.clone(), value: value.clone() }).await?;
+        let put = if P::OFFERS.blind_writes {
+            let put = std::time::Instant::now();
+            writer.execute(Request::Put { key: key.clone(), value: value.clone() }).await?;
+            put
+        } else {
+            // A protocol without blind writes (NMSI aborts them): read the key, then commit the write.
+            let mut txn = writer.begin().await?;
+            txn.get(std::slice::from_ref(&key)).await?;
+            txn.put(key.clone(), value.clone());
+            let put = std::time::Instant::now();
+            txn.commit().await?;
+            put
+        };
         loop {
             let reply = reader.execute(Request::Rot { keys: vec![key.clone()] }).await?;
             if reply.reads[0].value.as_ref() == Some(&value) {

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 /// The workload and cluster shape shared by `sim` and `bench`.
 #[derive(Args, Clone, Debug)]
 pub struct WorkloadArgs {
-    /// The protocol: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, raft-kv, amcast-kv or tpc-kv
-    /// (docs/PROTOCOLS.md).
+    /// The protocol: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, raft-kv, amcast-kv, tpc-kv,
+    /// nmsi (jessy) or rc (jessy-rc) (docs/PROTOCOLS.md).
     #[arg(long, default_value = "cv")]
     pub protocol: String,
     /// Datacenters.
@@ -23,7 +23,7 @@ pub struct WorkloadArgs {
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), spread over the datacenters (docs/ARCHITECTURE.md,
-    /// placement). Default: one per datacenter, which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv) requires.
+    /// placement). Default: one per datacenter, which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv, nmsi, rc) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
     /// Closed-loop clients per datacenter; a comma-separated list (10,50,100) sweeps them, one run each.
@@ -44,8 +44,9 @@ pub struct WorkloadArgs {
     /// --keys-per-op keys and writes of as many PUTs), tomsic-single (Tomsic §5.3.2: a ROT of --keys-per-op
     /// reads, then an update of --update-keys of them, keys 80/20), ycsb-t (NMSI's transactional YCSB, --mix),
     /// kv (single-key GETs and PUTs, --write-ratio of PUTs: YCSB A by default; what raft-kv serves).
-    #[arg(long, default_value = "mixed")]
-    pub workload: snowline_harness::Pattern,
+    /// Default: mixed, or ycsb-t for a protocol without blind writes (nmsi).
+    #[arg(long)]
+    pub workload: Option<snowline_harness::Pattern>,
     /// Size of the key space (default: 1000; eiger and tomsic-single: 100000).
     #[arg(long)]
     pub keys: Option<usize>,
@@ -102,9 +103,19 @@ pub struct WorkloadArgs {
 }
 
 impl WorkloadArgs {
+    /// The operation pattern: `--workload`, else mixed, or ycsb-t where the protocol offers no blind writes
+    /// (every other pattern writes blindly).
+    pub fn pattern(&self) -> snowline_harness::Pattern {
+        use snowline_harness::Pattern;
+        self.workload.unwrap_or_else(|| match snowline_protocols::lookup(&self.protocol) {
+            Ok(p) if !p.offers.blind_writes => Pattern::YcsbT { mix: self.mix },
+            _ => Pattern::Mixed,
+        })
+    }
+
     pub fn workload(&self) -> MixedWorkload {
         use snowline_harness::Pattern;
-        let mut w = match self.workload {
+        let mut w = match self.pattern() {
             Pattern::Contrarian => MixedWorkload::contrarian(),
             Pattern::Eiger => MixedWorkload::eiger(),
             Pattern::TomsicSingle => MixedWorkload::tomsic_single(10),
@@ -165,10 +176,10 @@ impl WorkloadArgs {
     /// Reject bad arguments before any work starts.
     pub fn validate(&self) -> Result<()> {
         snowline_protocols::canonical_name(&self.protocol)?;
-        if let Some(request) = self.workload.needs() {
+        if let Some(request) = self.pattern().needs() {
             let what = snowline_core::Offers::CAUSAL.capability(&request).0;
             snowline_protocols::check_offered(&self.protocol, &request)
-                .map_err(|e| anyhow::anyhow!("workload {} needs {what}: {e}", self.workload.name()))?;
+                .map_err(|e| anyhow::anyhow!("workload {} needs {what}: {e}", self.pattern().name()))?;
         }
         if let Some(level) = &self.check {
             check_cmd::resolve_level(level, &self.protocol)?;
@@ -199,10 +210,10 @@ impl WorkloadArgs {
         RunRecord {
             experiment: runtime.into(),
             runtime: runtime.into(),
-            variant: self.workload.name().into(),
+            variant: self.pattern().name().into(),
             x: 0.0,
             protocol: report.protocol.clone(),
-            workload: self.workload.name().into(),
+            workload: self.pattern().name().into(),
             dcs: self.dcs,
             partitions: self.partitions,
             clients_per_dc: clients,
@@ -711,7 +722,7 @@ fn write_sweep(args: &WorkloadArgs, records: &[RunRecord]) -> Result<()> {
     snowline_harness::report::write_all(dir, records)?;
     std::fs::write(dir.join("table.txt"), snowline_harness::report::table(records))?;
     let chart = snowline_harness::charts::LineChart {
-        title: format!("{} on {}: throughput vs p95 ROT latency", args.protocol, args.workload.name()),
+        title: format!("{} on {}: throughput vs p95 ROT latency", args.protocol, args.pattern().name()),
         x_label: "throughput (Kops/s)".into(),
         y_label: "p95 ROT latency (ms)".into(),
         series: vec![snowline_harness::charts::Series {

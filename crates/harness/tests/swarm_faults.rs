@@ -6,8 +6,8 @@
 //!   isolations) on every seed, crash-stop of at most a minority of each group; the groups keep serving
 //!   after the faults heal. 20 seeds by default, 200 with `SNOWLINE_LONG_TESTS=1`. (A deliberately broken
 //!   raft-kv whose members answer GETs from their own state, without ReadIndex, fails on 44 of the 200 seeds,
-//!   six of them among the first 20.) The same for `amcast-kv` (`ser`), `tpc-kv` (`strict-ser`) and Jessy's
-//!   `nmsi` (`nmsi`, on read-modify-write transactions).
+//!   six of them among the first 20.) The same for `amcast-kv` (`ser`), `tpc-kv` (`strict-ser`) and the Jessy
+//!   family's `nmsi` (`nmsi`, on read-modify-write transactions) and `rc` (`rc`).
 //! * The replica groups again with durable members that come back from their disks (crash seeds), and a whole
 //!   cluster that crashes at once and comes back without losing an acknowledged write.
 //! * The causal family (durable servers, so crashed servers come back from their logs and the sequenced links
@@ -148,11 +148,12 @@ fn group_seed<P: Protocol>(seed: u64, durable: bool) -> RaftRun {
             }
             assert!(committed, "{replay}: no transaction commits after the faults healed");
         }
-        // NMSI promises no session order: the member a read reaches (the nearest, a follower perhaps just
-        // back from a partition) may not have applied the commit yet, but every member does in time.
+        // The Jessy family promises no session order: the member a read reaches (the nearest, a follower
+        // perhaps just back from a partition) may not have applied the commit yet, but every member does in
+        // time. (The others read their own writes at once.)
         let mut read = attempt(&mut sim, snowline_core::Request::Rot { keys: vec![key.clone()] });
         for _ in 0..50 {
-            if P::OFFERS.blind_writes || read.reads[0].value.as_deref() == Some("healed") {
+            if read.reads[0].value.as_deref() == Some("healed") {
                 break;
             }
             sim.advance(200 * MS);
@@ -208,6 +209,11 @@ fn nmsi_keeps_nmsi_under_swarm_faults_with_leader_crashes_and_partitions() {
 }
 
 #[test]
+fn jessy_rc_keeps_rc_under_swarm_faults_with_leader_crashes_and_partitions() {
+    group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::Rc>();
+}
+
+#[test]
 fn tpc_kv_is_strictly_serializable_under_swarm_faults_with_leader_crashes_and_partitions() {
     group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::TpcKv>();
 }
@@ -243,6 +249,11 @@ fn amcast_kv_survives_crash_seeds() {
 #[test]
 fn nmsi_survives_crash_seeds() {
     group_crash_seeds::<snowline_protocols::Nmsi>();
+}
+
+#[test]
+fn jessy_rc_survives_crash_seeds() {
+    group_crash_seeds::<snowline_protocols::Rc>();
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! Jessy (`--protocol nmsi --replicas 3`): Non-Monotonic Snapshot Isolation by deferred update
-//! replication over replica groups, after Saeida Ardekani, Sutra and Shapiro, "Non-Monotonic Snapshot
-//! Isolation" (§IV, Algorithms 1 and 2). Claimed level: `nmsi`.
+//! The Jessy family (`--protocol nmsi|rc --replicas 3`): transactions by deferred update replication over
+//! replica groups, after Saeida Ardekani, Sutra and Shapiro, "Non-Monotonic Snapshot Isolation" (§IV,
+//! Algorithms 1 and 2; §V-A for the family). One skeleton, one [`Criterion`] per consistency criterion: its
+//! read rule and certification test. `nmsi` ([`NmsiCriterion`], claimed level `nmsi`) is the paper's own;
+//! `rc` ([`RcCriterion`], level `rc`) its weakly consistent baseline. SER, US, SI and PSI follow.
 //!
 //! # Execution (Algorithm 1)
 //!
@@ -62,15 +64,28 @@ use snowline_core::{
     ServerId, ServerNode, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::marker::PhantomData;
 
-pub struct Nmsi;
+/// What sets one consistency criterion of the family apart on the shared skeleton (the paper's §V-A: the
+/// protocols' "structure is very similar, and we were able to use the Jessy framework with relatively small
+/// variations"): its name and claimed level, what it offers, its read rule and its certification test.
+pub trait Criterion: Send + 'static {
+    /// The protocol name (`--protocol`), which is also the checker level it claims.
+    const NAME: &'static str;
+    const OFFERS: Offers;
+    /// Reads take the newest version compatible with the transaction's earlier reads (a consistent
+    /// snapshot, [`super::dependence::choose`]); otherwise the newest version the replica applied.
+    const SNAPSHOT_READS: bool;
+    /// Group `group`'s verdict on a transaction with snapshot `snapshot` that writes, in this group, keys
+    /// whose last committed versions have stamps `latest` (counting those decided but not applied yet).
+    fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64]) -> bool;
+}
 
-impl Protocol for Nmsi {
+/// Non-Monotonic Snapshot Isolation (`nmsi`, the paper's own criterion).
+pub struct NmsiCriterion;
+
+impl Criterion for NmsiCriterion {
     const NAME: &'static str = "nmsi";
-    type Msg = JessyMsg;
-    type Timer = JessyTimer;
-    type Server = JessyServer;
-    type Client = JessyClient;
     const OFFERS: Offers = Offers {
         read_only: true,
         multi_shot_rots: false,
@@ -81,6 +96,52 @@ impl Protocol for Nmsi {
         interactive: true,
         stored_procedures: false,
     };
+    const SNAPSHOT_READS: bool = true;
+
+    /// Write-conflict freedom: the transaction depends on the last committed version of each key it writes.
+    fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64]) -> bool {
+        latest.iter().all(|&stamp| depends_on(snapshot, group, stamp))
+    }
+}
+
+/// Read Committed (`rc`), the paper's weakly consistent deferred-update baseline ("to show the maximum
+/// achievable performance", §V-A): reads take the newest committed version, and nothing is certified, so
+/// every transaction commits (lost updates and read skew are possible). Writes still travel by the atomic
+/// multicast, so each key's versions have one order.
+pub struct RcCriterion;
+
+impl Criterion for RcCriterion {
+    const NAME: &'static str = "rc";
+    const OFFERS: Offers = Offers {
+        read_only: true,
+        multi_shot_rots: false,
+        blind_writes: true,
+        write_transactions: true,
+        interactive: true,
+        stored_procedures: false,
+    };
+    const SNAPSHOT_READS: bool = false;
+
+    fn certify(_snapshot: &DepVector, _group: PartitionId, _latest: &[u64]) -> bool {
+        true
+    }
+}
+
+/// The Jessy skeleton running criterion `C`.
+pub struct Jessy<C>(PhantomData<C>);
+
+/// Jessy with NMSI.
+pub type Nmsi = Jessy<NmsiCriterion>;
+/// Jessy's deferred-update Read Committed.
+pub type Rc = Jessy<RcCriterion>;
+
+impl<C: Criterion> Protocol for Jessy<C> {
+    const NAME: &'static str = C::NAME;
+    type Msg = JessyMsg;
+    type Timer = JessyTimer;
+    type Server = JessyServer<C>;
+    type Client = JessyClient<C>;
+    const OFFERS: Offers = C::OFFERS;
 
     fn links() -> LinkAssumptions {
         // Raft, the multicast and the vote queries resend what is lost; nothing needs order.
@@ -94,11 +155,11 @@ impl Protocol for Nmsi {
         Ok(())
     }
 
-    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> JessyServer {
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> JessyServer<C> {
         JessyServer::new(id, topology, params(config))
     }
 
-    fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> JessyClient {
+    fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> JessyClient<C> {
         JessyClient::new(id, dc, topology, config.clone())
     }
 }
@@ -334,11 +395,12 @@ struct Parked {
     since: u64,
 }
 
-type Cx<'a> = Ctx<'a, Nmsi>;
+type Cx<'a, C> = Ctx<'a, Jessy<C>>;
 
 /// A member of a partition's replica group.
 #[derive(Serialize, Deserialize)]
-pub struct JessyServer {
+#[serde(bound = "")]
+pub struct JessyServer<C> {
     id: ServerId,
     topology: Topology,
     retry_ns: u64,
@@ -355,9 +417,11 @@ pub struct JessyServer {
     waiting_since: BTreeMap<McastId, u64>,
     #[serde(skip)]
     sweep_armed: bool,
+    #[serde(skip)]
+    criterion: PhantomData<C>,
 }
 
-impl JessyServer {
+impl<C: Criterion> JessyServer<C> {
     pub fn new(id: ServerId, topology: Topology, params: McastParams) -> Self {
         Self {
             id,
@@ -369,6 +433,7 @@ impl JessyServer {
             parked: Vec::new(),
             waiting_since: BTreeMap::new(),
             sweep_armed: false,
+            criterion: PhantomData,
         }
     }
 
@@ -398,7 +463,7 @@ impl JessyServer {
         self.data.vote_of(id)
     }
 
-    fn handle(&mut self, cx: &mut Cx<'_>, events: Vec<McastEvent>) {
+    fn handle(&mut self, cx: &mut Cx<'_, C>, events: Vec<McastEvent>) {
         for event in events {
             match event {
                 McastEvent::Deliver { msg, ts, .. } => {
@@ -431,7 +496,7 @@ impl JessyServer {
     }
 
     /// Votes, decides and applies what it can, in queue order (Algorithm 2 `vote`, `commit`, `abort`).
-    fn progress(&mut self, cx: &mut Cx<'_>) {
+    fn progress(&mut self, cx: &mut Cx<'_, C>) {
         let g = self.id.partition;
         let mut applied_any = false;
         loop {
@@ -444,13 +509,16 @@ impl JessyServer {
                 let q = &self.data.queue[i];
                 let mine: Vec<Key> = self.data.writes_here(&self.topology, &q.tx).cloned().collect();
                 if !q.votes.contains_key(&g) && !mine.iter().any(|k| undecided_keys.contains(k)) {
-                    let yes = mine.iter().all(|k| {
-                        let latest = pending_writes
-                            .get(k)
-                            .copied()
-                            .unwrap_or_else(|| self.data.versions(k).last().copied().unwrap_or(0));
-                        depends_on(&q.tx.snapshot, g, latest)
-                    });
+                    let latest: Vec<u64> = mine
+                        .iter()
+                        .map(|k| {
+                            pending_writes
+                                .get(k)
+                                .copied()
+                                .unwrap_or_else(|| self.data.versions(k).last().copied().unwrap_or(0))
+                        })
+                        .collect();
+                    let yes = C::certify(&q.tx.snapshot, g, &latest);
                     let (id, stamp, dest) = (q.id, q.stamp, q.dest.clone());
                     self.data.queue[i].votes.insert(g, yes);
                     self.cast_vote(cx, id, yes, stamp, &dest);
@@ -503,7 +571,7 @@ impl JessyServer {
     }
 
     /// Sends this group's vote to the other written groups' members and to the coordinator.
-    fn cast_vote(&self, cx: &mut Cx<'_>, id: McastId, yes: bool, stamp: u64, dest: &[PartitionId]) {
+    fn cast_vote(&self, cx: &mut Cx<'_, C>, id: McastId, yes: bool, stamp: u64, dest: &[PartitionId]) {
         for &d in dest.iter().filter(|&&d| d != self.id.partition) {
             for s in self.topology.group(d) {
                 cx.send(s, JessyMsg::Vote { id, yes, stamp });
@@ -546,7 +614,7 @@ impl JessyServer {
         from_cast.chain(from_queue).take(MAX_VOTES_PER_ANSWER).collect()
     }
 
-    fn on_read(&mut self, cx: &mut Cx<'_>, from: Addr, tag: u64, key: Key, reads: Vec<(Key, ReadAt)>) {
+    fn on_read(&mut self, cx: &mut Cx<'_, C>, from: Addr, tag: u64, key: Key, reads: Vec<(Key, ReadAt)>) {
         cx.charge(1);
         if !self.answer_read(cx, from, tag, &key, &reads) {
             if self.parked.len() >= MAX_PARKED_READS {
@@ -559,7 +627,9 @@ impl JessyServer {
     }
 
     /// Answers a read if a compatible version is applied here; false if not yet.
-    fn answer_read(&self, cx: &mut Cx<'_>, from: Addr, tag: u64, key: &Key, reads: &[(Key, ReadAt)]) -> bool {
+    fn answer_read(&self, cx: &mut Cx<'_, C>, from: Addr, tag: u64, key: &Key, reads: &[(Key, ReadAt)]) -> bool {
+        // Without snapshot reads, the newest version: what `choose` gives for a first read.
+        let reads = if C::SNAPSHOT_READS { reads } else { &[] };
         let keys: Vec<&str> = reads.iter().map(|(k, _)| &**k).collect();
         let at: Vec<ReadAt> = reads.iter().map(|(_, r)| r.clone()).collect();
         let Some((index, position)) = choose(&self.data, key, &at, &keys) else { return false };
@@ -576,7 +646,7 @@ impl JessyServer {
         true
     }
 
-    fn retry_parked(&mut self, cx: &mut Cx<'_>) {
+    fn retry_parked(&mut self, cx: &mut Cx<'_, C>) {
         let parked = std::mem::take(&mut self.parked);
         for p in parked {
             if !self.answer_read(cx, p.from, p.tag, &p.key, &p.reads) {
@@ -585,7 +655,7 @@ impl JessyServer {
         }
     }
 
-    fn arm_sweep(&mut self, cx: &mut Cx<'_>) {
+    fn arm_sweep(&mut self, cx: &mut Cx<'_, C>) {
         let waiting = self.data.queue.iter().any(|q| q.outcome.is_none());
         if !self.sweep_armed && (waiting || !self.parked.is_empty()) {
             self.sweep_armed = true;
@@ -593,7 +663,7 @@ impl JessyServer {
         }
     }
 
-    fn sweep(&mut self, cx: &mut Cx<'_>) {
+    fn sweep(&mut self, cx: &mut Cx<'_, C>) {
         self.sweep_armed = false;
         let now = cx.now_ns();
         self.parked.retain(|p| now.saturating_sub(p.since) < PARKED_READ_TTL_NS);
@@ -670,14 +740,14 @@ fn check_vector(topology: &Topology, v: &DepVector) -> Result<(), String> {
     }
 }
 
-impl ServerNode<Nmsi> for JessyServer {
-    fn on_start(&mut self, cx: &mut Cx<'_>) {
+impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
+    fn on_start(&mut self, cx: &mut Cx<'_, C>) {
         self.sweep_armed = false;
         let events = self.member.start(cx);
         self.handle(cx, events);
     }
 
-    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: JessyMsg) -> Result<(), InvalidInput> {
+    fn on_message(&mut self, cx: &mut Cx<'_, C>, from: Addr, msg: JessyMsg) -> Result<(), InvalidInput> {
         let kind = msg.kind();
         let refuse = |k: InvalidKind, why: String| InvalidInput::new(k, kind, from, why);
         let malformed = |why: String| refuse(InvalidKind::Malformed, why);
@@ -744,7 +814,7 @@ impl ServerNode<Nmsi> for JessyServer {
         Ok(())
     }
 
-    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: JessyTimer) {
+    fn on_timer(&mut self, cx: &mut Cx<'_, C>, timer: JessyTimer) {
         let events = match timer {
             JessyTimer::Raft(_) => self.member.on_raft_tick(cx),
             JessyTimer::Mcast(_) => self.member.on_tick(cx),
@@ -797,7 +867,7 @@ enum Step {
 }
 
 /// A client session: the coordinator of its transactions, one at a time.
-pub struct JessyClient {
+pub struct JessyClient<C> {
     dc: DcId,
     topology: Topology,
     config: ProtocolConfig,
@@ -805,13 +875,14 @@ pub struct JessyClient {
     retry_ns: u64,
     next_tag: u64,
     open: Option<Open>,
+    criterion: PhantomData<C>,
 }
 
-impl JessyClient {
+impl<C: Criterion> JessyClient<C> {
     pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
         let p = params(&config);
         let origin = McastOrigin::new(Addr::Client(id), dc, topology, p.retry_ns, p.record);
-        Self { dc, topology, config, origin, retry_ns: p.retry_ns, next_tag: 0, open: None }
+        Self { dc, topology, config, origin, retry_ns: p.retry_ns, next_tag: 0, open: None, criterion: PhantomData }
     }
 
     /// The datacenter this session runs in.
@@ -819,20 +890,23 @@ impl JessyClient {
         self.dc
     }
 
-    /// Abandons whatever the open transaction was doing (the runtime gave up on its operation): a commit
-    /// whose outcome is unknown closes the transaction (the groups still decide it, at most once); an
-    /// unanswered read leaves it open.
-    fn abandon(&mut self) {
-        if let Some(Open { step: Step::Terminating { id, .. }, .. }) = &self.open {
-            self.origin.forget(*id);
-            self.open = None;
-        }
-        if let Some(open) = &mut self.open {
-            open.step = Step::Idle;
+    /// Abandons the open transaction if an operation of it was under way (the runtime gave up on it, as
+    /// 2PL's client does): a read's transaction is closed, and a commit's outcome is unknown (the groups
+    /// still decide it, at most once). The abandoned operation completes as unknown.
+    fn abandon(&mut self, cx: &mut Cx<'_, C>) {
+        let Some(open) = self.open.take_if(|o| !matches!(o.step, Step::Idle)) else { return };
+        let gone = || OpError::Unknown("abandoned: the session sent another request before it completed".into());
+        match open.step {
+            Step::Reading { op, .. } => cx.complete(op, Err(gone())),
+            Step::Terminating { op, id, .. } => {
+                self.origin.forget(id);
+                cx.complete(op, Err(gone()));
+            }
+            Step::Idle => {}
         }
     }
 
-    fn read_next(&mut self, cx: &mut Cx<'_>, to: Option<ServerId>) {
+    fn read_next(&mut self, cx: &mut Cx<'_, C>, to: Option<ServerId>) {
         let Some(open) = self.open.as_mut() else { return };
         let Step::Reading { op, keys, results, tag, to: at, read_only } = &mut open.step else { return };
         let Some(key) = keys.front().cloned() else {
@@ -854,7 +928,15 @@ impl JessyClient {
         cx.set_timer(self.retry_ns, JessyTimer::ReadRetry { tag: *tag });
     }
 
-    fn on_read_reply(&mut self, cx: &mut Cx<'_>, tag: u64, key: Key, value: Option<Value>, at: ReadAt, skipped: u32) {
+    fn on_read_reply(
+        &mut self,
+        cx: &mut Cx<'_, C>,
+        tag: u64,
+        key: Key,
+        value: Option<Value>,
+        at: ReadAt,
+        skipped: u32,
+    ) {
         let Some(open) = self.open.as_mut() else { return };
         let Step::Reading { keys, results, tag: want, .. } = &mut open.step else { return };
         if tag != *want || keys.front() != Some(&key) {
@@ -871,7 +953,7 @@ impl JessyClient {
         self.read_next(cx, None);
     }
 
-    fn commit(&mut self, cx: &mut Cx<'_>, op: OpId, writes: Vec<(Key, Value)>) {
+    fn commit(&mut self, cx: &mut Cx<'_, C>, op: OpId, writes: Vec<(Key, Value)>) {
         let Some(open) = self.open.as_mut() else { return };
         if writes.is_empty() {
             // A query commits at once (wait-free).
@@ -886,7 +968,7 @@ impl JessyClient {
         open.step = Step::Terminating { op, id, votes: BTreeMap::new(), stamp: 0 };
     }
 
-    fn on_vote(&mut self, cx: &mut Cx<'_>, from: ServerId, id: McastId, yes: bool, stamp: u64) {
+    fn on_vote(&mut self, cx: &mut Cx<'_, C>, from: ServerId, id: McastId, yes: bool, stamp: u64) {
         let Some(Open { step: Step::Terminating { op, id: want, votes, stamp: s }, .. }) = self.open.as_mut() else {
             return;
         };
@@ -909,15 +991,15 @@ impl JessyClient {
     }
 }
 
-impl ClientNode<Nmsi> for JessyClient {
-    fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
+impl<C: Criterion> ClientNode<Jessy<C>> for JessyClient<C> {
+    fn on_request(&mut self, cx: &mut Cx<'_, C>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {
             cx.complete(op, Err(OpError::Rejected(reason)));
             return;
         }
         // One request at a time: a new one means the runtime gave up on the previous one.
-        self.abandon();
-        let reject = |cx: &mut Cx<'_>, why: &str| cx.complete(op, Err(OpError::Rejected(why.into())));
+        self.abandon(cx);
+        let reject = |cx: &mut Cx<'_, C>, why: &str| cx.complete(op, Err(OpError::Rejected(why.into())));
         const NONE_OPEN: &str = "no open transaction in this session: send Begin first";
         match request {
             Request::Begin if self.open.is_some() => {
@@ -963,11 +1045,19 @@ impl ClientNode<Nmsi> for JessyClient {
                 self.open = Some(Open { reads: Vec::new(), step });
                 self.read_next(cx, None);
             }
-            other => cx.complete(op, Err(Nmsi::OFFERS.refusal(Nmsi::NAME, &other))),
+            Request::Put { key, value } if C::OFFERS.blind_writes => {
+                self.open = Some(Open { reads: Vec::new(), step: Step::Idle });
+                self.commit(cx, op, vec![(key, value)]);
+            }
+            Request::Update { writes } if C::OFFERS.write_transactions => {
+                self.open = Some(Open { reads: Vec::new(), step: Step::Idle });
+                self.commit(cx, op, writes);
+            }
+            other => cx.complete(op, Err(C::OFFERS.refusal(C::NAME, &other))),
         }
     }
 
-    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: JessyMsg) {
+    fn on_message(&mut self, cx: &mut Cx<'_, C>, from: Addr, msg: JessyMsg) {
         let Addr::Server(server) = from else { return };
         match msg {
             JessyMsg::ReadReply { tag, key, value, at, skipped } => {
@@ -978,7 +1068,7 @@ impl ClientNode<Nmsi> for JessyClient {
         }
     }
 
-    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: JessyTimer) {
+    fn on_timer(&mut self, cx: &mut Cx<'_, C>, timer: JessyTimer) {
         match timer {
             JessyTimer::Retry(t) => self.origin.on_retry(cx, t),
             JessyTimer::ReadRetry { tag } => {

@@ -1,7 +1,7 @@
-//! The strong family: read-write transactions that lock, certify, vote and abort (2PL now; the Jessy
-//! family, Rococo and OCC to follow), and linearizable replicated storage (`raft-kv`), storage ordered by atomic multicast
-//! (`amcast-kv`), and its two-phase-commit counterpart (`tpc-kv`). `dependence`: the partitioned dependence
-//! vectors, read rule and certification test of Jessy's NMSI, which the Jessy family will embed.
+//! The strong family: read-write transactions that lock, certify, vote and abort (`twopl`; the Jessy
+//! family's `nmsi` and `rc` in `jessy`, on `dependence`'s partitioned dependence vectors; Rococo and OCC to
+//! follow), and linearizable replicated storage (`raft-kv`), storage ordered by atomic multicast
+//! (`amcast-kv`), and its two-phase-commit counterpart (`tpc-kv`).
 
 pub mod amcast_kv;
 pub mod dependence;
@@ -12,7 +12,7 @@ pub mod tpc_kv;
 pub mod twopl;
 
 pub use amcast_kv::AmcastKv;
-pub use jessy::Nmsi;
+pub use jessy::{Nmsi, Rc};
 pub use raft_kv::RaftKv;
 pub use tpc_kv::TpcKv;
 pub use twopl::TwoPl;
