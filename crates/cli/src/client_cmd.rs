@@ -95,8 +95,12 @@ pub async fn visibility_ms<P: Protocol>(config: &ClusterConfig, probes: usize, t
             put
         };
         loop {
-            let reply = reader.execute(Request::Rot { keys: vec![key.clone()] }).await?;
-            if reply.reads[0].value.as_ref() == Some(&value) {
+            // A protocol that certifies reads (ser) may abort the read: poll again.
+            let reply = match reader.execute(Request::Rot { keys: vec![key.clone()] }).await {
+                Err(snowline_core::OpError::Aborted(_)) => None,
+                other => Some(other?),
+            };
+            if reply.is_some_and(|r| r.reads[0].value.as_ref() == Some(&value)) {
                 out.push(put.elapsed().as_secs_f64() * 1e3);
                 break;
             }

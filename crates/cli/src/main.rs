@@ -195,7 +195,7 @@ enum ClusterCommand {
 #[derive(Args, Clone)]
 pub struct ClusterUpArgs {
     /// The protocol every server runs: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl,
-    /// raft-kv, amcast-kv, tpc-kv, nmsi (jessy) or rc (jessy-rc) (docs/PROTOCOLS.md).
+    /// raft-kv, amcast-kv, tpc-kv, nmsi (jessy), rc (jessy-rc) or ser (p-store) (docs/PROTOCOLS.md).
     #[arg(long, default_value = "cv")]
     pub protocol: String,
     /// Datacenters.
@@ -205,7 +205,7 @@ pub struct ClusterUpArgs {
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), spread over the datacenters. Default: one per datacenter,
-    /// which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv, nmsi, rc) requires.
+    /// which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv and the Jessy family) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
     /// Where to write cluster.toml, servers.toml, pids, the logs and tls/ (default: a new temporary

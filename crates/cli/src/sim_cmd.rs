@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 #[derive(Args, Clone, Debug)]
 pub struct WorkloadArgs {
     /// The protocol: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, raft-kv, amcast-kv, tpc-kv,
-    /// nmsi (jessy) or rc (jessy-rc) (docs/PROTOCOLS.md).
+    /// nmsi (jessy), rc (jessy-rc) or ser (p-store) (docs/PROTOCOLS.md).
     #[arg(long, default_value = "cv")]
     pub protocol: String,
     /// Datacenters.
@@ -23,7 +23,7 @@ pub struct WorkloadArgs {
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), spread over the datacenters (docs/ARCHITECTURE.md,
-    /// placement). Default: one per datacenter, which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv, nmsi, rc) requires.
+    /// placement). Default: one per datacenter, which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv and the Jessy family) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
     /// Closed-loop clients per datacenter; a comma-separated list (10,50,100) sweeps them, one run each.

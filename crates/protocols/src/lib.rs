@@ -10,7 +10,7 @@ pub mod fuzz;
 pub mod strong;
 
 pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
-pub use strong::{AmcastKv, Nmsi, RaftKv, Rc, TpcKv, TwoPl, amcast_kv, jessy, raft_kv, tpc_kv, twopl};
+pub use strong::{AmcastKv, Nmsi, RaftKv, Rc, Ser, TpcKv, TwoPl, amcast_kv, jessy, raft_kv, tpc_kv, twopl};
 
 #[doc(hidden)]
 pub use snowline_core as __core;
@@ -40,6 +40,7 @@ macro_rules! __registry {
             [$crate::TpcKv, aliases ["2pc-kv"], claims "strict-ser", orders_versions true]
             [$crate::Nmsi, aliases ["jessy", "jessy-nmsi"], claims "nmsi", orders_versions true]
             [$crate::Rc, aliases ["jessy-rc"], claims "rc", orders_versions true]
+            [$crate::Ser, aliases ["jessy-ser", "p-store"], claims "ser", orders_versions true]
         }
     };
 }

@@ -5,7 +5,7 @@ use snowline_checker::Level;
 use snowline_core::Protocol;
 use snowline_core::history::{HistoryEvent, HistoryOp, HistoryRecorder, OpKind};
 use snowline_core::{AbortCause, ClientId, Key, OpError, OpId, Reply, Request, Topology, Value, Version};
-use snowline_protocols::{Nmsi, Rc};
+use snowline_protocols::{Nmsi, Rc, Ser};
 use snowline_sim::{Sim, SimConfig};
 
 const WAN_NS: u64 = 10_000_000;
@@ -125,9 +125,10 @@ fn a_lost_update_is_prevented() {
 }
 
 /// Write skew (allowed by SI, PSI and NMSI, prevented by SER): T1 and T2 both read x and y; T1 writes x,
-/// T2 writes y. They write different keys, so both commit; the history passes `nmsi` and fails `ser`.
+/// T2 writes y. Under NMSI they write different keys, so both commit; the history passes `nmsi` and fails
+/// `ser`. Under SER (P-Store) reads are certified: T2 read x0, which T1 overwrote, so T2 aborts.
 #[test]
-fn write_skew_commits() {
+fn write_skew_commits_under_nmsi_and_not_under_ser() {
     let (mut run, x, y) = start::<Nmsi>(1);
     let (mut t1, mut t2) = (run.session(0), run.session(0));
     run.begin(&mut t1);
@@ -140,6 +141,19 @@ fn write_skew_commits() {
     run.commit(&mut t2, &[(&y, "y1 (x was x0)")]).expect("T2 commits");
     assert!(passes(run.events(), Level::Nmsi));
     assert!(!passes(run.events(), Level::Ser), "write skew is not serializable");
+
+    let (mut run, x, y) = start::<Ser>(1);
+    let (mut t1, mut t2) = (run.session(0), run.session(0));
+    run.begin(&mut t1);
+    run.begin(&mut t2);
+    for t in [&mut t1, &mut t2] {
+        assert_eq!(run.read(t, &x).as_deref(), Some("x0"));
+        assert_eq!(run.read(t, &y).as_deref(), Some("y0"));
+    }
+    run.commit(&mut t1, &[(&x, "x1 (y was y0)")]).expect("T1 commits");
+    let err = run.commit(&mut t2, &[(&y, "y1 (x was x0)")]).expect_err("T2 read x0, overwritten: it aborts");
+    assert!(matches!(&err, OpError::Aborted(a) if a.cause == AbortCause::Certification), "{err:?}");
+    assert!(passes(run.events(), Level::Ser));
 }
 
 /// Long fork (allowed by PSI and NMSI, prevented by SI): T1 writes x in datacenter 0, T2 writes y in

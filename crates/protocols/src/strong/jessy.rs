@@ -2,7 +2,8 @@
 //! replica groups, after Saeida Ardekani, Sutra and Shapiro, "Non-Monotonic Snapshot Isolation" (§IV,
 //! Algorithms 1 and 2; §V-A for the family). One skeleton, one [`Criterion`] per consistency criterion: its
 //! read rule and certification test. `nmsi` ([`NmsiCriterion`], claimed level `nmsi`) is the paper's own;
-//! `rc` ([`RcCriterion`], level `rc`) its weakly consistent baseline. SER, US, SI and PSI follow.
+//! `rc` ([`RcCriterion`], level `rc`) its weakly consistent baseline; `ser` ([`SerCriterion`], level
+//! `ser`) its P-Store baseline, which certifies reads too. US, SI and PSI follow.
 //!
 //! # Execution (Algorithm 1)
 //!
@@ -76,9 +77,15 @@ pub trait Criterion: Send + 'static {
     /// Reads take the newest version compatible with the transaction's earlier reads (a consistent
     /// snapshot, [`super::dependence::choose`]); otherwise the newest version the replica applied.
     const SNAPSHOT_READS: bool;
+    /// Termination certifies reads too: a transaction goes to the groups of the keys it read as well as
+    /// those it wrote (read-only ones included: queries are then not wait-free), carrying the version of
+    /// each key it read.
+    const CERTIFIES_READS: bool;
     /// Group `group`'s verdict on a transaction with snapshot `snapshot` that writes, in this group, keys
-    /// whose last committed versions have stamps `latest` (counting those decided but not applied yet).
-    fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64]) -> bool;
+    /// whose last committed versions have stamps `latest`, and (with [`Criterion::CERTIFIES_READS`]) read
+    /// keys here at stamps `reads`, each beside its key's last committed stamp. "Last committed" counts
+    /// the transactions decided to commit but not applied yet.
+    fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64], reads: &[(u64, u64)]) -> bool;
 }
 
 /// Non-Monotonic Snapshot Isolation (`nmsi`, the paper's own criterion).
@@ -97,9 +104,10 @@ impl Criterion for NmsiCriterion {
         stored_procedures: false,
     };
     const SNAPSHOT_READS: bool = true;
+    const CERTIFIES_READS: bool = false;
 
     /// Write-conflict freedom: the transaction depends on the last committed version of each key it writes.
-    fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64]) -> bool {
+    fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64], _reads: &[(u64, u64)]) -> bool {
         latest.iter().all(|&stamp| depends_on(snapshot, group, stamp))
     }
 }
@@ -121,9 +129,38 @@ impl Criterion for RcCriterion {
         stored_procedures: false,
     };
     const SNAPSHOT_READS: bool = false;
+    const CERTIFIES_READS: bool = false;
 
-    fn certify(_snapshot: &DepVector, _group: PartitionId, _latest: &[u64]) -> bool {
+    fn certify(_snapshot: &DepVector, _group: PartitionId, _latest: &[u64], _reads: &[(u64, u64)]) -> bool {
         true
+    }
+}
+
+/// Serializability (`ser`) as P-Store (Schiper, Sutra, Pedone, SRDS 2010) provides it, the paper's SER
+/// baseline: reads take the newest committed version (no snapshot rule: "only the certification test
+/// ensures that a transaction read a consistent snapshot", §V-C), and every transaction, read-only ones
+/// included, is atomic-multicast to the groups of the keys it read and wrote; each group certifies that
+/// every key it holds that the transaction read is still at the version read. All groups certify in the
+/// one delivery order, so the committed transactions are serializable in it (genuine, but queries wait for
+/// termination: the paper's "SER trades wait-free queries for GPR").
+pub struct SerCriterion;
+
+impl Criterion for SerCriterion {
+    const NAME: &'static str = "ser";
+    const OFFERS: Offers = Offers {
+        // One-shot read-only transactions are certified like the others (and may abort).
+        read_only: true,
+        multi_shot_rots: false,
+        blind_writes: true,
+        write_transactions: true,
+        interactive: true,
+        stored_procedures: false,
+    };
+    const SNAPSHOT_READS: bool = false;
+    const CERTIFIES_READS: bool = true;
+
+    fn certify(_snapshot: &DepVector, _group: PartitionId, _latest: &[u64], reads: &[(u64, u64)]) -> bool {
+        reads.iter().all(|(read, latest)| read == latest)
     }
 }
 
@@ -134,6 +171,8 @@ pub struct Jessy<C>(PhantomData<C>);
 pub type Nmsi = Jessy<NmsiCriterion>;
 /// Jessy's deferred-update Read Committed.
 pub type Rc = Jessy<RcCriterion>;
+/// P-Store's serializability on the Jessy skeleton.
+pub type Ser = Jessy<SerCriterion>;
 
 impl<C: Criterion> Protocol for Jessy<C> {
     const NAME: &'static str = C::NAME;
@@ -186,6 +225,8 @@ const MAX_READS_CARRIED: usize = 10_000;
 pub struct TxPayload {
     pub snapshot: DepVector,
     pub writes: Vec<(Key, Value)>,
+    /// With [`Criterion::CERTIFIES_READS`]: each key read and the stamp of the version read.
+    pub reads: Vec<(Key, u64)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -508,17 +549,19 @@ impl<C: Criterion> JessyServer<C> {
             for i in 0..self.data.queue.len() {
                 let q = &self.data.queue[i];
                 let mine: Vec<Key> = self.data.writes_here(&self.topology, &q.tx).cloned().collect();
-                if !q.votes.contains_key(&g) && !mine.iter().any(|k| undecided_keys.contains(k)) {
-                    let latest: Vec<u64> = mine
-                        .iter()
-                        .map(|k| {
-                            pending_writes
-                                .get(k)
-                                .copied()
-                                .unwrap_or_else(|| self.data.versions(k).last().copied().unwrap_or(0))
-                        })
-                        .collect();
-                    let yes = C::certify(&q.tx.snapshot, g, &latest);
+                let read_here: Vec<&(Key, u64)> =
+                    q.tx.reads.iter().filter(|(k, _)| self.topology.partition_of(k) == g).collect();
+                let blocked = mine.iter().chain(read_here.iter().map(|(k, _)| k)).any(|k| undecided_keys.contains(k));
+                if !q.votes.contains_key(&g) && !blocked {
+                    let last = |k: &Key| {
+                        pending_writes
+                            .get(k)
+                            .copied()
+                            .unwrap_or_else(|| self.data.versions(k).last().copied().unwrap_or(0))
+                    };
+                    let latest: Vec<u64> = mine.iter().map(last).collect();
+                    let reads: Vec<(u64, u64)> = read_here.iter().map(|(k, read)| (*read, last(k))).collect();
+                    let yes = C::certify(&q.tx.snapshot, g, &latest, &reads);
                     let (id, stamp, dest) = (q.id, q.stamp, q.dest.clone());
                     self.data.queue[i].votes.insert(g, yes);
                     self.cast_vote(cx, id, yes, stamp, &dest);
@@ -545,9 +588,12 @@ impl<C: Criterion> JessyServer<C> {
                     self.data.cast.insert(q.id, (yes, q.stamp, q.dest.clone()));
                     self.data.cast_order.push_back(q.id);
                 }
-                if commit {
+                let writes_here = q.tx.writes.iter().any(|(k, _)| self.topology.partition_of(k) == g);
+                if commit && writes_here {
                     cx.charge(1);
-                    let cv = commit_vector(&q.tx.snapshot, q.dest.iter().copied(), q.stamp);
+                    let written: BTreeSet<PartitionId> =
+                        q.tx.writes.iter().map(|(k, _)| self.topology.partition_of(k)).collect();
+                    let cv = commit_vector(&q.tx.snapshot, written, q.stamp);
                     for (k, v) in q.tx.writes.into_iter().filter(|(k, _)| self.topology.partition_of(k) == g) {
                         self.data.versions.entry(k).or_insert_with(|| vec![(0, None)]).push((q.stamp, Some(v)));
                     }
@@ -704,9 +750,16 @@ impl<C: Criterion> JessyServer<C> {
         }
         let tx = postcard::from_bytes::<TxPayload>(&msg.payload)
             .map_err(|e| (InvalidKind::Malformed, format!("{}: undecodable transaction: {e}", msg.id)))?;
-        let groups: BTreeSet<PartitionId> = tx.writes.iter().map(|(k, _)| self.topology.partition_of(k)).collect();
+        if !C::CERTIFIES_READS && !tx.reads.is_empty() {
+            return Err((InvalidKind::Malformed, format!("{}: {} certifies no reads", msg.id, C::NAME)));
+        }
+        if let Some((k, stamp)) = tx.reads.iter().find(|(_, stamp)| *stamp > MAX_TIMESTAMP) {
+            return Err((InvalidKind::Malformed, format!("{}: a read of {k:?} at stamp {stamp}", msg.id)));
+        }
+        let keys = tx.writes.iter().map(|(k, _)| k).chain(tx.reads.iter().map(|(k, _)| k));
+        let groups: BTreeSet<PartitionId> = keys.map(|k| self.topology.partition_of(k)).collect();
         if groups.is_empty() || !groups.iter().eq(msg.dest.iter()) {
-            let why = format!("{} is addressed to groups {:?}, its writes are on {groups:?}", msg.id, msg.dest);
+            let why = format!("{} is addressed to groups {:?}, its keys are on {groups:?}", msg.id, msg.dest);
             return Err((InvalidKind::Malformed, why));
         }
         check_vector(&self.topology, &tx.snapshot).map_err(|why| (InvalidKind::Malformed, why))?;
@@ -857,12 +910,13 @@ enum Step {
         to: ServerId,
         read_only: bool,
     },
-    /// Terminating: multicast `id`, votes so far by group.
+    /// Terminating: multicast `id`, votes so far by group; `reply` answers `op` if it commits.
     Terminating {
         op: OpId,
         id: McastId,
         votes: BTreeMap<PartitionId, bool>,
         stamp: u64,
+        reply: Reply,
     },
 }
 
@@ -915,6 +969,12 @@ impl<C: Criterion> JessyClient<C> {
             let rounds = u32::try_from(results.len()).unwrap_or(u32::MAX);
             let metrics = OpMetrics { rounds, versions_returned: rounds, ..OpMetrics::default() };
             open.step = Step::Idle;
+            if read_only && C::CERTIFIES_READS && !results.is_empty() {
+                // A one-shot read-only transaction whose reads must be certified: terminate it, and answer
+                // with its reads once it commits.
+                self.terminate(cx, op, Vec::new(), Reply { reads: results, metrics, ..Reply::default() });
+                return;
+            }
             if read_only {
                 self.open = None;
             }
@@ -954,22 +1014,36 @@ impl<C: Criterion> JessyClient<C> {
     }
 
     fn commit(&mut self, cx: &mut Cx<'_, C>, op: OpId, writes: Vec<(Key, Value)>) {
+        self.terminate(cx, op, writes, Reply::default());
+    }
+
+    /// Commits the open transaction with `writes`; `reply` is what the operation answers if it commits
+    /// (with the commit version added).
+    fn terminate(&mut self, cx: &mut Cx<'_, C>, op: OpId, writes: Vec<(Key, Value)>, reply: Reply) {
         let Some(open) = self.open.as_mut() else { return };
-        if writes.is_empty() {
-            // A query commits at once (wait-free).
+        if writes.is_empty() && (!C::CERTIFIES_READS || open.reads.is_empty()) {
+            // A query commits at once (wait-free), unless its reads are certified.
             self.open = None;
-            cx.complete(op, Ok(Reply::default()));
+            cx.complete(op, Ok(reply));
             return;
         }
         let snapshot = snapshot_of(open.reads.iter().map(|(_, r)| r));
-        let dest: BTreeSet<PartitionId> = writes.iter().map(|(k, _)| self.topology.partition_of(k)).collect();
-        let payload = postcard::to_stdvec(&TxPayload { snapshot, writes }).expect("a transaction serializes");
+        let reads: Vec<(Key, u64)> = if C::CERTIFIES_READS {
+            let mut seen = BTreeSet::new();
+            open.reads.iter().filter(|(k, _)| seen.insert(k.clone())).map(|(k, r)| (k.clone(), r.version)).collect()
+        } else {
+            Vec::new()
+        };
+        let keys = writes.iter().map(|(k, _)| k).chain(reads.iter().map(|(k, _)| k));
+        let dest: BTreeSet<PartitionId> = keys.map(|k| self.topology.partition_of(k)).collect();
+        let payload = postcard::to_stdvec(&TxPayload { snapshot, writes, reads }).expect("a transaction serializes");
         let id = self.origin.multicast(cx, dest, payload);
-        open.step = Step::Terminating { op, id, votes: BTreeMap::new(), stamp: 0 };
+        open.step = Step::Terminating { op, id, votes: BTreeMap::new(), stamp: 0, reply };
     }
 
     fn on_vote(&mut self, cx: &mut Cx<'_, C>, from: ServerId, id: McastId, yes: bool, stamp: u64) {
-        let Some(Open { step: Step::Terminating { op, id: want, votes, stamp: s }, .. }) = self.open.as_mut() else {
+        let Some(Open { step: Step::Terminating { op, id: want, votes, stamp: s, reply }, .. }) = self.open.as_mut()
+        else {
             return;
         };
         if id != *want {
@@ -980,12 +1054,17 @@ impl<C: Criterion> JessyClient<C> {
         if !self.origin.answered(id, from) {
             return;
         }
-        let (op, commit, stamp) = (*op, votes.values().all(|&v| v), *s);
+        let (op, commit, stamp, mut reply) = (*op, votes.values().all(|&v| v), *s, std::mem::take(reply));
         self.open = None;
         if commit {
-            cx.complete(op, Ok(Reply { commit: Some(Version { time: stamp, dc: 0 }), ..Reply::default() }));
+            reply.commit = Some(Version { time: stamp, dc: 0 });
+            cx.complete(op, Ok(reply));
         } else {
-            let why = "certification failed: a concurrent transaction wrote a key this one writes, unseen";
+            let why = if C::CERTIFIES_READS {
+                "certification failed: a concurrent transaction wrote a key this one read or writes"
+            } else {
+                "certification failed: a concurrent transaction wrote a key this one writes, unseen"
+            };
             cx.complete(op, Err(OpError::aborted(AbortCause::Certification, why)));
         }
     }

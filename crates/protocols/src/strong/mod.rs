@@ -1,5 +1,5 @@
 //! The strong family: read-write transactions that lock, certify, vote and abort (`twopl`; the Jessy
-//! family's `nmsi` and `rc` in `jessy`, on `dependence`'s partitioned dependence vectors; Rococo and OCC to
+//! family's `nmsi`, `rc` and `ser` in `jessy`, on `dependence`'s partitioned dependence vectors; Rococo and OCC to
 //! follow), and linearizable replicated storage (`raft-kv`), storage ordered by atomic multicast
 //! (`amcast-kv`), and its two-phase-commit counterpart (`tpc-kv`).
 
@@ -12,7 +12,7 @@ pub mod tpc_kv;
 pub mod twopl;
 
 pub use amcast_kv::AmcastKv;
-pub use jessy::{Nmsi, Rc};
+pub use jessy::{Nmsi, Rc, Ser};
 pub use raft_kv::RaftKv;
 pub use tpc_kv::TpcKv;
 pub use twopl::TwoPl;
