@@ -717,12 +717,21 @@ fn lock_directory(dir: &Path) -> Result<File, StorageError> {
         .write(true)
         .open(&path)
         .map_err(|source| StorageError::Directory { dir: dir.to_path_buf(), source })?;
-    // SAFETY: `file` is an open file descriptor for the duration of the call.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    // A lock released a moment ago may still be held by a child that a thread of the releasing process
+    // forked meanwhile (it holds copies of the descriptors until it execs): try again for a little while.
+    // (20 tries 10 ms apart.)
+    for attempt in 0.. {
+        // SAFETY: `file` is an open file descriptor for the duration of the call.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(file);
+        }
         let e = io::Error::last_os_error();
-        return Err(StorageError::InUse { file: path, detail: e.to_string() });
+        if attempt == 19 {
+            return Err(StorageError::InUse { file: path, detail: e.to_string() });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    Ok(file)
+    unreachable!("the loop returns")
 }
 
 fn read_checkpoint(dir: &Path) -> Result<Option<Checkpoint>, StorageError> {

@@ -240,9 +240,15 @@ pub struct McastMember {
     /// Messages whose `Final` this member proposed since the last retry tick. Volatile.
     #[serde(skip)]
     finishing: BTreeSet<McastId>,
+    /// Submits that reached this member while it knew no leader (a group just started, or electing): sent
+    /// on (or proposed) once one is known, instead of waiting for the origin's retry. Volatile, bounded.
+    #[serde(skip)]
+    leaderless: Vec<McastMsg>,
     log: Vec<McastRecord>,
 }
 
+/// Bound on submits a member holds while it knows no leader.
+const MAX_LEADERLESS: usize = 1024;
 /// Bound on proposals held for messages this group has not started: a peer cannot grow it without limit.
 const MAX_EARLY_PROPOSALS: usize = 100_000;
 
@@ -262,6 +268,7 @@ impl McastMember {
             proposals: BTreeMap::new(),
             starting: BTreeSet::new(),
             finishing: BTreeSet::new(),
+            leaderless: Vec::new(),
             log: Vec::new(),
         }
     }
@@ -459,9 +466,12 @@ impl McastMember {
             return Ok(Vec::new());
         }
         if !self.is_leader() {
-            // Forward to the leader; without one, the origin's retry finds it later.
-            if let Some(leader) = self.raft.leader() {
-                cx.send(leader, McastWire::Submit(msg).into());
+            // Forward to the leader; without one, hold it until one is known (the origin's retry covers
+            // what does not fit).
+            match self.raft.leader() {
+                Some(leader) => cx.send(leader, McastWire::Submit(msg).into()),
+                None if self.leaderless.len() < MAX_LEADERLESS => self.leaderless.push(msg),
+                None => {}
             }
             return Ok(Vec::new());
         }
@@ -569,6 +579,19 @@ impl McastMember {
                             self.send_proposal(cx, &msg, ts);
                         }
                         took_over = true;
+                    }
+                    // Submits held for want of a leader go to it now (or are started here).
+                    let known = self.raft.is_leader() || leader.is_some_and(|l| l != self.me);
+                    let held = if known { std::mem::take(&mut self.leaderless) } else { Vec::new() };
+                    for msg in held {
+                        if self.raft.is_leader() {
+                            if self.starting.insert(msg.id) && !self.state.undelivered.contains_key(&msg.id) {
+                                let more = self.propose(cx, Command::Start(msg));
+                                out.extend(more);
+                            }
+                        } else if let Some(to) = leader.filter(|l| *l != self.me) {
+                            cx.send(to, McastWire::Submit(msg).into());
+                        }
                     }
                     out.push(McastEvent::Leader { leader, term });
                 }
