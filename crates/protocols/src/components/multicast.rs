@@ -708,6 +708,29 @@ struct InFlight {
     attempt: u32,
 }
 
+/// Who may hand a member `me` the `Submit` of `msg`: its origin (a client multicasting its own message), or a
+/// member of one of its destination groups other than `me` (a member forwarding it to its leader, or the
+/// leader of another destination group relaying it). Hosts check this before they look at the payload.
+pub fn check_submit_sender(
+    topology: &Topology,
+    me: ServerId,
+    from: Addr,
+    msg: &McastMsg,
+) -> Result<(), (snowline_core::InvalidKind, String)> {
+    use snowline_core::InvalidKind;
+    match from {
+        Addr::Client(_) if msg.id.origin != from => {
+            Err((InvalidKind::Sender, format!("a client submits only its own messages, not {}", msg.id)))
+        }
+        Addr::Client(_) => Ok(()),
+        Addr::Server(s) if !topology.contains(s) || s == me || !msg.dest.contains(&s.partition) => {
+            let why = format!("{s} is not in a destination group of {} (only those forward a submit)", msg.id);
+            Err((InvalidKind::Sender, why))
+        }
+        Addr::Server(_) => Ok(()),
+    }
+}
+
 /// The origin side: numbers messages, submits them to their destination groups, and re-submits to the
 /// groups that have not answered (the host tells it which did, [`McastOrigin::answered`]).
 #[derive(Clone, Debug)]

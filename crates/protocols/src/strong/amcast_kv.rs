@@ -40,6 +40,7 @@
 use crate::components::consensus::{RaftTick, RaftWire};
 use crate::components::multicast::{
     McastEvent, McastId, McastMember, McastMsg, McastOrigin, McastParams, McastRetry, McastTick, McastWire,
+    check_submit_sender,
 };
 use serde::{Deserialize, Serialize};
 use snowline_core::{
@@ -247,18 +248,7 @@ impl AmcastKvServer {
     /// destination group relaying it), and carries an operation whose keys are exactly on its destination
     /// groups. (The multicast component then checks the destination set itself.)
     fn check_submit(&self, from: Addr, msg: &McastMsg) -> Result<(), (InvalidKind, String)> {
-        match from {
-            Addr::Client(_) if msg.id.origin != from => {
-                return Err((InvalidKind::Sender, format!("a client submits only its own messages, not {}", msg.id)));
-            }
-            Addr::Client(_) => {}
-            Addr::Server(s) => {
-                if !self.topology.contains(s) || s == self.id || !msg.dest.contains(&s.partition) {
-                    let why = format!("{s} is not in a destination group of {} (only those forward a submit)", msg.id);
-                    return Err((InvalidKind::Sender, why));
-                }
-            }
-        }
+        check_submit_sender(&self.topology, self.id, from, msg)?;
         let op = postcard::from_bytes::<Operation>(&msg.payload)
             .map_err(|e| (InvalidKind::Malformed, format!("{}: undecodable operation: {e}", msg.id)))?;
         let groups: BTreeSet<PartitionId> =

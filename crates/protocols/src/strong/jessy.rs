@@ -56,7 +56,7 @@ use super::dependence::{DepVector, GroupView, ReadAt, choose, commit_vector, dep
 use crate::components::consensus::{RaftTick, RaftWire};
 use crate::components::multicast::{
     MAX_TIMESTAMP, McastEvent, McastId, McastMember, McastMsg, McastOrigin, McastParams, McastRetry, McastTick,
-    McastWire,
+    McastWire, check_submit_sender,
 };
 use serde::{Deserialize, Serialize};
 use snowline_core::{
@@ -736,18 +736,7 @@ impl<C: Criterion> JessyServer<C> {
     /// A `Submit` comes from its origin (a client multicasting its own transaction) or from a member of a
     /// destination group, and carries a transaction whose writes are exactly on its destination groups.
     fn check_submit(&self, from: Addr, msg: &McastMsg) -> Result<(), (InvalidKind, String)> {
-        match from {
-            Addr::Client(_) if msg.id.origin != from => {
-                return Err((InvalidKind::Sender, format!("a client submits only its own messages, not {}", msg.id)));
-            }
-            Addr::Client(_) => {}
-            Addr::Server(s) => {
-                if !self.topology.contains(s) || s == self.id || !msg.dest.contains(&s.partition) {
-                    let why = format!("{s} is not in a destination group of {} (only those forward a submit)", msg.id);
-                    return Err((InvalidKind::Sender, why));
-                }
-            }
-        }
+        check_submit_sender(&self.topology, self.id, from, msg)?;
         let tx = postcard::from_bytes::<TxPayload>(&msg.payload)
             .map_err(|e| (InvalidKind::Malformed, format!("{}: undecodable transaction: {e}", msg.id)))?;
         if !C::CERTIFIES_READS && !tx.reads.is_empty() {
