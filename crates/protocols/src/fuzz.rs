@@ -27,8 +27,22 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
 /// The names [`server_inputs`] accepts: every protocol of the registry.
-pub const PROTOCOLS: &[&str] =
-    &["cops", "cops-snow", "contrarian", "cure", "av", "op", "cv", "2pl", "raft-kv", "amcast-kv", "tpc-kv"];
+pub const PROTOCOLS: &[&str] = &[
+    "cops",
+    "cops-snow",
+    "contrarian",
+    "cure",
+    "av",
+    "op",
+    "cv",
+    "2pl",
+    "raft-kv",
+    "amcast-kv",
+    "tpc-kv",
+    "nmsi",
+    "rc",
+    "ser",
+];
 
 /// What a script did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,6 +72,9 @@ pub fn server_inputs(protocol: &str, data: &[u8]) -> Outcome {
         "raft-kv" => run::<crate::RaftKv>(data),
         "amcast-kv" => run::<crate::AmcastKv>(data),
         "tpc-kv" => run::<crate::TpcKv>(data),
+        "nmsi" => run::<crate::Nmsi>(data),
+        "rc" => run::<crate::Rc>(data),
+        "ser" => run::<crate::Ser>(data),
         other => panic!("no protocol {other:?}; fuzzable: {PROTOCOLS:?}"),
     }
 }

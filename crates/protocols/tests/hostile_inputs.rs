@@ -80,7 +80,9 @@ mod in_the_simulator {
 
     use proptest::prelude::*;
     use snowline_core::{Addr, ClientId, Message, OpId, Protocol, ProtocolConfig, Request, ServerId, Topology};
-    use snowline_protocols::{AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, RaftKv, TpcKv, TwoPl};
+    use snowline_protocols::{
+        AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Nmsi, Op, RaftKv, Rc, Ser, TpcKv, TwoPl,
+    };
     use snowline_sim::{Sim, SimConfig};
 
     /// Runs 24 operations from two clients with `forgeries` injected among them; returns (completed,
@@ -188,6 +190,9 @@ mod in_the_simulator {
         check::<RaftKv>(1, &[]);
         check::<AmcastKv>(1, &[]);
         check::<TpcKv>(1, &[]);
+        check::<Nmsi>(1, &[]);
+        check::<Rc>(1, &[]);
+        check::<Ser>(1, &[]);
     }
 
     proptest! {
@@ -210,6 +215,9 @@ mod in_the_simulator {
             check::<RaftKv>(seed, &forgeries);
             check::<AmcastKv>(seed, &forgeries);
             check::<TpcKv>(seed, &forgeries);
+            check::<Nmsi>(seed, &forgeries);
+            check::<Rc>(seed, &forgeries);
+            check::<Ser>(seed, &forgeries);
         }
     }
 }
