@@ -178,8 +178,13 @@ impl WorkloadArgs {
         snowline_protocols::canonical_name(&self.protocol)?;
         if let Some(request) = self.pattern().needs() {
             let what = snowline_core::Offers::CAUSAL.capability(&request).0;
+            let hint = if matches!(request, snowline_core::Request::Put { .. }) {
+                " (--workload ycsb-t runs read-modify-write transactions)"
+            } else {
+                ""
+            };
             snowline_protocols::check_offered(&self.protocol, &request)
-                .map_err(|e| anyhow::anyhow!("workload {} needs {what}: {e}", self.pattern().name()))?;
+                .map_err(|e| anyhow::anyhow!("workload {} needs {what}: {e}{hint}", self.pattern().name()))?;
         }
         if let Some(level) = &self.check {
             check_cmd::resolve_level(level, &self.protocol)?;

@@ -182,12 +182,13 @@ impl Pattern {
     pub const NAMES: &'static [&'static str] =
         &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single", "tomsic-multi", "ycsb-t", "kv"];
 
-    /// A request of the kind this pattern needs that not every protocol offers (checked up front).
+    /// A request of the kind this pattern needs that not every protocol offers (checked up front): every
+    /// pattern but the transactional ones writes blindly (PUTs).
     pub fn needs(&self) -> Option<Request> {
         match self {
             Pattern::TomsicMulti { .. } => Some(Request::RotRounds { rounds: vec![] }),
             Pattern::YcsbT { .. } => Some(Request::Begin),
-            _ => None,
+            _ => Some(Request::Put { key: "k".into(), value: "v".into() }),
         }
     }
 
