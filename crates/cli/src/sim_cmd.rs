@@ -398,8 +398,9 @@ impl std::fmt::Display for Storage {
 }
 
 pub fn sim(args: SimArgs) -> Result<()> {
-    println!("seed {}", args.seed);
+    // Arguments first: a refused command prints only why.
     args.run.validate()?;
+    println!("seed {}", args.seed);
     let topology = args.run.topology()?;
     let mut config = snowline_sim::SimConfig::new(args.seed, topology, ProtocolConfig::default());
     let dcs = usize::from(topology.dcs);
