@@ -80,11 +80,6 @@ impl DepVector {
         }
     }
 
-    /// Whether every entry is at most `other`'s.
-    pub fn le(&self, other: &DepVector) -> bool {
-        self.0.iter().all(|(&g, &c)| c <= other.get(g))
-    }
-
     /// The non-zero entries, by group.
     pub fn entries(&self) -> impl Iterator<Item = (PartitionId, u64)> + '_ {
         self.0.iter().map(|(&g, &c)| (g, c))
@@ -355,8 +350,6 @@ mod tests {
         let mut w = v(&[(X, 5)]);
         w.set(X, 0);
         assert_eq!(w, DepVector::zero());
-        assert!(v(&[(X, 1)]).le(&v(&[(X, 1), (Y, 2)])));
-        assert!(!v(&[(X, 2)]).le(&v(&[(X, 1), (Y, 2)])));
     }
 
     /// A model of Jessy's termination on these rules, every group applying at once: transactions interleave

@@ -211,6 +211,8 @@ fn params(config: &ProtocolConfig) -> McastParams {
 pub const PARKED_READ_TTL_NS: u64 = 10_000_000_000;
 /// Most reads a replica holds at once (a client cannot grow it without bound).
 const MAX_PARKED_READS: usize = 10_000;
+/// Most transactions a member holds votes for before it has delivered them.
+const MAX_EARLY_VOTES: usize = 10_000;
 /// Votes a member remembers after applying their transactions, to answer late queries and re-submits.
 const KEEP_VOTES: usize = 100_000;
 /// Heads a member keeps (positions a read may still be taken at); older ones are dropped in batches.
@@ -351,7 +353,6 @@ struct GroupData {
     /// order (the apply order) for trimming and for answering queries.
     cast: BTreeMap<McastId, (bool, u64, Vec<PartitionId>)>,
     cast_order: VecDeque<McastId>,
-    applied: u64,
 }
 
 impl GroupView for GroupData {
@@ -380,7 +381,6 @@ impl GroupData {
             queue: VecDeque::new(),
             cast: BTreeMap::new(),
             cast_order: VecDeque::new(),
-            applied: 0,
         }
     }
 
@@ -488,22 +488,6 @@ impl<C: Criterion> JessyServer<C> {
         self.data.versions.get(key).and_then(|v| v.last()).and_then(|(_, value)| value.as_ref())
     }
 
-    /// Update transactions delivered here and not applied yet.
-    pub fn queued(&self) -> usize {
-        self.data.queue.len()
-    }
-
-    /// The queue `Q`, in delivery order: each transaction's id, stamp, the votes known by group, and its
-    /// outcome once decided.
-    pub fn queue(&self) -> impl Iterator<Item = (McastId, u64, &BTreeMap<PartitionId, bool>, Option<bool>)> {
-        self.data.queue.iter().map(|q| (q.id, q.stamp, &q.votes, q.outcome))
-    }
-
-    /// This group's vote on `id` and its stamp, if this member cast or remembers it.
-    pub fn vote_on(&self, id: &McastId) -> Option<(bool, u64)> {
-        self.data.vote_of(id)
-    }
-
     fn handle(&mut self, cx: &mut Cx<'_, C>, events: Vec<McastEvent>) {
         for event in events {
             match event {
@@ -600,7 +584,6 @@ impl<C: Criterion> JessyServer<C> {
                     let mut head = self.data.heads.last().map(|(_, h)| h.clone()).unwrap_or_default();
                     head.join(&cv);
                     self.data.heads.push((q.stamp, head));
-                    self.data.applied += 1;
                     applied_any = true;
                 }
                 changed = true;
@@ -634,7 +617,7 @@ impl<C: Criterion> JessyServer<C> {
             }
         } else if !self.data.cast.contains_key(&id) && !self.member.is_delivered(&id) {
             // Not delivered here yet: keep it (bounded) for when it is.
-            if self.early_votes.len() < MAX_PARKED_READS || self.early_votes.contains_key(&id) {
+            if self.early_votes.len() < MAX_EARLY_VOTES || self.early_votes.contains_key(&id) {
                 self.early_votes.entry(id).or_default().entry(from.partition).or_insert(yes);
             }
         }
