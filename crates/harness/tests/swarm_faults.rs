@@ -224,6 +224,21 @@ fn jessy_ser_keeps_ser_under_swarm_faults_with_leader_crashes_and_partitions() {
 }
 
 #[test]
+fn jessy_us_keeps_us_under_swarm_faults_with_leader_crashes_and_partitions() {
+    group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::Us>();
+}
+
+#[test]
+fn jessy_si_keeps_si_under_swarm_faults_with_leader_crashes_and_partitions() {
+    group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::Si>();
+}
+
+#[test]
+fn jessy_psi_keeps_psi_under_swarm_faults_with_leader_crashes_and_partitions() {
+    group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::Psi>();
+}
+
+#[test]
 fn tpc_kv_is_strictly_serializable_under_swarm_faults_with_leader_crashes_and_partitions() {
     group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::TpcKv>();
 }
@@ -269,6 +284,21 @@ fn jessy_rc_survives_crash_seeds() {
 #[test]
 fn jessy_ser_survives_crash_seeds() {
     group_crash_seeds::<snowline_protocols::Ser>();
+}
+
+#[test]
+fn jessy_us_survives_crash_seeds() {
+    group_crash_seeds::<snowline_protocols::Us>();
+}
+
+#[test]
+fn jessy_si_survives_crash_seeds() {
+    group_crash_seeds::<snowline_protocols::Si>();
+}
+
+#[test]
+fn jessy_psi_survives_crash_seeds() {
+    group_crash_seeds::<snowline_protocols::Psi>();
 }
 
 #[test]

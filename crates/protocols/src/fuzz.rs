@@ -42,6 +42,9 @@ pub const PROTOCOLS: &[&str] = &[
     "nmsi",
     "rc",
     "ser",
+    "us",
+    "si",
+    "psi",
 ];
 
 /// What a script did.
@@ -75,6 +78,9 @@ pub fn server_inputs(protocol: &str, data: &[u8]) -> Outcome {
         "nmsi" => run::<crate::Nmsi>(data),
         "rc" => run::<crate::Rc>(data),
         "ser" => run::<crate::Ser>(data),
+        "us" => run::<crate::Us>(data),
+        "si" => run::<crate::Si>(data),
+        "psi" => run::<crate::Psi>(data),
         other => panic!("no protocol {other:?}; fuzzable: {PROTOCOLS:?}"),
     }
 }

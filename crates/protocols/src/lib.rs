@@ -10,7 +10,9 @@ pub mod fuzz;
 pub mod strong;
 
 pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
-pub use strong::{AmcastKv, Nmsi, RaftKv, Rc, Ser, TpcKv, TwoPl, amcast_kv, jessy, raft_kv, tpc_kv, twopl};
+pub use strong::{
+    AmcastKv, Nmsi, Psi, RaftKv, Rc, Ser, Si, TpcKv, TwoPl, Us, amcast_kv, jessy, raft_kv, tpc_kv, twopl,
+};
 
 #[doc(hidden)]
 pub use snowline_core as __core;
@@ -41,6 +43,9 @@ macro_rules! __registry {
             [$crate::Nmsi, aliases ["jessy", "jessy-nmsi"], claims "nmsi", orders_versions true]
             [$crate::Rc, aliases ["jessy-rc"], claims "rc", orders_versions true]
             [$crate::Ser, aliases ["jessy-ser", "p-store"], claims "ser", orders_versions true]
+            [$crate::Us, aliases ["jessy-us", "gmu"], claims "us", orders_versions true]
+            [$crate::Si, aliases ["jessy-si", "serrano"], claims "si", orders_versions true]
+            [$crate::Psi, aliases ["jessy-psi", "walter"], claims "psi", orders_versions true]
         }
     };
 }

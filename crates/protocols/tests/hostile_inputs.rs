@@ -81,7 +81,7 @@ mod in_the_simulator {
     use proptest::prelude::*;
     use snowline_core::{Addr, ClientId, Message, OpId, Protocol, ProtocolConfig, Request, ServerId, Topology};
     use snowline_protocols::{
-        AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Nmsi, Op, RaftKv, Rc, Ser, TpcKv, TwoPl,
+        AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Nmsi, Op, Psi, RaftKv, Rc, Ser, Si, TpcKv, TwoPl, Us,
     };
     use snowline_sim::{Sim, SimConfig};
 
@@ -193,6 +193,9 @@ mod in_the_simulator {
         check::<Nmsi>(1, &[]);
         check::<Rc>(1, &[]);
         check::<Ser>(1, &[]);
+        check::<Us>(1, &[]);
+        check::<Si>(1, &[]);
+        check::<Psi>(1, &[]);
     }
 
     proptest! {
@@ -218,6 +221,9 @@ mod in_the_simulator {
             check::<Nmsi>(seed, &forgeries);
             check::<Rc>(seed, &forgeries);
             check::<Ser>(seed, &forgeries);
+            check::<Us>(seed, &forgeries);
+            check::<Si>(seed, &forgeries);
+            check::<Psi>(seed, &forgeries);
         }
     }
 }

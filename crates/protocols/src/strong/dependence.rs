@@ -80,6 +80,11 @@ impl DepVector {
         }
     }
 
+    /// Whether every entry is at most `other`'s (this vector's snapshot is within `other`'s).
+    pub fn le(&self, other: &DepVector) -> bool {
+        self.0.iter().all(|(&g, &c)| c <= other.get(g))
+    }
+
     /// The non-zero entries, by group.
     pub fn entries(&self) -> impl Iterator<Item = (PartitionId, u64)> + '_ {
         self.0.iter().map(|(&g, &c)| (g, c))

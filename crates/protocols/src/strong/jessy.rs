@@ -67,24 +67,56 @@ use snowline_core::{
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;
 
+/// How a criterion's reads pick their versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadRule {
+    /// The newest version the replica applied (no snapshot: `rc`, and `ser`, whose certification checks).
+    Latest,
+    /// The newest version compatible with the transaction's earlier reads
+    /// ([`super::dependence::choose`]): a consistent snapshot with forward freshness (`nmsi`, `us`).
+    Forward,
+    /// A snapshot fixed by the first read (at its replica's latest consistent cut, and at least the
+    /// session's floor), every later read at that snapshot's position of its group (`si`, `psi`).
+    AtStart,
+}
+
+/// Which transactions a criterion certifies the reads of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadCertification {
+    /// None: only write conflicts are certified (`nmsi`, `si`, `psi`), or nothing (`rc`).
+    Never,
+    /// Update transactions' reads; queries stay wait-free (`us`).
+    Updates,
+    /// Every transaction's, queries included (`ser`).
+    All,
+}
+
 /// What sets one consistency criterion of the family apart on the shared skeleton (the paper's §V-A: the
 /// protocols' "structure is very similar, and we were able to use the Jessy framework with relatively small
-/// variations"): its name and claimed level, what it offers, its read rule and its certification test.
+/// variations"): its name and claimed level, what it offers, its read rule, whose reads it certifies,
+/// where a transaction is delivered, and its certification test.
 pub trait Criterion: Send + 'static {
     /// The protocol name (`--protocol`), which is also the checker level it claims.
     const NAME: &'static str;
     const OFFERS: Offers;
-    /// Reads take the newest version compatible with the transaction's earlier reads (a consistent
-    /// snapshot, [`super::dependence::choose`]); otherwise the newest version the replica applied.
-    const SNAPSHOT_READS: bool;
-    /// Termination certifies reads too: a transaction goes to the groups of the keys it read as well as
-    /// those it wrote (read-only ones included: queries are then not wait-free), carrying the version of
-    /// each key it read.
-    const CERTIFIES_READS: bool;
+    const READS: ReadRule;
+    /// A transaction whose reads are certified goes to the groups of the keys it read as well as those it
+    /// wrote, carrying the version of each key it read; those groups vote, and order it (their heads
+    /// record it, so later snapshots are serializable with it).
+    const CERTIFIES_READS: ReadCertification;
+    /// Every update transaction is delivered to every group, in the one global order (non-genuine:
+    /// Serrano's SI); groups that hold none of its keys only apply it to their order, without voting.
+    const DELIVERS_TO_ALL: bool = false;
+    /// Each group propagates the heads it applies to every other group, and snapshots are the latest
+    /// consistent cut of the heads a replica knows (non-genuine propagation: Walter's PSI).
+    const PROPAGATES: bool = false;
+    /// A session's transactions observe what its earlier ones observed and wrote (`si`, `psi`: the
+    /// checker's SESSION axiom).
+    const SESSIONS: bool = false;
     /// Group `group`'s verdict on a transaction with snapshot `snapshot` that writes, in this group, keys
-    /// whose last committed versions have stamps `latest`, and (with [`Criterion::CERTIFIES_READS`]) read
-    /// keys here at stamps `reads`, each beside its key's last committed stamp. "Last committed" counts
-    /// the transactions decided to commit but not applied yet.
+    /// whose last committed versions have stamps `latest`, and (where reads are certified) read keys here
+    /// at stamps `reads`, each beside its key's last committed stamp. "Last committed" counts the
+    /// transactions decided to commit but not applied yet.
     fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64], reads: &[(u64, u64)]) -> bool;
 }
 
@@ -93,23 +125,48 @@ pub struct NmsiCriterion;
 
 impl Criterion for NmsiCriterion {
     const NAME: &'static str = "nmsi";
-    const OFFERS: Offers = Offers {
-        read_only: true,
-        multi_shot_rots: false,
-        // A blind write depends on no earlier version, so NMSI's certification aborts it whenever its key
-        // was ever written: only read-modify-write transactions make sense.
-        blind_writes: false,
-        write_transactions: false,
-        interactive: true,
-        stored_procedures: false,
-    };
-    const SNAPSHOT_READS: bool = true;
-    const CERTIFIES_READS: bool = false;
+    const OFFERS: Offers = NO_BLIND_WRITES;
+    const READS: ReadRule = ReadRule::Forward;
+    const CERTIFIES_READS: ReadCertification = ReadCertification::Never;
 
     /// Write-conflict freedom: the transaction depends on the last committed version of each key it writes.
     fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64], _reads: &[(u64, u64)]) -> bool {
-        latest.iter().all(|&stamp| depends_on(snapshot, group, stamp))
+        write_conflict_free(snapshot, group, latest)
     }
+}
+
+/// What the snapshot criteria offer: interactive read-modify-write transactions and queries. A blind write
+/// depends on no earlier version (its snapshot holds nothing of its keys' groups), so write-conflict
+/// certification aborts it whenever its key was ever written: only read-modify-write transactions make
+/// sense.
+const NO_BLIND_WRITES: Offers = Offers {
+    read_only: true,
+    multi_shot_rots: false,
+    blind_writes: false,
+    write_transactions: false,
+    interactive: true,
+    stored_procedures: false,
+};
+
+/// What the criteria without write-conflict certification offer: blind writes too.
+const ALL_WRITES: Offers = Offers {
+    read_only: true,
+    multi_shot_rots: false,
+    blind_writes: true,
+    write_transactions: true,
+    interactive: true,
+    stored_procedures: false,
+};
+
+/// Write-conflict freedom (NMSI's, SI's and PSI's certification; first committer wins): the snapshot
+/// holds the last committed version of every key written here, so no concurrent transaction wrote one.
+fn write_conflict_free(snapshot: &DepVector, group: PartitionId, latest: &[u64]) -> bool {
+    latest.iter().all(|&stamp| depends_on(snapshot, group, stamp))
+}
+
+/// Read certification (P-Store's and GMU's): every key read here is still at the version read.
+fn reads_still_latest(reads: &[(u64, u64)]) -> bool {
+    reads.iter().all(|(read, latest)| read == latest)
 }
 
 /// Read Committed (`rc`), the paper's weakly consistent deferred-update baseline ("to show the maximum
@@ -120,16 +177,9 @@ pub struct RcCriterion;
 
 impl Criterion for RcCriterion {
     const NAME: &'static str = "rc";
-    const OFFERS: Offers = Offers {
-        read_only: true,
-        multi_shot_rots: false,
-        blind_writes: true,
-        write_transactions: true,
-        interactive: true,
-        stored_procedures: false,
-    };
-    const SNAPSHOT_READS: bool = false;
-    const CERTIFIES_READS: bool = false;
+    const OFFERS: Offers = ALL_WRITES;
+    const READS: ReadRule = ReadRule::Latest;
+    const CERTIFIES_READS: ReadCertification = ReadCertification::Never;
 
     fn certify(_snapshot: &DepVector, _group: PartitionId, _latest: &[u64], _reads: &[(u64, u64)]) -> bool {
         true
@@ -142,25 +192,87 @@ impl Criterion for RcCriterion {
 /// included, is atomic-multicast to the groups of the keys it read and wrote; each group certifies that
 /// every key it holds that the transaction read is still at the version read. All groups certify in the
 /// one delivery order, so the committed transactions are serializable in it (genuine, but queries wait for
-/// termination: the paper's "SER trades wait-free queries for GPR").
+/// termination: the paper's "SER trades wait-free queries for GPR"). One-shot read-only transactions are
+/// certified like the others, and may abort.
 pub struct SerCriterion;
 
 impl Criterion for SerCriterion {
     const NAME: &'static str = "ser";
-    const OFFERS: Offers = Offers {
-        // One-shot read-only transactions are certified like the others (and may abort).
-        read_only: true,
-        multi_shot_rots: false,
-        blind_writes: true,
-        write_transactions: true,
-        interactive: true,
-        stored_procedures: false,
-    };
-    const SNAPSHOT_READS: bool = false;
-    const CERTIFIES_READS: bool = true;
+    const OFFERS: Offers = ALL_WRITES;
+    const READS: ReadRule = ReadRule::Latest;
+    const CERTIFIES_READS: ReadCertification = ReadCertification::All;
 
     fn certify(_snapshot: &DepVector, _group: PartitionId, _latest: &[u64], reads: &[(u64, u64)]) -> bool {
-        reads.iter().all(|(read, latest)| read == latest)
+        reads_still_latest(reads)
+    }
+}
+
+/// Update Serializability (`us`) as GMU (Peluso et al., ICDCS 2012) provides it, with the atomic multicast
+/// in place of GMU's 2PC as the paper's §V-A says: reads take the newest version compatible with the
+/// earlier ones (GMU's vector-clock visibility, here the dependence vectors' rule: forward freshness);
+/// an update transaction is delivered to the groups of the keys it read and wrote, each of which
+/// certifies that the keys it read there are still at the versions read (update transactions are
+/// serializable in the delivery order) and records the transaction in its order, as GMU's read-set
+/// nodes advance their clocks in its commit. So a query's consistent snapshot is a cut of that order and
+/// serializable with the updates; queries are wait-free and never abort. Not minimal commitment
+/// synchronization: read groups vote too (the paper's "US does not minimize commitment synchronization").
+pub struct UsCriterion;
+
+impl Criterion for UsCriterion {
+    const NAME: &'static str = "us";
+    const OFFERS: Offers = ALL_WRITES;
+    const READS: ReadRule = ReadRule::Forward;
+    const CERTIFIES_READS: ReadCertification = ReadCertification::Updates;
+
+    fn certify(_snapshot: &DepVector, _group: PartitionId, _latest: &[u64], reads: &[(u64, u64)]) -> bool {
+        reads_still_latest(reads)
+    }
+}
+
+/// Snapshot Isolation (`si`) as Serrano et al.'s partially replicated 1-copy-SI (PRDC 2007) provides it:
+/// every update transaction is delivered to every group in the one global order (non-genuine: "no GPR
+/// system can ensure SI"), so every group applies the same sequence of commits and a snapshot is one
+/// position of it (the vectors are uniform). The first read fixes the snapshot at its replica's latest
+/// position, and every later read takes its key's version at that position ("SI takes snapshots at the
+/// start of a transaction", §V-C). The groups of the written keys certify first-committer-wins (the
+/// snapshot holds each written key's last committed version) and vote; the others only wait for the
+/// outcome to apply the transaction in order (the commitment convoy the paper measures). Sessions see
+/// their own commits (the SESSION axiom of the checker's `si`).
+pub struct SiCriterion;
+
+impl Criterion for SiCriterion {
+    const NAME: &'static str = "si";
+    const OFFERS: Offers = NO_BLIND_WRITES;
+    const READS: ReadRule = ReadRule::AtStart;
+    const CERTIFIES_READS: ReadCertification = ReadCertification::Never;
+    const DELIVERS_TO_ALL: bool = true;
+    const SESSIONS: bool = true;
+
+    fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64], _reads: &[(u64, u64)]) -> bool {
+        write_conflict_free(snapshot, group, latest)
+    }
+}
+
+/// Parallel Snapshot Isolation (`psi`) as Walter (Sovran et al., SOSP 2011) provides it, with the atomic
+/// multicast in place of Walter's 2PC as the paper's §V-A says: an update transaction is delivered to the
+/// groups of the keys it writes, which certify it (no write conflict with its snapshot, Walter's
+/// "unmodified since startVTS and unlocked") and vote; after committing, each group propagates its new
+/// heads to every other group (non-genuine: Walter's background propagation to all sites). A snapshot is
+/// fixed at the transaction's first read: the latest consistent cut of the heads its replica knows
+/// (Walter's site vector at start, visible only once causally complete), at least what the session
+/// already saw and wrote; every later read takes its key's version at that cut.
+pub struct PsiCriterion;
+
+impl Criterion for PsiCriterion {
+    const NAME: &'static str = "psi";
+    const OFFERS: Offers = NO_BLIND_WRITES;
+    const READS: ReadRule = ReadRule::AtStart;
+    const CERTIFIES_READS: ReadCertification = ReadCertification::Never;
+    const PROPAGATES: bool = true;
+    const SESSIONS: bool = true;
+
+    fn certify(snapshot: &DepVector, group: PartitionId, latest: &[u64], _reads: &[(u64, u64)]) -> bool {
+        write_conflict_free(snapshot, group, latest)
     }
 }
 
@@ -173,6 +285,12 @@ pub type Nmsi = Jessy<NmsiCriterion>;
 pub type Rc = Jessy<RcCriterion>;
 /// P-Store's serializability on the Jessy skeleton.
 pub type Ser = Jessy<SerCriterion>;
+/// GMU's update serializability on the Jessy skeleton.
+pub type Us = Jessy<UsCriterion>;
+/// Serrano's snapshot isolation on the Jessy skeleton.
+pub type Si = Jessy<SiCriterion>;
+/// Walter's parallel snapshot isolation on the Jessy skeleton.
+pub type Psi = Jessy<PsiCriterion>;
 
 impl<C: Criterion> Protocol for Jessy<C> {
     const NAME: &'static str = C::NAME;
@@ -221,6 +339,12 @@ const KEEP_HEADS: usize = 100_000;
 pub const MAX_VOTES_PER_ANSWER: usize = 1024;
 /// Most earlier reads a read may carry.
 const MAX_READS_CARRIED: usize = 10_000;
+/// Most heads one propagation message carries.
+pub const MAX_HEADS_PER_MESSAGE: usize = 1024;
+/// Heads a member keeps per other group (propagation), beside the initial one.
+const KEEP_REMOTE_HEADS: usize = 4096;
+/// Heads a member answers a [`JessyMsg::HeadsQuery`] with: its group's latest.
+const HEADS_PER_ANSWER: usize = 64;
 
 /// What an update transaction multicasts: its snapshot and its writes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,11 +360,13 @@ pub enum JessyMsg {
     Raft(RaftWire),
     Mcast(McastWire),
     /// Client → a member of the key's group: read `key` compatibly with `reads` (the transaction's earlier
-    /// reads with their keys). `tag` numbers the client's reads.
+    /// reads with their keys). `tag` numbers the client's reads. With sessions, a first read's snapshot
+    /// must hold at least `floor` (what the session saw and wrote before).
     Read {
         tag: u64,
         key: Key,
         reads: Vec<(Key, ReadAt)>,
+        floor: DepVector,
     },
     /// The answer: the version read and where.
     ReadReply {
@@ -265,6 +391,14 @@ pub enum JessyMsg {
     Votes {
         votes: Vec<(McastId, bool, u64)>,
     },
+    /// With propagation (`psi`): heads the sender's group applied, `(position, head)`, at most
+    /// [`MAX_HEADS_PER_MESSAGE`].
+    Heads {
+        heads: Vec<(u64, DepVector)>,
+    },
+    /// With propagation: a member whose snapshots lag what a session needs asks for the group's latest
+    /// heads.
+    HeadsQuery,
 }
 
 impl Message for JessyMsg {
@@ -279,6 +413,8 @@ impl Message for JessyMsg {
             JessyMsg::Vote { .. } => "vote",
             JessyMsg::VoteQuery { .. } => "vote-query",
             JessyMsg::Votes { .. } => "votes",
+            JessyMsg::Heads { .. } => "heads",
+            JessyMsg::HeadsQuery => "heads-query",
         }
     }
 }
@@ -433,7 +569,29 @@ struct Parked {
     tag: u64,
     key: Key,
     reads: Vec<(Key, ReadAt)>,
+    floor: DepVector,
     since: u64,
+}
+
+/// The groups that certify a transaction and vote on it: those of the keys it writes, and of the keys it
+/// read where its reads are certified (its payload carries them only then).
+fn voters(topology: &Topology, tx: &TxPayload) -> BTreeSet<PartitionId> {
+    let keys = tx.writes.iter().map(|(k, _)| k).chain(tx.reads.iter().map(|(k, _)| k));
+    keys.map(|k| topology.partition_of(k)).collect()
+}
+
+/// The groups a transaction is delivered to: its voters, or every group (non-genuine criteria).
+fn destinations<C: Criterion>(topology: &Topology, tx: &TxPayload) -> BTreeSet<PartitionId> {
+    if C::DELIVERS_TO_ALL { (0..topology.partitions).collect() } else { voters(topology, tx) }
+}
+
+/// Whether a transaction's reads are certified (and travel with it).
+fn certifies_reads<C: Criterion>(writes: bool) -> bool {
+    match C::CERTIFIES_READS {
+        ReadCertification::Never => false,
+        ReadCertification::Updates => writes,
+        ReadCertification::All => true,
+    }
 }
 
 type Cx<'a, C> = Ctx<'a, Jessy<C>>;
@@ -458,6 +616,10 @@ pub struct JessyServer<C> {
     waiting_since: BTreeMap<McastId, u64>,
     #[serde(skip)]
     sweep_armed: bool,
+    /// With propagation: the heads other groups applied, by group, ascending, each list starting with the
+    /// initial `(0, zero)`. Soft: propagation and queries refill it.
+    #[serde(skip)]
+    remote: BTreeMap<PartitionId, Vec<(u64, DepVector)>>,
     #[serde(skip)]
     criterion: PhantomData<C>,
 }
@@ -474,6 +636,7 @@ impl<C: Criterion> JessyServer<C> {
             parked: Vec::new(),
             waiting_since: BTreeMap::new(),
             sweep_armed: false,
+            remote: BTreeMap::new(),
             criterion: PhantomData,
         }
     }
@@ -523,7 +686,7 @@ impl<C: Criterion> JessyServer<C> {
     /// Votes, decides and applies what it can, in queue order (Algorithm 2 `vote`, `commit`, `abort`).
     fn progress(&mut self, cx: &mut Cx<'_, C>) {
         let g = self.id.partition;
-        let mut applied_any = false;
+        let mut applied: Vec<(u64, DepVector)> = Vec::new();
         loop {
             let mut changed = false;
             // Vote on every transaction no earlier undecided one write-conflicts with here.
@@ -536,7 +699,15 @@ impl<C: Criterion> JessyServer<C> {
                 let read_here: Vec<&(Key, u64)> =
                     q.tx.reads.iter().filter(|(k, _)| self.topology.partition_of(k) == g).collect();
                 let blocked = mine.iter().chain(read_here.iter().map(|(k, _)| k)).any(|k| undecided_keys.contains(k));
-                if !q.votes.contains_key(&g) && !blocked {
+                let voters = voters(&self.topology, &q.tx);
+                if !q.votes.contains_key(&g) && !voters.contains(&g) {
+                    // Delivered here only to be ordered (non-genuine): acknowledge to the coordinator.
+                    let (id, stamp) = (q.id, q.stamp);
+                    self.data.queue[i].votes.insert(g, true);
+                    cx.send(id.origin, JessyMsg::Vote { id, yes: true, stamp });
+                    self.waiting_since.insert(id, cx.now_ns());
+                    changed = true;
+                } else if !q.votes.contains_key(&g) && !blocked {
                     let last = |k: &Key| {
                         pending_writes
                             .get(k)
@@ -553,8 +724,8 @@ impl<C: Criterion> JessyServer<C> {
                     changed = true;
                 }
                 let q = &mut self.data.queue[i];
-                if q.outcome.is_none() && q.dest.iter().all(|d| q.votes.contains_key(d)) {
-                    q.outcome = Some(q.votes.values().all(|&yes| yes));
+                if q.outcome.is_none() && voters.iter().all(|d| q.votes.contains_key(d)) {
+                    q.outcome = Some(voters.iter().all(|d| q.votes.get(d) == Some(&true)));
                     changed = true;
                 }
                 match q.outcome {
@@ -572,19 +743,18 @@ impl<C: Criterion> JessyServer<C> {
                     self.data.cast.insert(q.id, (yes, q.stamp, q.dest.clone()));
                     self.data.cast_order.push_back(q.id);
                 }
-                let writes_here = q.tx.writes.iter().any(|(k, _)| self.topology.partition_of(k) == g);
-                if commit && writes_here {
+                if commit {
+                    // Every destination group orders the transaction (its heads record it): the groups it
+                    // writes, and those that certified its reads or only order it.
                     cx.charge(1);
-                    let written: BTreeSet<PartitionId> =
-                        q.tx.writes.iter().map(|(k, _)| self.topology.partition_of(k)).collect();
-                    let cv = commit_vector(&q.tx.snapshot, written, q.stamp);
+                    let cv = commit_vector(&q.tx.snapshot, q.dest.iter().copied(), q.stamp);
                     for (k, v) in q.tx.writes.into_iter().filter(|(k, _)| self.topology.partition_of(k) == g) {
                         self.data.versions.entry(k).or_insert_with(|| vec![(0, None)]).push((q.stamp, Some(v)));
                     }
                     let mut head = self.data.heads.last().map(|(_, h)| h.clone()).unwrap_or_default();
                     head.join(&cv);
-                    self.data.heads.push((q.stamp, head));
-                    applied_any = true;
+                    self.data.heads.push((q.stamp, head.clone()));
+                    applied.push((q.stamp, head));
                 }
                 changed = true;
             }
@@ -592,11 +762,76 @@ impl<C: Criterion> JessyServer<C> {
                 break;
             }
         }
-        if applied_any {
+        if !applied.is_empty() {
             self.data.trim();
+            if C::PROPAGATES {
+                self.propagate(cx, applied);
+            }
             self.retry_parked(cx);
         }
         self.arm_sweep(cx);
+    }
+
+    /// Sends heads this group applied to the member of every other group with this member's index (each
+    /// member of a group thus hears from its peer in every other group).
+    fn propagate(&self, cx: &mut Cx<'_, C>, heads: Vec<(u64, DepVector)>) {
+        let Some(index) = self.topology.member_index(self.id) else { return };
+        for chunk in heads.chunks(MAX_HEADS_PER_MESSAGE) {
+            for h in (0..self.topology.partitions).filter(|&h| h != self.id.partition) {
+                cx.send(self.topology.member(h, index), JessyMsg::Heads { heads: chunk.to_vec() });
+            }
+        }
+    }
+
+    /// Keeps heads another group applied (propagation), in position order.
+    fn learn_heads(&mut self, group: PartitionId, heads: Vec<(u64, DepVector)>) {
+        let list = self.remote.entry(group).or_insert_with(|| vec![(0, DepVector::zero())]);
+        for (position, head) in heads {
+            if let Err(i) = list.binary_search_by_key(&position, |(p, _)| *p) {
+                list.insert(i, (position, head));
+            }
+        }
+        if list.len() > KEEP_REMOTE_HEADS + 1 {
+            let excess = list.len() - KEEP_REMOTE_HEADS - 1;
+            list.drain(1..1 + excess);
+        }
+    }
+
+    /// The snapshot a transaction's first read fixes (`ReadRule::AtStart`). Without propagation (`si`,
+    /// where every group applies every commit and heads are uniform), this group's latest head. With it
+    /// (`psi`), the latest consistent cut of the heads known here: a position per group whose heads all
+    /// lie within the cut, so whatever a version read depends on is in the snapshot (Walter's
+    /// causally-complete site vector). Found by lowering each group's position from its latest known
+    /// until every chosen head fits (the zero cut always does).
+    fn start_snapshot(&self) -> DepVector {
+        let own = self.data.heads.as_slice();
+        if !C::PROPAGATES {
+            return own.last().map(|(_, h)| h.clone()).unwrap_or_default();
+        }
+        let zero = [(0, DepVector::zero())];
+        let lists: Vec<(PartitionId, &[(u64, DepVector)])> = (0..self.topology.partitions)
+            .map(|h| match h == self.id.partition {
+                true => (h, own),
+                false => (h, self.remote.get(&h).map_or(&zero[..], |l| l.as_slice())),
+            })
+            .collect();
+        let mut at: Vec<usize> = lists.iter().map(|(_, l)| l.len().saturating_sub(1)).collect();
+        let cut = |at: &[usize]| DepVector::from_entries(lists.iter().zip(at).map(|((h, l), &i)| (*h, l[i].0)));
+        loop {
+            let mut x = cut(&at);
+            let mut changed = false;
+            for (j, (h, list)) in lists.iter().enumerate() {
+                while at[j] > 0 && !list[at[j]].1.le(&x) {
+                    at[j] -= 1;
+                    changed = true;
+                }
+                x.set(*h, list[at[j]].0);
+            }
+            if !changed {
+                // The oldest kept head of a group may still not fit (after trimming): then no cut.
+                return x;
+            }
+        }
     }
 
     /// Sends this group's vote to the other written groups' members and to the coordinator.
@@ -643,42 +878,71 @@ impl<C: Criterion> JessyServer<C> {
         from_cast.chain(from_queue).take(MAX_VOTES_PER_ANSWER).collect()
     }
 
-    fn on_read(&mut self, cx: &mut Cx<'_, C>, from: Addr, tag: u64, key: Key, reads: Vec<(Key, ReadAt)>) {
+    fn on_read(
+        &mut self,
+        cx: &mut Cx<'_, C>,
+        from: Addr,
+        tag: u64,
+        key: Key,
+        reads: Vec<(Key, ReadAt)>,
+        floor: DepVector,
+    ) {
         cx.charge(1);
-        if !self.answer_read(cx, from, tag, &key, &reads) {
+        let parked = Parked { from, tag, key, reads, floor, since: cx.now_ns() };
+        if !self.answer_read(cx, &parked) {
             if self.parked.len() >= MAX_PARKED_READS {
                 // Full: the oldest held read gives way (its client re-sends it elsewhere).
                 self.parked.remove(0);
             }
-            self.parked.push(Parked { from, tag, key, reads, since: cx.now_ns() });
+            self.parked.push(parked);
             self.arm_sweep(cx);
         }
     }
 
-    /// Answers a read if a compatible version is applied here; false if not yet.
-    fn answer_read(&self, cx: &mut Cx<'_, C>, from: Addr, tag: u64, key: &Key, reads: &[(Key, ReadAt)]) -> bool {
+    /// Answers a read if a version its criterion allows is applied here; false if not yet.
+    fn answer_read(&self, cx: &mut Cx<'_, C>, read: &Parked) -> bool {
+        let Some((index, position, vector)) = self.pick(&read.key, &read.reads, &read.floor) else { return false };
+        let versions = self.data.versions(&read.key);
+        let skipped = u32::try_from(versions.len() - 1 - index).unwrap_or(u32::MAX);
+        let at = ReadAt { group: self.id.partition, version: versions[index], position, vector };
+        let value = self.data.value(&read.key, index);
+        cx.send(read.from, JessyMsg::ReadReply { tag: read.tag, key: read.key.clone(), value, at, skipped });
+        true
+    }
+
+    /// The criterion's read rule: the version of `key` to read (its index among the group's versions of
+    /// it), the position read at and the read's vector; `None` when this replica cannot answer yet.
+    fn pick(&self, key: &Key, reads: &[(Key, ReadAt)], floor: &DepVector) -> Option<(usize, u64, DepVector)> {
+        if C::READS == ReadRule::AtStart {
+            let snapshot = match reads.first() {
+                // Every read of the transaction carries the one snapshot.
+                Some((_, first)) => first.vector.clone(),
+                None => self.start_snapshot(),
+            };
+            if reads.is_empty() && !floor.le(&snapshot) {
+                return None;
+            }
+            let position = snapshot.get(self.id.partition);
+            let now = self.data.heads.last().map_or(0, |(p, _)| *p);
+            if position > now {
+                return None;
+            }
+            // The key's version at the snapshot's position (none if that was trimmed away).
+            let index = self.data.versions(key).iter().rposition(|&v| v <= position)?;
+            return Some((index, position, snapshot));
+        }
         // Without snapshot reads, the newest version: what `choose` gives for a first read.
-        let reads = if C::SNAPSHOT_READS { reads } else { &[] };
+        let reads = if C::READS == ReadRule::Forward { reads } else { &[] };
         let keys: Vec<&str> = reads.iter().map(|(k, _)| &**k).collect();
         let at: Vec<ReadAt> = reads.iter().map(|(_, r)| r.clone()).collect();
-        let Some((index, position)) = choose(&self.data, key, &at, &keys) else { return false };
-        let versions = self.data.versions(key);
-        let skipped = u32::try_from(versions.len() - 1 - index).unwrap_or(u32::MAX);
-        let at = ReadAt {
-            group: self.id.partition,
-            version: versions[index],
-            position,
-            vector: self.data.head_at(position),
-        };
-        let value = self.data.value(key, index);
-        cx.send(from, JessyMsg::ReadReply { tag, key: key.clone(), value, at, skipped });
-        true
+        let (index, position) = choose(&self.data, key, &at, &keys)?;
+        Some((index, position, self.data.head_at(position)))
     }
 
     fn retry_parked(&mut self, cx: &mut Cx<'_, C>) {
         let parked = std::mem::take(&mut self.parked);
         for p in parked {
-            if !self.answer_read(cx, p.from, p.tag, &p.key, &p.reads) {
+            if !self.answer_read(cx, &p) {
                 self.parked.push(p);
             }
         }
@@ -705,13 +969,30 @@ impl<C: Criterion> JessyServer<C> {
             if now.saturating_sub(since) < self.retry_ns {
                 continue;
             }
-            for d in q.dest.iter().filter(|d| **d != g && !q.votes.contains_key(d)) {
-                asks.extend(self.topology.group(*d).map(|s| (s, q.id)));
+            for d in voters(&self.topology, &q.tx).into_iter().filter(|d| *d != g && !q.votes.contains_key(d)) {
+                asks.extend(self.topology.group(d).map(|s| (s, q.id)));
             }
         }
         for (s, id) in asks {
             cx.send(s, JessyMsg::VoteQuery { id });
             self.waiting_since.insert(id, now);
+        }
+        if C::PROPAGATES {
+            // First reads waiting for what their sessions saw elsewhere: ask those groups for their heads
+            // (propagation may have been lost).
+            let snapshot = self.start_snapshot();
+            let lagging: BTreeSet<PartitionId> = self
+                .parked
+                .iter()
+                .filter(|p| p.reads.is_empty())
+                .flat_map(|p| p.floor.entries().filter(|&(h, s)| s > snapshot.get(h)).map(|(h, _)| h))
+                .filter(|&h| h != g)
+                .collect();
+            for h in lagging {
+                for s in self.topology.group(h) {
+                    cx.send(s, JessyMsg::HeadsQuery);
+                }
+            }
         }
         self.arm_sweep(cx);
     }
@@ -722,15 +1003,14 @@ impl<C: Criterion> JessyServer<C> {
         check_submit_sender(&self.topology, self.id, from, msg)?;
         let tx = postcard::from_bytes::<TxPayload>(&msg.payload)
             .map_err(|e| (InvalidKind::Malformed, format!("{}: undecodable transaction: {e}", msg.id)))?;
-        if !C::CERTIFIES_READS && !tx.reads.is_empty() {
-            return Err((InvalidKind::Malformed, format!("{}: {} certifies no reads", msg.id, C::NAME)));
+        if !certifies_reads::<C>(!tx.writes.is_empty()) && !tx.reads.is_empty() {
+            return Err((InvalidKind::Malformed, format!("{}: {} certifies no reads here", msg.id, C::NAME)));
         }
         if let Some((k, stamp)) = tx.reads.iter().find(|(_, stamp)| *stamp > MAX_TIMESTAMP) {
             return Err((InvalidKind::Malformed, format!("{}: a read of {k:?} at stamp {stamp}", msg.id)));
         }
-        let keys = tx.writes.iter().map(|(k, _)| k).chain(tx.reads.iter().map(|(k, _)| k));
-        let groups: BTreeSet<PartitionId> = keys.map(|k| self.topology.partition_of(k)).collect();
-        if groups.is_empty() || !groups.iter().eq(msg.dest.iter()) {
+        let groups = destinations::<C>(&self.topology, &tx);
+        if voters(&self.topology, &tx).is_empty() || !groups.iter().eq(msg.dest.iter()) {
             let why = format!("{} is addressed to groups {:?}, its keys are on {groups:?}", msg.id, msg.dest);
             return Err((InvalidKind::Malformed, why));
         }
@@ -796,9 +1076,28 @@ impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
                 let events = self.member.on_wire(cx, from, wire).map_err(malformed)?;
                 self.handle(cx, events);
             }
-            (Addr::Client(_), JessyMsg::Read { tag, key, reads }) => {
+            (Addr::Client(_), JessyMsg::Read { tag, key, reads, floor }) => {
                 self.check_read(&key, &reads).map_err(malformed)?;
-                self.on_read(cx, from, tag, key, reads);
+                check_vector(&self.topology, &floor).map_err(malformed)?;
+                self.on_read(cx, from, tag, key, reads, floor);
+            }
+            (Addr::Server(s), JessyMsg::Heads { heads }) if other_group(s) && C::PROPAGATES => {
+                if heads.len() > MAX_HEADS_PER_MESSAGE {
+                    return Err(malformed(format!("{} heads in one message", heads.len())));
+                }
+                for (position, head) in &heads {
+                    if *position > MAX_TIMESTAMP {
+                        return Err(malformed(format!("a head at position {position}")));
+                    }
+                    check_vector(&self.topology, head).map_err(malformed)?;
+                }
+                self.learn_heads(s.partition, heads);
+                self.retry_parked(cx);
+            }
+            (Addr::Server(s), JessyMsg::HeadsQuery) if other_group(s) && C::PROPAGATES => {
+                let heads = &self.data.heads;
+                let latest = heads[heads.len().saturating_sub(HEADS_PER_ANSWER)..].to_vec();
+                cx.send(s, JessyMsg::Heads { heads: latest });
             }
             (Addr::Server(s), JessyMsg::Vote { id, yes, stamp }) if other_group(s) => {
                 if stamp > MAX_TIMESTAMP {
@@ -829,6 +1128,9 @@ impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
                 let why = match msg {
                     JessyMsg::ReadReply { .. } => "only clients are sent read replies".to_string(),
                     JessyMsg::Read { .. } => "only clients read".to_string(),
+                    JessyMsg::Heads { .. } | JessyMsg::HeadsQuery if !C::PROPAGATES => {
+                        format!("{} propagates no heads", C::NAME)
+                    }
                     _ => format!(
                         "{from} may not send this (raft within a group; multicast steps, votes and queries between groups)"
                     ),
@@ -882,10 +1184,13 @@ enum Step {
         to: ServerId,
         read_only: bool,
     },
-    /// Terminating: multicast `id`, votes so far by group; `reply` answers `op` if it commits.
+    /// Terminating: multicast `id` to `dest` with `snapshot`, votes so far by group; `reply` answers `op`
+    /// if it commits.
     Terminating {
         op: OpId,
         id: McastId,
+        dest: Vec<PartitionId>,
+        snapshot: DepVector,
         votes: BTreeMap<PartitionId, bool>,
         stamp: u64,
         reply: Reply,
@@ -901,6 +1206,8 @@ pub struct JessyClient<C> {
     retry_ns: u64,
     next_tag: u64,
     open: Option<Open>,
+    /// With sessions: what this session's transactions saw and wrote, which its next snapshot must hold.
+    session: DepVector,
     criterion: PhantomData<C>,
 }
 
@@ -908,7 +1215,17 @@ impl<C: Criterion> JessyClient<C> {
     pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
         let p = params(&config);
         let origin = McastOrigin::new(Addr::Client(id), dc, topology, p.retry_ns, p.record);
-        Self { dc, topology, config, origin, retry_ns: p.retry_ns, next_tag: 0, open: None, criterion: PhantomData }
+        Self {
+            dc,
+            topology,
+            config,
+            origin,
+            retry_ns: p.retry_ns,
+            next_tag: 0,
+            open: None,
+            session: DepVector::zero(),
+            criterion: PhantomData,
+        }
     }
 
     /// The datacenter this session runs in.
@@ -941,14 +1258,14 @@ impl<C: Criterion> JessyClient<C> {
             let rounds = u32::try_from(results.len()).unwrap_or(u32::MAX);
             let metrics = OpMetrics { rounds, versions_returned: rounds, ..OpMetrics::default() };
             open.step = Step::Idle;
-            if read_only && C::CERTIFIES_READS && !results.is_empty() {
+            if read_only && C::CERTIFIES_READS == ReadCertification::All && !results.is_empty() {
                 // A one-shot read-only transaction whose reads must be certified: terminate it, and answer
                 // with its reads once it commits.
                 self.terminate(cx, op, Vec::new(), Reply { reads: results, metrics, ..Reply::default() });
                 return;
             }
             if read_only {
-                self.open = None;
+                self.close_query();
             }
             cx.complete(op, Ok(Reply { reads: results, metrics, ..Reply::default() }));
             return;
@@ -956,7 +1273,8 @@ impl<C: Criterion> JessyClient<C> {
         self.next_tag += 1;
         *tag = self.next_tag;
         *at = to.unwrap_or_else(|| self.topology.nearest(self.dc, self.topology.partition_of(&key)));
-        cx.send(*at, JessyMsg::Read { tag: *tag, key, reads: open.reads.clone() });
+        let floor = if C::SESSIONS && open.reads.is_empty() { self.session.clone() } else { DepVector::zero() };
+        cx.send(*at, JessyMsg::Read { tag: *tag, key, reads: open.reads.clone(), floor });
         cx.set_timer(self.retry_ns, JessyTimer::ReadRetry { tag: *tag });
     }
 
@@ -993,28 +1311,44 @@ impl<C: Criterion> JessyClient<C> {
     /// (with the commit version added).
     fn terminate(&mut self, cx: &mut Cx<'_, C>, op: OpId, writes: Vec<(Key, Value)>, reply: Reply) {
         let Some(open) = self.open.as_mut() else { return };
-        if writes.is_empty() && (!C::CERTIFIES_READS || open.reads.is_empty()) {
+        let certified = certifies_reads::<C>(!writes.is_empty());
+        if writes.is_empty() && (!certified || open.reads.is_empty()) {
             // A query commits at once (wait-free), unless its reads are certified.
-            self.open = None;
+            self.close_query();
             cx.complete(op, Ok(reply));
             return;
         }
-        let snapshot = snapshot_of(open.reads.iter().map(|(_, r)| r));
-        let reads: Vec<(Key, u64)> = if C::CERTIFIES_READS {
+        let mut snapshot = snapshot_of(open.reads.iter().map(|(_, r)| r));
+        if C::SESSIONS && open.reads.is_empty() {
+            // Nothing read: the snapshot is what the session saw and wrote (the transaction's start).
+            snapshot = self.session.clone();
+        }
+        let reads: Vec<(Key, u64)> = if certified {
             let mut seen = BTreeSet::new();
             open.reads.iter().filter(|(k, _)| seen.insert(k.clone())).map(|(k, r)| (k.clone(), r.version)).collect()
         } else {
             Vec::new()
         };
-        let keys = writes.iter().map(|(k, _)| k).chain(reads.iter().map(|(k, _)| k));
-        let dest: BTreeSet<PartitionId> = keys.map(|k| self.topology.partition_of(k)).collect();
-        let payload = postcard::to_stdvec(&TxPayload { snapshot, writes, reads }).expect("a transaction serializes");
-        let id = self.origin.multicast(cx, dest, payload);
-        open.step = Step::Terminating { op, id, votes: BTreeMap::new(), stamp: 0, reply };
+        let tx = TxPayload { snapshot, writes, reads };
+        let dest = destinations::<C>(&self.topology, &tx);
+        let payload = postcard::to_stdvec(&tx).expect("a transaction serializes");
+        let id = self.origin.multicast(cx, dest.iter().copied(), payload);
+        let (dest, snapshot) = (dest.into_iter().collect(), tx.snapshot);
+        open.step = Step::Terminating { op, id, dest, snapshot, votes: BTreeMap::new(), stamp: 0, reply };
+    }
+
+    /// Closes the open transaction, a query that committed: the session has seen its snapshot.
+    fn close_query(&mut self) {
+        if let Some(open) = self.open.take()
+            && C::SESSIONS
+        {
+            self.session.join(&snapshot_of(open.reads.iter().map(|(_, r)| r)));
+        }
     }
 
     fn on_vote(&mut self, cx: &mut Cx<'_, C>, from: ServerId, id: McastId, yes: bool, stamp: u64) {
-        let Some(Open { step: Step::Terminating { op, id: want, votes, stamp: s, reply }, .. }) = self.open.as_mut()
+        let Some(Open { step: Step::Terminating { op, id: want, votes, stamp: s, reply, .. }, .. }) =
+            self.open.as_mut()
         else {
             return;
         };
@@ -1027,12 +1361,15 @@ impl<C: Criterion> JessyClient<C> {
             return;
         }
         let (op, commit, stamp, mut reply) = (*op, votes.values().all(|&v| v), *s, std::mem::take(reply));
-        self.open = None;
+        let Some(Open { step: Step::Terminating { dest, snapshot, .. }, .. }) = self.open.take() else { return };
         if commit {
+            if C::SESSIONS {
+                self.session.join(&commit_vector(&snapshot, dest, stamp));
+            }
             reply.commit = Some(Version { time: stamp, dc: 0 });
             cx.complete(op, Ok(reply));
         } else {
-            let why = if C::CERTIFIES_READS {
+            let why = if C::CERTIFIES_READS != ReadCertification::Never {
                 "certification failed: a concurrent transaction wrote a key this one read or writes"
             } else {
                 "certification failed: a concurrent transaction wrote a key this one writes, unseen"

@@ -12,7 +12,7 @@ pub mod tpc_kv;
 pub mod twopl;
 
 pub use amcast_kv::AmcastKv;
-pub use jessy::{Nmsi, Rc, Ser};
+pub use jessy::{Nmsi, Psi, Rc, Ser, Si, Us};
 pub use raft_kv::RaftKv;
 pub use tpc_kv::TpcKv;
 pub use twopl::TwoPl;
