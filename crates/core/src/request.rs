@@ -123,6 +123,10 @@ pub struct OpMetrics {
     /// COPS-SNOW / CC-LO only: the cost of the readers check this write ran (SNOW §5.3, Contrarian §3).
     /// (No `skip_serializing_if` anywhere in wire types: postcard is not self-describing.)
     pub readers_check: Option<ReadersCheckCost>,
+    /// Snapshot metadata the transaction shipped, in bytes (the Jessy family: the dependence vectors its
+    /// reads carried and received and its commit's snapshot and read set), reported once, on the
+    /// operation that ends it; 0 where not measured.
+    pub metadata_bytes: u64,
 }
 
 /// What one readers check cost: the metadata a write collected from the partitions of its dependencies.

@@ -36,6 +36,8 @@ pub struct Metrics {
     blocked_ns: Histogram<u64>,
     blocked_ns_total: u64,
     readers_check: ReadersCheckTotals,
+    /// Snapshot metadata per transaction that reported it, bytes.
+    metadata_bytes: Histogram<u64>,
     /// Aborted transaction attempts, per cause.
     aborts: BTreeMap<AbortCause, u64>,
     /// Per committed transaction: the attempts it took.
@@ -66,6 +68,7 @@ impl Default for Metrics {
             blocked_ns: histogram(),
             blocked_ns_total: 0,
             readers_check: ReadersCheckTotals::default(),
+            metadata_bytes: Histogram::new(3).expect("valid"),
             aborts: BTreeMap::new(),
             attempts: Histogram::new(3).expect("valid"),
         }
@@ -100,6 +103,9 @@ impl Metrics {
                     self.blocked_ns.saturating_record(reply.metrics.blocked_ns);
                     self.blocked_ns_total += reply.metrics.blocked_ns;
                 }
+                if reply.metrics.metadata_bytes > 0 {
+                    self.metadata_bytes.saturating_record(reply.metrics.metadata_bytes);
+                }
                 if let Some(rc) = &reply.metrics.readers_check {
                     let t = &mut self.readers_check;
                     t.checks += 1;
@@ -132,6 +138,9 @@ impl Metrics {
 
     /// What one step of an interactive transaction cost: time waited at servers; keys read.
     pub fn record_step(&mut self, reply: &Reply) {
+        if reply.metrics.metadata_bytes > 0 {
+            self.metadata_bytes.saturating_record(reply.metrics.metadata_bytes);
+        }
         if reply.metrics.blocked_ns > 0 {
             self.blocked_ops += 1;
             self.blocked_ns.saturating_record(reply.metrics.blocked_ns);
@@ -173,6 +182,7 @@ impl Metrics {
         }
         self.versions_skipped.add(&other.versions_skipped).expect("same bounds");
         self.rot_rounds.add(&other.rot_rounds).expect("same bounds");
+        self.metadata_bytes.add(&other.metadata_bytes).expect("same bounds");
         self.blocked_ns.add(&other.blocked_ns).expect("same bounds");
         self.versions_returned += other.versions_returned;
         self.rots += other.rots;
@@ -246,6 +256,7 @@ impl Metrics {
         Summary {
             committed_txns_per_s: committed as f64 / seconds,
             attempts_per_commit: if committed == 0 { 0.0 } else { attempts_total as f64 / committed as f64 },
+            metadata_bytes_per_txn: if self.metadata_bytes.is_empty() { 0.0 } else { self.metadata_bytes.mean() },
             abort_rate: if committed + aborted == 0 { 0.0 } else { aborted as f64 / (committed + aborted) as f64 },
             aborts: self.aborts.iter().map(|(c, n)| (c.name().to_string(), *n)).collect(),
             seconds,
@@ -342,6 +353,9 @@ pub struct Summary {
     pub aborts: BTreeMap<String, u64>,
     /// Mean attempts per committed transaction (1.0: nothing retried).
     pub attempts_per_commit: f64,
+    /// Mean snapshot metadata a transaction shipped, bytes (0: not measured; the Jessy family's vector
+    /// cost, NMSI §IV-A).
+    pub metadata_bytes_per_txn: f64,
 }
 
 impl Summary {
@@ -400,6 +414,9 @@ impl fmt::Display for Summary {
                 if causes.is_empty() { "no aborts".to_string() } else { causes.join(", ") },
                 self.attempts_per_commit
             )?;
+        }
+        if self.metadata_bytes_per_txn > 0.0 {
+            write!(f, "\nsnapshot metadata: {:.1} bytes per transaction", self.metadata_bytes_per_txn)?;
         }
         Ok(())
     }

@@ -155,7 +155,13 @@ mod tests {
                     versions_skipped: 2,
                 }],
                 commit: Some(Version { time: 9, dc: 1 }),
-                metrics: OpMetrics { rounds: 2, versions_returned: 1, blocked_ns: 5, readers_check: None },
+                metrics: OpMetrics {
+                    rounds: 2,
+                    versions_returned: 1,
+                    blocked_ns: 5,
+                    readers_check: None,
+                    metadata_bytes: 9,
+                },
                 writes: vec![("w".into(), "v".into())],
             }),
             Ok(Reply {

@@ -807,12 +807,8 @@ impl ClientNode<Contrarian> for ContrarianClient {
                         self.dv.merge_max(&r.dv);
                         reads.push(r.read);
                     }
-                    let metrics = OpMetrics {
-                        rounds: rot.rounds,
-                        versions_returned: reads.len() as u32,
-                        blocked_ns: 0,
-                        readers_check: None,
-                    };
+                    let metrics =
+                        OpMetrics { rounds: rot.rounds, versions_returned: reads.len() as u32, ..OpMetrics::default() };
                     cx.complete(op, Ok(Reply { reads, commit: None, metrics, writes: Vec::new() }));
                 }
             }
@@ -1236,7 +1232,7 @@ mod tests {
         let reply = out.completions[0].1.as_ref().unwrap();
         let values: Vec<_> = reply.reads.iter().map(|r| r.value.as_deref()).collect();
         assert_eq!(values, vec![Some("y"), Some("x")], "request order");
-        assert_eq!(reply.metrics, OpMetrics { rounds: 2, versions_returned: 2, blocked_ns: 0, readers_check: None });
+        assert_eq!(reply.metrics, OpMetrics { rounds: 2, versions_returned: 2, ..OpMetrics::default() });
         assert_eq!(c.dv(), &vc(&[50, 20]));
         assert_eq!(c.last_snapshot(), &sv);
     }

@@ -1150,7 +1150,7 @@ impl CopsClient {
                 versions_skipped: item.skipped,
             });
         }
-        let metrics = OpMetrics { rounds: round, versions_returned: returned, blocked_ns: 0, readers_check: None };
+        let metrics = OpMetrics { rounds: round, versions_returned: returned, ..OpMetrics::default() };
         cx.complete(op, Ok(Reply { reads, commit: None, metrics, writes: Vec::new() }));
     }
 }

@@ -936,7 +936,9 @@ impl<C: Criterion> JessyServer<C> {
         let keys: Vec<&str> = reads.iter().map(|(k, _)| &**k).collect();
         let at: Vec<ReadAt> = reads.iter().map(|(_, r)| r.clone()).collect();
         let (index, position) = choose(&self.data, key, &at, &keys)?;
-        Some((index, position, self.data.head_at(position)))
+        // Without snapshot reads nothing uses the read's vector: none is shipped.
+        let vector = if C::READS == ReadRule::Forward { self.data.head_at(position) } else { DepVector::zero() };
+        Some((index, position, vector))
     }
 
     fn retry_parked(&mut self, cx: &mut Cx<'_, C>) {
@@ -1168,8 +1170,21 @@ impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
 struct Open {
     /// Earlier reads, with their keys, in order.
     reads: Vec<(Key, ReadAt)>,
+    /// Snapshot metadata shipped so far, bytes: what its reads carried and received.
+    metadata: u64,
     /// The request being served, if any.
     step: Step,
+}
+
+impl Open {
+    fn new(step: Step) -> Self {
+        Self { reads: Vec::new(), metadata: 0, step }
+    }
+}
+
+/// Bytes `x` takes on the wire.
+fn wire_bytes<T: Serialize>(x: &T) -> u64 {
+    postcard::to_stdvec(x).map_or(0, |b| b.len() as u64)
 }
 
 enum Step {
@@ -1264,7 +1279,9 @@ impl<C: Criterion> JessyClient<C> {
                 self.terminate(cx, op, Vec::new(), Reply { reads: results, metrics, ..Reply::default() });
                 return;
             }
+            let mut metrics = metrics;
             if read_only {
+                metrics.metadata_bytes = open.metadata;
                 self.close_query();
             }
             cx.complete(op, Ok(Reply { reads: results, metrics, ..Reply::default() }));
@@ -1274,7 +1291,15 @@ impl<C: Criterion> JessyClient<C> {
         *tag = self.next_tag;
         *at = to.unwrap_or_else(|| self.topology.nearest(self.dc, self.topology.partition_of(&key)));
         let floor = if C::SESSIONS && open.reads.is_empty() { self.session.clone() } else { DepVector::zero() };
-        cx.send(*at, JessyMsg::Read { tag: *tag, key, reads: open.reads.clone(), floor });
+        // What the read rule needs of the earlier reads: all of them (compatibility), the first (which
+        // carries the snapshot), or nothing (the newest version).
+        let carried = match C::READS {
+            ReadRule::Latest => Vec::new(),
+            ReadRule::Forward => open.reads.clone(),
+            ReadRule::AtStart => open.reads.iter().take(1).cloned().collect(),
+        };
+        open.metadata += wire_bytes(&carried) + wire_bytes(&floor);
+        cx.send(*at, JessyMsg::Read { tag: *tag, key, reads: carried, floor });
         cx.set_timer(self.retry_ns, JessyTimer::ReadRetry { tag: *tag });
     }
 
@@ -1293,6 +1318,7 @@ impl<C: Criterion> JessyClient<C> {
             return;
         }
         keys.pop_front();
+        open.metadata += wire_bytes(&at);
         results.push(ReadResult {
             key: key.clone(),
             value,
@@ -1309,11 +1335,12 @@ impl<C: Criterion> JessyClient<C> {
 
     /// Commits the open transaction with `writes`; `reply` is what the operation answers if it commits
     /// (with the commit version added).
-    fn terminate(&mut self, cx: &mut Cx<'_, C>, op: OpId, writes: Vec<(Key, Value)>, reply: Reply) {
+    fn terminate(&mut self, cx: &mut Cx<'_, C>, op: OpId, writes: Vec<(Key, Value)>, mut reply: Reply) {
         let Some(open) = self.open.as_mut() else { return };
         let certified = certifies_reads::<C>(!writes.is_empty());
         if writes.is_empty() && (!certified || open.reads.is_empty()) {
             // A query commits at once (wait-free), unless its reads are certified.
+            reply.metrics.metadata_bytes = open.metadata;
             self.close_query();
             cx.complete(op, Ok(reply));
             return;
@@ -1330,6 +1357,7 @@ impl<C: Criterion> JessyClient<C> {
             Vec::new()
         };
         let tx = TxPayload { snapshot, writes, reads };
+        reply.metrics.metadata_bytes = open.metadata + wire_bytes(&tx.snapshot) + wire_bytes(&tx.reads);
         let dest = destinations::<C>(&self.topology, &tx);
         let payload = postcard::to_stdvec(&tx).expect("a transaction serializes");
         let id = self.origin.multicast(cx, dest.iter().copied(), payload);
@@ -1394,7 +1422,7 @@ impl<C: Criterion> ClientNode<Jessy<C>> for JessyClient<C> {
                 reject(cx, "a transaction is already open in this session: commit or abort it first")
             }
             Request::Begin => {
-                self.open = Some(Open { reads: Vec::new(), step: Step::Idle });
+                self.open = Some(Open::new(Step::Idle));
                 cx.complete(op, Ok(Reply::default()));
             }
             Request::Read { .. } | Request::Commit { .. } | Request::Abort if self.open.is_none() => {
@@ -1430,15 +1458,15 @@ impl<C: Criterion> ClientNode<Jessy<C>> for JessyClient<C> {
                     to: ServerId::new(0, 0),
                     read_only: true,
                 };
-                self.open = Some(Open { reads: Vec::new(), step });
+                self.open = Some(Open::new(step));
                 self.read_next(cx, None);
             }
             Request::Put { key, value } if C::OFFERS.blind_writes => {
-                self.open = Some(Open { reads: Vec::new(), step: Step::Idle });
+                self.open = Some(Open::new(Step::Idle));
                 self.commit(cx, op, vec![(key, value)]);
             }
             Request::Update { writes } if C::OFFERS.write_transactions => {
-                self.open = Some(Open { reads: Vec::new(), step: Step::Idle });
+                self.open = Some(Open::new(Step::Idle));
                 self.commit(cx, op, writes);
             }
             other => cx.complete(op, Err(C::OFFERS.refusal(C::NAME, &other))),
