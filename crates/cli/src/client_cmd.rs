@@ -155,6 +155,8 @@ pub struct LocalSetup {
     pub metrics: bool,
     /// The CPUs the servers are pinned to (`bench --pin`).
     pub pin: crate::pinning::Placement,
+    /// The protocols' tunables, written into the cluster's config file.
+    pub protocol_config: snowline_core::ProtocolConfig,
 }
 
 /// Start a local cluster of real server processes and wait until every one accepts connections.
@@ -164,7 +166,7 @@ pub fn start_local_cluster(
     latency_ms: f64,
     setup: LocalSetup,
 ) -> Result<(LocalCluster, ClusterConfig, PathBuf)> {
-    let LocalSetup { dir, base_port, data, insecure, client_tls, metrics, pin } = setup;
+    let LocalSetup { dir, base_port, data, insecure, client_tls, metrics, pin, protocol_config } = setup;
     anyhow::ensure!(!(insecure && client_tls), "--client-tls needs certificates: it cannot go with --insecure");
     let protocol = snowline_protocols::canonical_name(protocol)?;
     let dir = new_cluster_dir(dir)?;
@@ -173,6 +175,7 @@ pub fn start_local_cluster(
         None => snowline_net::cluster::free_base_port(),
     };
     let mut config = ClusterConfig::local_replicated(protocol, topology, port)?.with_uniform_latency_ms(latency_ms);
+    config.protocol_config = protocol_config;
     if metrics {
         let base = metrics_base_port(port, config.nodes.len());
         config = config.with_metrics_ports(base)?;
@@ -242,6 +245,7 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         client_tls: args.client_tls,
         metrics: args.metrics,
         pin: Default::default(),
+        protocol_config: snowline_core::ProtocolConfig { termination: args.termination, ..Default::default() },
     };
     let (cluster, _, _) = start_local_cluster(&args.protocol, topology, args.latency_ms, setup)?;
     serve_until_stopped(cluster, false, args.background)

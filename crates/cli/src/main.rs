@@ -208,6 +208,10 @@ pub struct ClusterUpArgs {
     /// which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv and the Jessy family) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
+    /// The Jessy family: how update transactions terminate, by genuine atomic multicast or two-phase commit
+    /// (written into cluster.toml's [protocol_config]).
+    #[arg(long, default_value = "multicast")]
+    pub termination: snowline_core::Termination,
     /// Where to write cluster.toml, servers.toml, pids, the logs and tls/ (default: a new temporary
     /// directory). If it holds a stopped cluster, that cluster is started again (see above).
     #[arg(long)]

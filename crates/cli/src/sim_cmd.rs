@@ -100,6 +100,10 @@ pub struct WorkloadArgs {
     /// protocol's own claim) and print the verdict; exits 1 if it fails. One client count only.
     #[arg(long, value_name = "LEVEL")]
     pub check: Option<String>,
+    /// The Jessy family (nmsi, rc, ser, us, si, psi): how update transactions terminate, by genuine atomic
+    /// multicast or two-phase commit over the replica groups.
+    #[arg(long, default_value = "multicast")]
+    pub termination: snowline_core::Termination,
 }
 
 impl WorkloadArgs {
@@ -189,6 +193,13 @@ impl WorkloadArgs {
         if let Some(level) = &self.check {
             check_cmd::resolve_level(level, &self.protocol)?;
         }
+        let name = snowline_protocols::canonical_name(&self.protocol)?;
+        anyhow::ensure!(
+            self.termination == snowline_core::Termination::Multicast
+                || snowline_protocols::jessy::FAMILY.contains(&name),
+            "--termination applies to the Jessy family ({}); {name} has its own",
+            snowline_protocols::jessy::FAMILY.join(", ")
+        );
         anyhow::ensure!(!self.clients.is_empty(), "--clients needs at least one count");
         anyhow::ensure!(!self.clients.contains(&0), "--clients must be at least 1 (clients per datacenter)");
         anyhow::ensure!(
@@ -402,7 +413,8 @@ pub fn sim(args: SimArgs) -> Result<()> {
     args.run.validate()?;
     println!("seed {}", args.seed);
     let topology = args.run.topology()?;
-    let mut config = snowline_sim::SimConfig::new(args.seed, topology, ProtocolConfig::default());
+    let protocol = ProtocolConfig { termination: args.run.termination, ..ProtocolConfig::default() };
+    let mut config = snowline_sim::SimConfig::new(args.seed, topology, protocol);
     let dcs = usize::from(topology.dcs);
     let wan_ns = (args.latency_ms * 1e6) as u64;
     config.network.inter_dc_latency_ns =
@@ -560,6 +572,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             data: data.clone(),
             insecure: peers == PeerAuth::Insecure,
             pin: placement.clone(),
+            protocol_config: ProtocolConfig { termination: args.run.termination, ..ProtocolConfig::default() },
             ..Default::default()
         };
         let ((report, visibility), cpu) = crate::client_cmd::with_local_cluster(

@@ -42,6 +42,10 @@ pub struct ProtocolConfig {
     /// Components (the atomic multicast) record every step and delivery for the test suite's checkers.
     /// Memory grows without bound: tests and benchmarks only.
     pub record_components: bool,
+    /// The Jessy family: how update transactions terminate, by genuine atomic multicast (`multicast`, the
+    /// NMSI paper's choice for every criterion) or two-phase commit over the replica groups (`2pc`, what
+    /// GMU and Walter used originally).
+    pub termination: Termination,
     /// A deliberately broken atomic multicast (each group delivers at its own local timestamp, skipping
     /// the final-timestamp step) that the multicast checker's tests must catch. Never for real use.
     #[doc(hidden)]
@@ -63,7 +67,46 @@ impl Default for ProtocolConfig {
             idle_backoff_ms: 10_000,
             max_clock_ahead_ms: 60_000,
             record_components: false,
+            termination: Termination::Multicast,
             multicast_skip_final: false,
+        }
+    }
+}
+
+/// A termination primitive for deferred update replication ([`ProtocolConfig::termination`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Termination {
+    /// Genuine atomic multicast to the transaction's groups, which certify and exchange votes.
+    #[default]
+    #[serde(rename = "multicast")]
+    Multicast,
+    /// Two-phase commit over the transaction's groups (each a Raft group), certifying at prepare.
+    #[serde(rename = "2pc")]
+    TwoPc,
+}
+
+impl Termination {
+    pub fn name(self) -> &'static str {
+        match self {
+            Termination::Multicast => "multicast",
+            Termination::TwoPc => "2pc",
+        }
+    }
+}
+
+impl std::fmt::Display for Termination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Termination {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "multicast" => Ok(Termination::Multicast),
+            "2pc" => Ok(Termination::TwoPc),
+            other => Err(format!("unknown termination {other:?}; valid: multicast, 2pc")),
         }
     }
 }

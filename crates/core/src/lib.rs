@@ -20,7 +20,7 @@ pub mod topology;
 pub mod validate;
 
 pub use clock::{Hlc, VectorClock};
-pub use config::ProtocolConfig;
+pub use config::{ProtocolConfig, Termination};
 pub use history::{HistoryEvent, HistoryMeta, HistoryOp, HistoryWriter};
 pub use ids::{Addr, ClientId, DcId, OpId, PartitionId, ReplicaId, ServerId};
 pub use protocol::{

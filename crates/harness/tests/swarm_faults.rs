@@ -18,7 +18,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use snowline_checker::Level;
 use snowline_core::history::{EventType, HistoryEvent, OpKind};
-use snowline_core::{Protocol, ProtocolConfig, Topology};
+use snowline_core::{Protocol, ProtocolConfig, Termination, Topology};
 use snowline_harness::{MixedWorkload, RunSpec, drive_sim};
 use snowline_sim::{FaultKind, FaultSchedule, Sim, SimConfig, SwarmOptions};
 
@@ -54,10 +54,15 @@ struct RaftRun {
 /// servers log their changes (odd seeds with group commit) and crashed ones come back from their disks;
 /// otherwise crashes are crash-stop.
 fn group_seed<P: Protocol>(seed: u64, durable: bool) -> RaftRun {
+    group_seed_with::<P>(seed, durable, Termination::Multicast)
+}
+
+/// [`group_seed`] with the Jessy family's termination chosen.
+fn group_seed_with<P: Protocol>(seed: u64, durable: bool, termination: Termination) -> RaftRun {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5a4f);
     let (dcs, partitions, replicas) = [(3, 2, 3), (1, 2, 3), (3, 1, 5), (2, 2, 3)][rng.random_range(0..4)];
     let topology = Topology::replicated(dcs, partitions, replicas);
-    let mut config = SimConfig::new(seed, topology, ProtocolConfig::default());
+    let mut config = SimConfig::new(seed, topology, ProtocolConfig { termination, ..ProtocolConfig::default() });
     config.network = config.network.with_uniform_inter_dc(rng.random_range(1..30) * MS);
     config.network.jitter = rng.random_range(0.0..1.0);
     config.op_timeout_ns = Some(3_000 * MS);
@@ -80,8 +85,9 @@ fn group_seed<P: Protocol>(seed: u64, durable: bool) -> RaftRun {
     let options = SwarmOptions { duration_ns, restart_with_disk: durable, required };
     let schedule = FaultSchedule::swarm(seed, topology, &options);
     let replay = format!(
-        "{} seed {seed}{}: {topology:?}, faults {schedule}",
+        "{}{} seed {seed}{}: {topology:?}, faults {schedule}",
         P::NAME,
+        if termination == Termination::TwoPc { " (2pc)" } else { "" },
         if durable { format!(", durable, fsync {} µs", config.fsync_ns / 1_000) } else { String::new() }
     );
     let mut sim: Sim<P> = Sim::new(config);
@@ -177,9 +183,13 @@ fn group_protocol_keeps_its_claim_under_swarm_faults<P: Protocol>() {
 }
 
 fn group_protocol_under_swarm_faults<P: Protocol>(durable: bool, seeds: u64) {
+    group_protocol_under_swarm_faults_with::<P>(durable, seeds, Termination::Multicast);
+}
+
+fn group_protocol_under_swarm_faults_with<P: Protocol>(durable: bool, seeds: u64, termination: Termination) {
     let (mut crashes, mut dropped, mut writes) = (0, 0, 0);
     for seed in 0..seeds {
-        let run = group_seed::<P>(seed, durable);
+        let run = group_seed_with::<P>(seed, durable, termination);
         check(P::NAME, &run.history, &run.replay);
         crashes += run.crashes;
         dropped += run.dropped;
@@ -236,6 +246,24 @@ fn jessy_si_keeps_si_under_swarm_faults_with_leader_crashes_and_partitions() {
 #[test]
 fn jessy_psi_keeps_psi_under_swarm_faults_with_leader_crashes_and_partitions() {
     group_protocol_keeps_its_claim_under_swarm_faults::<snowline_protocols::Psi>();
+}
+
+/// The Jessy family terminating by two-phase commit (`--termination 2pc`): every criterion keeps its level
+/// under the same faults, durable members (crashes, restarts from disk) on every other seed.
+fn jessy_two_phase_commit<P: Protocol>() {
+    let seeds = if long() { 200 } else { 10 };
+    group_protocol_under_swarm_faults_with::<P>(false, seeds, Termination::TwoPc);
+    group_protocol_under_swarm_faults_with::<P>(true, seeds / 2, Termination::TwoPc);
+}
+
+#[test]
+fn jessy_family_keeps_its_levels_terminating_by_two_phase_commit() {
+    jessy_two_phase_commit::<snowline_protocols::Nmsi>();
+    jessy_two_phase_commit::<snowline_protocols::Rc>();
+    jessy_two_phase_commit::<snowline_protocols::Ser>();
+    jessy_two_phase_commit::<snowline_protocols::Us>();
+    jessy_two_phase_commit::<snowline_protocols::Si>();
+    jessy_two_phase_commit::<snowline_protocols::Psi>();
 }
 
 #[test]

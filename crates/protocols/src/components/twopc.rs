@@ -37,7 +37,9 @@
 //! group while it has no outcome; a participant's leader re-sends its vote for every transaction it has
 //! held prepared for a whole tick, and the coordinator answers a re-sent vote with the decision. A
 //! coordinator asked about a transaction it never prepared (the origin's `Begin` to it was lost) decides
-//! abort (presumed abort) through its log, so a later `Begin` finds it decided.
+//! abort (presumed abort) through its log, so a later `Begin` finds it decided. A coordinator that has
+//! held a transaction prepared for a whole tick without every vote decides abort (a timeout: a
+//! participant whose `Begin` was lost after its origin gave up would otherwise never vote).
 
 use super::consensus::{Event, RaftGroup, RaftParams, RaftTick, RaftWire};
 use super::multicast::McastId;
@@ -253,7 +255,27 @@ impl TpcMember {
             self.aging.insert(id);
             if self.coordinates(id) {
                 self.try_decide(cx, id, &mut Apply { host });
+                if old.contains(&id) {
+                    self.time_out(cx, id, &mut Apply { host });
+                }
             }
+        }
+    }
+
+    /// As the coordinator's leader, decide abort on a transaction held prepared for a whole tick without
+    /// every vote: a participant that never got `Begin` (its origin gave up) or is cut off would otherwise
+    /// keep it prepared, and its keys locked, for ever. Aborting before deciding is always safe.
+    fn time_out<P: Protocol>(&mut self, cx: &mut Ctx<'_, P>, id: TxnId, host: &mut Apply<'_>)
+    where
+        P::Msg: From<RaftWire> + From<TpcWire>,
+        P::Timer: From<RaftTick> + From<TpcTick>,
+    {
+        let Some(p) = self.state.prepared.get(&id) else { return };
+        let heard = self.votes.get(&id);
+        let missing =
+            p.participants.iter().any(|g| *g != self.me.partition && heard.is_none_or(|h| !h.contains_key(g)));
+        if missing {
+            self.propose(cx, Command::Decide { id, parts: None }, host);
         }
     }
 

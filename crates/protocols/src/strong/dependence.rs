@@ -143,9 +143,11 @@ pub trait GroupView {
 ///
 /// Compatible (§IV-A, `compat`, at positions): with a read in another group `h` at position `q` with
 /// vector `W`, position `p` needs `p ≥ W[g]` (the snapshot holds what that read depends on in `g`) and
-/// `head(p)[h] ≤ q` (nothing read here depends on a write of `h` that read missed). With a read in the
-/// same group, both versions must be their keys' latest at `p` (cases (i)–(iii): neither was
-/// overwritten before the other committed).
+/// `head(p)[h] ≤ q` (nothing read here depends on a write of `h` that read missed), where `q` is the latest
+/// position of the reads in `h` (they are all their keys' latest there: a read at an earlier position
+/// stays valid at a later one until its key is overwritten). With a read in the same group, both versions
+/// must be their keys' latest at `p` (cases (i)–(iii): neither was overwritten before the other
+/// committed).
 pub fn choose(view: &impl GroupView, key: &str, reads: &[ReadAt], read_keys: &[&str]) -> Option<(usize, u64)> {
     let g = view.group();
     let heads = view.heads();
@@ -173,12 +175,21 @@ pub fn choose(view: &impl GroupView, key: &str, reads: &[ReadAt], read_keys: &[&
         // fits is the latest.
         let from = heads.partition_point(|(stamp, _)| *stamp < lo);
         let to = heads.partition_point(|(stamp, _)| *stamp <= hi);
-        let fits = |head: &DepVector| reads.iter().filter(|r| r.group != g).all(|r| head.get(r.group) <= r.position);
+        // Reads in one group are all their keys' latest at the latest of their positions (each was chosen
+        // compatible with the earlier ones there), so that position bounds what this read may depend on.
+        let fits = |head: &DepVector| {
+            reads.iter().filter(|r| r.group != g).all(|r| head.get(r.group) <= group_position(reads, r.group))
+        };
         if let Some((p, _)) = heads[from..to].iter().rev().find(|(_, head)| fits(head)) {
             return Some((i, *p));
         }
     }
     None
+}
+
+/// The latest position of the reads in group `h`.
+fn group_position(reads: &[ReadAt], h: PartitionId) -> u64 {
+    reads.iter().filter(|r| r.group == h).map(|r| r.position).max().unwrap_or(0)
 }
 
 /// Whether a transaction with snapshot `snapshot` depends on the version of stamp `stamp` in group

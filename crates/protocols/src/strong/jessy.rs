@@ -58,11 +58,12 @@ use crate::components::multicast::{
     MAX_TIMESTAMP, McastEvent, McastId, McastMember, McastMsg, McastOrigin, McastParams, McastRetry, McastTick,
     McastWire, check_submit_sender,
 };
+use crate::components::twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions,
     Message, Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request,
-    ServerId, ServerNode, Topology, Value, Version,
+    ServerId, ServerNode, Termination, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;
@@ -113,6 +114,9 @@ pub trait Criterion: Send + 'static {
     /// A session's transactions observe what its earlier ones observed and wrote (`si`, `psi`: the
     /// checker's SESSION axiom).
     const SESSIONS: bool = false;
+    /// Certification can refuse a transaction (all but `rc`): under two-phase commit, prepared
+    /// transactions then lock their keys against conflicting prepares.
+    const CERTIFIES: bool = true;
     /// Group `group`'s verdict on a transaction with snapshot `snapshot` that writes, in this group, keys
     /// whose last committed versions have stamps `latest`, and (where reads are certified) read keys here
     /// at stamps `reads`, each beside its key's last committed stamp. "Last committed" counts the
@@ -180,6 +184,7 @@ impl Criterion for RcCriterion {
     const OFFERS: Offers = ALL_WRITES;
     const READS: ReadRule = ReadRule::Latest;
     const CERTIFIES_READS: ReadCertification = ReadCertification::Never;
+    const CERTIFIES: bool = false;
 
     fn certify(_snapshot: &DepVector, _group: PartitionId, _latest: &[u64], _reads: &[(u64, u64)]) -> bool {
         true
@@ -276,6 +281,9 @@ impl Criterion for PsiCriterion {
     }
 }
 
+/// The names of the family's protocols, the ones `ProtocolConfig::termination` applies to.
+pub const FAMILY: [&str; 6] = ["nmsi", "rc", "ser", "us", "si", "psi"];
+
 /// The Jessy skeleton running criterion `C`.
 pub struct Jessy<C>(PhantomData<C>);
 
@@ -313,7 +321,7 @@ impl<C: Criterion> Protocol for Jessy<C> {
     }
 
     fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> JessyServer<C> {
-        JessyServer::new(id, topology, params(config))
+        JessyServer::new(id, topology, params(config), config.termination)
     }
 
     fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> JessyClient<C> {
@@ -359,6 +367,8 @@ pub struct TxPayload {
 pub enum JessyMsg {
     Raft(RaftWire),
     Mcast(McastWire),
+    /// Two-phase commit's steps (`--termination 2pc`).
+    Tpc(TpcWire),
     /// Client → a member of the key's group: read `key` compatibly with `reads` (the transaction's earlier
     /// reads with their keys). `tag` numbers the client's reads. With sessions, a first read's snapshot
     /// must hold at least `floor` (what the session saw and wrote before).
@@ -408,6 +418,10 @@ impl Message for JessyMsg {
             JessyMsg::Mcast(McastWire::Submit(_)) => "submit",
             JessyMsg::Mcast(McastWire::Proposal { .. }) => "proposal",
             JessyMsg::Mcast(McastWire::Decided { .. }) => "decided",
+            JessyMsg::Tpc(TpcWire::Begin { .. }) => "begin",
+            JessyMsg::Tpc(TpcWire::Vote { .. }) => "2pc-vote",
+            JessyMsg::Tpc(TpcWire::Decision { .. }) => "decision",
+            JessyMsg::Tpc(TpcWire::Outcome { .. }) => "outcome",
             JessyMsg::Read { .. } => "read",
             JessyMsg::ReadReply { .. } => "read-reply",
             JessyMsg::Vote { .. } => "vote",
@@ -431,11 +445,19 @@ impl From<McastWire> for JessyMsg {
     }
 }
 
+impl From<TpcWire> for JessyMsg {
+    fn from(w: TpcWire) -> Self {
+        JessyMsg::Tpc(w)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JessyTimer {
     Raft(RaftTick),
     Mcast(McastTick),
     Retry(McastRetry),
+    Tpc(TpcTick),
+    TpcRetry(TpcRetry),
     /// A member's periodic look at what waits (votes to ask for again, reads held too long); armed only
     /// while something waits.
     Sweep,
@@ -460,6 +482,18 @@ impl From<McastTick> for JessyTimer {
 impl From<McastRetry> for JessyTimer {
     fn from(t: McastRetry) -> Self {
         JessyTimer::Retry(t)
+    }
+}
+
+impl From<TpcTick> for JessyTimer {
+    fn from(t: TpcTick) -> Self {
+        JessyTimer::Tpc(t)
+    }
+}
+
+impl From<TpcRetry> for JessyTimer {
+    fn from(t: TpcRetry) -> Self {
+        JessyTimer::TpcRetry(t)
     }
 }
 
@@ -489,6 +523,38 @@ struct GroupData {
     /// order (the apply order) for trimming and for answering queries.
     cast: BTreeMap<McastId, (bool, u64, Vec<PartitionId>)>,
     cast_order: VecDeque<McastId>,
+    /// Under two-phase commit: the group's state there.
+    tpc: TpcState,
+}
+
+/// A group's state under two-phase commit: its clock (the largest stamp it proposed or applied) and the
+/// transactions prepared or decided here and not applied yet.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct TpcState {
+    clock: u64,
+    /// Prepared here, undecided: each with the timestamp this group proposed.
+    prepared: BTreeMap<McastId, (u64, TxPayload)>,
+    /// Decided to commit, by final stamp, waiting until no prepared transaction may end below it.
+    committed: BTreeMap<u64, (McastId, TxPayload)>,
+}
+
+/// A group's verdict under two-phase commit, carried as its part of the transaction: every member of every
+/// group decides from all the parts (so a no travels with its cause to the client).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum TpcVerdict {
+    /// Prepared, with the timestamp this group proposes.
+    Yes { ts: u64 },
+    /// Certification failed against a committed transaction.
+    Certification,
+    /// A prepared, undecided transaction here holds a conflicting key (no-wait: vote no).
+    Locked,
+}
+
+/// The smallest stamp above `floor` in group `g`'s residue class (stamps are unique across groups, as
+/// the multicast's are).
+fn next_stamp(floor: u64, topology: &Topology, g: PartitionId) -> u64 {
+    let n = u64::from(topology.partitions);
+    (floor / n + 1) * n + u64::from(g)
 }
 
 impl GroupView for GroupData {
@@ -517,7 +583,91 @@ impl GroupData {
             queue: VecDeque::new(),
             cast: BTreeMap::new(),
             cast_order: VecDeque::new(),
+            tpc: TpcState::default(),
         }
+    }
+
+    /// Applies a committed transaction with stamp `stamp` delivered to groups `dest`: its writes here are
+    /// new versions, and the group's order records it (a new head). Returns the new position and head.
+    fn apply(&mut self, topology: &Topology, stamp: u64, tx: TxPayload, dest: &[PartitionId]) -> (u64, DepVector) {
+        let g = self.group;
+        let cv = commit_vector(&tx.snapshot, dest.iter().copied(), stamp);
+        for (k, v) in tx.writes.into_iter().filter(|(k, _)| topology.partition_of(k) == g) {
+            self.versions.entry(k).or_insert_with(|| vec![(0, None)]).push((stamp, Some(v)));
+        }
+        let mut head = self.heads.last().map(|(_, h)| h.clone()).unwrap_or_default();
+        head.join(&cv);
+        self.heads.push((stamp, head.clone()));
+        (stamp, head)
+    }
+
+    /// Two-phase commit's prepare of `tx` here: a group that holds none of its certified keys only orders
+    /// it; the others refuse it if a prepared transaction holds a conflicting key (no-wait locking: a
+    /// write conflicts with prepared writes and certified reads of its key, a certified read with prepared
+    /// writes), then certify it as the multicast termination does. A yes proposes a stamp above the
+    /// group's clock and above the snapshot's entry here (so the transaction follows what it depends on).
+    fn tpc_prepare<C: Criterion>(&mut self, topology: &Topology, id: McastId, tx: TxPayload) -> TpcVerdict {
+        let g = self.group;
+        if C::CERTIFIES && voters(topology, &tx).contains(&g) {
+            let here = |k: &Key| topology.partition_of(k) == g;
+            let writes: Vec<&Key> = tx.writes.iter().map(|(k, _)| k).filter(|k| here(k)).collect();
+            let reads: Vec<&(Key, u64)> = tx.reads.iter().filter(|(k, _)| here(k)).collect();
+            let locked = self.tpc.prepared.values().any(|(_, p)| {
+                let p_writes = || p.writes.iter().map(|(k, _)| k);
+                p_writes().any(|k| writes.contains(&k) || reads.iter().any(|(r, _)| r == k))
+                    || p.reads.iter().any(|(k, _)| writes.contains(&k))
+            });
+            if locked {
+                return TpcVerdict::Locked;
+            }
+            let last = |k: &Key| {
+                let pending = self.tpc.committed.iter().rev().find(|(_, (_, t))| t.writes.iter().any(|(w, _)| w == k));
+                pending.map(|(s, _)| *s).unwrap_or_else(|| self.versions(k).last().copied().unwrap_or(0))
+            };
+            let latest: Vec<u64> = writes.iter().map(|k| last(k)).collect();
+            let read_at: Vec<(u64, u64)> = reads.iter().map(|(k, read)| (*read, last(k))).collect();
+            if !C::certify(&tx.snapshot, g, &latest, &read_at) {
+                return TpcVerdict::Certification;
+            }
+        }
+        let ts = next_stamp(self.tpc.clock.max(tx.snapshot.get(g)), topology, g);
+        self.tpc.clock = ts;
+        self.tpc.prepared.insert(id, (ts, tx));
+        TpcVerdict::Yes { ts }
+    }
+
+    /// Two-phase commit's decision on `id`: it commits if every group's part is a yes, at the largest
+    /// proposed stamp; then every committed transaction no prepared one may precede is applied, in stamp
+    /// order (each group applies in stamp order, as under the multicast). Returns what was applied.
+    fn tpc_decide<C: Criterion>(
+        &mut self,
+        topology: &Topology,
+        id: McastId,
+        parts: Option<&[(PartitionId, Vec<u8>)]>,
+    ) -> Vec<(u64, DepVector)> {
+        if let Some((_, tx)) = self.tpc.prepared.remove(&id)
+            && let Some(parts) = parts
+        {
+            let verdicts: Vec<TpcVerdict> = parts.iter().filter_map(|(_, b)| postcard::from_bytes(b).ok()).collect();
+            let stamps: Vec<u64> =
+                verdicts.iter().filter_map(|v| if let TpcVerdict::Yes { ts } = v { Some(*ts) } else { None }).collect();
+            if stamps.len() == parts.len()
+                && let Some(&stamp) = stamps.iter().max()
+            {
+                self.tpc.clock = self.tpc.clock.max(stamp);
+                self.tpc.committed.insert(stamp, (id, tx));
+            }
+        }
+        let mut applied = Vec::new();
+        while let Some((&stamp, _)) = self.tpc.committed.first_key_value() {
+            if self.tpc.prepared.values().any(|(ts, _)| *ts < stamp) {
+                break;
+            }
+            let (_, tx) = self.tpc.committed.remove(&stamp).expect("first");
+            let dest: Vec<PartitionId> = destinations::<C>(topology, &tx).into_iter().collect();
+            applied.push(self.apply(topology, stamp, tx, &dest));
+        }
+        applied
     }
 
     /// The version at `index` of `key` (as [`GroupView::versions`] lists them).
@@ -596,6 +746,46 @@ fn certifies_reads<C: Criterion>(writes: bool) -> bool {
 
 type Cx<'a, C> = Ctx<'a, Jessy<C>>;
 
+/// How a member terminates update transactions ([`ProtocolConfig::termination`]).
+#[derive(Serialize, Deserialize)]
+enum Engine {
+    Multicast(McastMember),
+    TwoPc(TpcMember),
+}
+
+/// The group's data as two-phase commit's host: prepare and decide change it while the component applies
+/// its log, and what they apply is collected for the member to act on afterwards.
+struct TpcView<'a, C> {
+    data: &'a mut GroupData,
+    topology: &'a Topology,
+    applied: Vec<(u64, DepVector)>,
+    criterion: PhantomData<C>,
+}
+
+impl<C: Criterion> TpcHost for TpcView<'_, C> {
+    fn prepare(&mut self, id: McastId, payload: &[u8]) -> Option<Vec<u8>> {
+        // Members prepare only what passed `check_tx`; anything else is refused.
+        let tx = postcard::from_bytes::<TxPayload>(payload).ok()?;
+        let verdict = self.data.tpc_prepare::<C>(self.topology, id, tx);
+        Some(postcard::to_stdvec(&verdict).expect("a verdict serializes"))
+    }
+
+    fn decide(&mut self, id: McastId, commit: Option<&[(PartitionId, Vec<u8>)]>) {
+        let applied = self.data.tpc_decide::<C>(self.topology, id, commit);
+        self.applied.extend(applied);
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        postcard::to_stdvec(&*self.data).expect("the group's data serializes")
+    }
+
+    fn restore(&mut self, data: &[u8]) {
+        if let Ok(d) = postcard::from_bytes::<GroupData>(data) {
+            *self.data = d;
+        }
+    }
+}
+
 /// A member of a partition's replica group.
 #[derive(Serialize, Deserialize)]
 #[serde(bound = "")]
@@ -603,7 +793,7 @@ pub struct JessyServer<C> {
     id: ServerId,
     topology: Topology,
     retry_ns: u64,
-    member: McastMember,
+    engine: Engine,
     data: GroupData,
     /// Votes from other groups for transactions not delivered here yet. Soft: re-asked for.
     #[serde(skip)]
@@ -625,12 +815,19 @@ pub struct JessyServer<C> {
 }
 
 impl<C: Criterion> JessyServer<C> {
-    pub fn new(id: ServerId, topology: Topology, params: McastParams) -> Self {
+    pub fn new(id: ServerId, topology: Topology, params: McastParams, termination: Termination) -> Self {
+        let engine = match termination {
+            Termination::Multicast => Engine::Multicast(McastMember::new(id, topology, params)),
+            Termination::TwoPc => {
+                let tpc = TpcParams { raft: params.raft, retry_ns: params.retry_ns };
+                Engine::TwoPc(TpcMember::new(id, topology, tpc))
+            }
+        };
         Self {
             id,
             topology,
             retry_ns: params.retry_ns,
-            member: McastMember::new(id, topology, params),
+            engine,
             data: GroupData::new(id.partition),
             early_votes: BTreeMap::new(),
             parked: Vec::new(),
@@ -641,9 +838,25 @@ impl<C: Criterion> JessyServer<C> {
         }
     }
 
-    /// The multicast endpoint.
-    pub fn member(&self) -> &McastMember {
-        &self.member
+    /// Runs `f` on the two-phase commit member with the group's data as its host, then acts on what was
+    /// applied. Nothing under the multicast.
+    fn with_tpc<R>(
+        &mut self,
+        cx: &mut Cx<'_, C>,
+        f: impl FnOnce(&mut TpcMember, &mut Cx<'_, C>, &mut dyn TpcHost) -> R,
+    ) -> Option<R> {
+        let Engine::TwoPc(member) = &mut self.engine else { return None };
+        let mut view = TpcView::<C> {
+            data: &mut self.data,
+            topology: &self.topology,
+            applied: Vec::new(),
+            criterion: PhantomData,
+        };
+        let r = f(member, cx, &mut view);
+        let applied = view.applied;
+        cx.charge(applied.len() as u64);
+        self.applied(cx, applied);
+        Some(r)
     }
 
     /// The latest value of `key` this member applied.
@@ -677,9 +890,11 @@ impl<C: Criterion> JessyServer<C> {
             }
         }
         self.progress(cx);
-        if self.member.wants_compaction() {
+        if let Engine::Multicast(member) = &mut self.engine
+            && member.wants_compaction()
+        {
             let state = postcard::to_stdvec(&self.data).expect("the group's data serializes");
-            self.member.compact(cx, state);
+            member.compact(cx, state);
         }
     }
 
@@ -747,14 +962,7 @@ impl<C: Criterion> JessyServer<C> {
                     // Every destination group orders the transaction (its heads record it): the groups it
                     // writes, and those that certified its reads or only order it.
                     cx.charge(1);
-                    let cv = commit_vector(&q.tx.snapshot, q.dest.iter().copied(), q.stamp);
-                    for (k, v) in q.tx.writes.into_iter().filter(|(k, _)| self.topology.partition_of(k) == g) {
-                        self.data.versions.entry(k).or_insert_with(|| vec![(0, None)]).push((q.stamp, Some(v)));
-                    }
-                    let mut head = self.data.heads.last().map(|(_, h)| h.clone()).unwrap_or_default();
-                    head.join(&cv);
-                    self.data.heads.push((q.stamp, head.clone()));
-                    applied.push((q.stamp, head));
+                    applied.push(self.data.apply(&self.topology, q.stamp, q.tx, &q.dest));
                 }
                 changed = true;
             }
@@ -762,6 +970,11 @@ impl<C: Criterion> JessyServer<C> {
                 break;
             }
         }
+        self.applied(cx, applied);
+    }
+
+    /// After commits were applied: trims, propagates, answers the reads that waited for them.
+    fn applied(&mut self, cx: &mut Cx<'_, C>, applied: Vec<(u64, DepVector)>) {
         if !applied.is_empty() {
             self.data.trim();
             if C::PROPAGATES {
@@ -850,7 +1063,9 @@ impl<C: Criterion> JessyServer<C> {
             if q.dest.contains(&from.partition) {
                 q.votes.entry(from.partition).or_insert(yes);
             }
-        } else if !self.data.cast.contains_key(&id) && !self.member.is_delivered(&id) {
+        } else if !self.data.cast.contains_key(&id)
+            && matches!(&self.engine, Engine::Multicast(m) if !m.is_delivered(&id))
+        {
             // Not delivered here yet: keep it (bounded) for when it is.
             if self.early_votes.len() < MAX_EARLY_VOTES || self.early_votes.contains_key(&id) {
                 self.early_votes.entry(id).or_default().entry(from.partition).or_insert(yes);
@@ -1003,21 +1218,37 @@ impl<C: Criterion> JessyServer<C> {
     /// destination group, and carries a transaction whose writes are exactly on its destination groups.
     fn check_submit(&self, from: Addr, msg: &McastMsg) -> Result<(), (InvalidKind, String)> {
         check_submit_sender(&self.topology, self.id, from, msg)?;
-        let tx = postcard::from_bytes::<TxPayload>(&msg.payload)
-            .map_err(|e| (InvalidKind::Malformed, format!("{}: undecodable transaction: {e}", msg.id)))?;
+        self.check_tx(msg.id, &msg.payload, &msg.dest)
+    }
+
+    /// A transaction (multicast or begun by two-phase commit) decodes, certifies reads only where its
+    /// criterion does, carries stamps and vectors in range, and is addressed to exactly its destination
+    /// groups.
+    fn check_tx(&self, id: McastId, payload: &[u8], dest: &[PartitionId]) -> Result<(), (InvalidKind, String)> {
+        let tx = postcard::from_bytes::<TxPayload>(payload)
+            .map_err(|e| (InvalidKind::Malformed, format!("{id}: undecodable transaction: {e}")))?;
         if !certifies_reads::<C>(!tx.writes.is_empty()) && !tx.reads.is_empty() {
-            return Err((InvalidKind::Malformed, format!("{}: {} certifies no reads here", msg.id, C::NAME)));
+            return Err((InvalidKind::Malformed, format!("{}: {} certifies no reads here", id, C::NAME)));
         }
         if let Some((k, stamp)) = tx.reads.iter().find(|(_, stamp)| *stamp > MAX_TIMESTAMP) {
-            return Err((InvalidKind::Malformed, format!("{}: a read of {k:?} at stamp {stamp}", msg.id)));
+            return Err((InvalidKind::Malformed, format!("{}: a read of {k:?} at stamp {stamp}", id)));
         }
         let groups = destinations::<C>(&self.topology, &tx);
-        if voters(&self.topology, &tx).is_empty() || !groups.iter().eq(msg.dest.iter()) {
-            let why = format!("{} is addressed to groups {:?}, its keys are on {groups:?}", msg.id, msg.dest);
+        if voters(&self.topology, &tx).is_empty() || !groups.iter().eq(dest.iter()) {
+            let why = format!("{} is addressed to groups {:?}, its keys are on {groups:?}", id, dest);
             return Err((InvalidKind::Malformed, why));
         }
         check_vector(&self.topology, &tx.snapshot).map_err(|why| (InvalidKind::Malformed, why))?;
         Ok(())
+    }
+
+    /// Whether `msg` belongs to this member's termination (anything else is not a termination message).
+    fn terminates_by(&self, msg: &JessyMsg) -> bool {
+        match msg {
+            JessyMsg::Mcast(_) => matches!(self.engine, Engine::Multicast(_)),
+            JessyMsg::Tpc(_) => matches!(self.engine, Engine::TwoPc(_)),
+            _ => true,
+        }
     }
 
     fn check_read(&self, key: &Key, reads: &[(Key, ReadAt)]) -> Result<(), String> {
@@ -1050,8 +1281,15 @@ fn check_vector(topology: &Topology, v: &DepVector) -> Result<(), String> {
 impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
     fn on_start(&mut self, cx: &mut Cx<'_, C>) {
         self.sweep_armed = false;
-        let events = self.member.start(cx);
-        self.handle(cx, events);
+        match &mut self.engine {
+            Engine::Multicast(member) => {
+                let events = member.start(cx);
+                self.handle(cx, events);
+            }
+            Engine::TwoPc(_) => {
+                self.with_tpc(cx, |m, cx, host| m.start(cx, host));
+            }
+        }
     }
 
     fn on_message(&mut self, cx: &mut Cx<'_, C>, from: Addr, msg: JessyMsg) -> Result<(), InvalidInput> {
@@ -1059,10 +1297,38 @@ impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
         let refuse = |k: InvalidKind, why: String| InvalidInput::new(k, kind, from, why);
         let malformed = |why: String| refuse(InvalidKind::Malformed, why);
         let other_group = |s: ServerId| self.topology.contains(s) && s.partition != self.id.partition;
+        if !self.terminates_by(&msg) {
+            let mine = if matches!(self.engine, Engine::TwoPc(_)) { "2pc" } else { "multicast" };
+            return Err(refuse(InvalidKind::Malformed, format!("this cluster terminates by {mine}")));
+        }
         match (from, msg) {
-            (Addr::Server(server), JessyMsg::Raft(wire)) => {
-                let events = self.member.on_raft(cx, server, wire).map_err(malformed)?;
-                self.handle(cx, events);
+            (Addr::Server(server), JessyMsg::Raft(wire)) => match &mut self.engine {
+                Engine::Multicast(member) => {
+                    let events = member.on_raft(cx, server, wire).map_err(malformed)?;
+                    self.handle(cx, events);
+                }
+                Engine::TwoPc(_) => {
+                    self.with_tpc(cx, |m, cx, host| m.on_raft(cx, server, wire, host))
+                        .unwrap_or(Ok(()))
+                        .map_err(malformed)?;
+                }
+            },
+            (_, JessyMsg::Tpc(TpcWire::Begin { id, participants, payload })) => {
+                self.check_tx(id, &payload, &participants).map_err(|(k, why)| refuse(k, why))?;
+                let wire = TpcWire::Begin { id, participants, payload };
+                self.with_tpc(cx, |m, cx, host| m.on_wire(cx, from, wire, host))
+                    .unwrap_or(Ok(()))
+                    .map_err(malformed)?;
+            }
+            (_, JessyMsg::Tpc(TpcWire::Outcome { .. })) => {
+                return Err(refuse(InvalidKind::Sender, "only origins are sent outcomes".into()));
+            }
+            (Addr::Server(s), JessyMsg::Tpc(wire)) if other_group(s) => {
+                // Votes and decisions travel between a transaction's groups; the component checks them
+                // against what is prepared here.
+                self.with_tpc(cx, |m, cx, host| m.on_wire(cx, from, wire, host))
+                    .unwrap_or(Ok(()))
+                    .map_err(malformed)?;
             }
             (_, JessyMsg::Mcast(McastWire::Submit(msg))) => {
                 self.check_submit(from, &msg).map_err(|(k, why)| refuse(k, why))?;
@@ -1071,11 +1337,13 @@ impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
                     cx.send(msg.id.origin, JessyMsg::Vote { id: msg.id, yes, stamp });
                     return Ok(());
                 }
-                let events = self.member.on_wire(cx, from, McastWire::Submit(msg)).map_err(malformed)?;
+                let Engine::Multicast(member) = &mut self.engine else { return Ok(()) };
+                let events = member.on_wire(cx, from, McastWire::Submit(msg)).map_err(malformed)?;
                 self.handle(cx, events);
             }
             (Addr::Server(s), JessyMsg::Mcast(wire)) if other_group(s) => {
-                let events = self.member.on_wire(cx, from, wire).map_err(malformed)?;
+                let Engine::Multicast(member) = &mut self.engine else { return Ok(()) };
+                let events = member.on_wire(cx, from, wire).map_err(malformed)?;
                 self.handle(cx, events);
             }
             (Addr::Client(_), JessyMsg::Read { tag, key, reads, floor }) => {
@@ -1144,21 +1412,35 @@ impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
     }
 
     fn on_timer(&mut self, cx: &mut Cx<'_, C>, timer: JessyTimer) {
-        let events = match timer {
-            JessyTimer::Raft(_) => self.member.on_raft_tick(cx),
-            JessyTimer::Mcast(_) => self.member.on_tick(cx),
-            JessyTimer::Sweep => return self.sweep(cx),
-            JessyTimer::Retry(_) | JessyTimer::ReadRetry { .. } => return,
+        let events = match (&mut self.engine, timer) {
+            (_, JessyTimer::Sweep) => return self.sweep(cx),
+            (Engine::Multicast(member), JessyTimer::Raft(_)) => member.on_raft_tick(cx),
+            (Engine::Multicast(member), JessyTimer::Mcast(_)) => member.on_tick(cx),
+            (Engine::TwoPc(_), JessyTimer::Raft(_)) => {
+                self.with_tpc(cx, |m, cx, host| m.on_raft_tick(cx, host));
+                return;
+            }
+            (Engine::TwoPc(_), JessyTimer::Tpc(_)) => {
+                self.with_tpc(cx, |m, cx, host| m.on_tick(cx, host));
+                return;
+            }
+            _ => return,
         };
         self.handle(cx, events);
     }
 
     fn leads(&self) -> Option<u64> {
-        self.member.is_leader().then(|| self.member.raft().term())
+        match &self.engine {
+            Engine::Multicast(m) => m.is_leader().then(|| m.raft().term()),
+            Engine::TwoPc(m) => m.is_leader().then(|| m.raft().term()),
+        }
     }
 
     fn apply_change(&mut self, change: &[u8]) -> Result<(), String> {
-        self.member.apply_change(change)
+        match &mut self.engine {
+            Engine::Multicast(m) => m.apply_change(change),
+            Engine::TwoPc(m) => m.apply_change(change),
+        }
     }
 
     fn stored_versions(&self) -> usize {
@@ -1218,6 +1500,8 @@ pub struct JessyClient<C> {
     topology: Topology,
     config: ProtocolConfig,
     origin: McastOrigin,
+    /// Under `--termination 2pc`: the transactions' two-phase commit origin.
+    tpc: TpcOrigin,
     retry_ns: u64,
     next_tag: u64,
     open: Option<Open>,
@@ -1230,11 +1514,13 @@ impl<C: Criterion> JessyClient<C> {
     pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
         let p = params(&config);
         let origin = McastOrigin::new(Addr::Client(id), dc, topology, p.retry_ns, p.record);
+        let tpc = TpcOrigin::new(Addr::Client(id), dc, topology, p.retry_ns);
         Self {
             dc,
             topology,
             config,
             origin,
+            tpc,
             retry_ns: p.retry_ns,
             next_tag: 0,
             open: None,
@@ -1257,7 +1543,10 @@ impl<C: Criterion> JessyClient<C> {
         match open.step {
             Step::Reading { op, .. } => cx.complete(op, Err(gone())),
             Step::Terminating { op, id, .. } => {
-                self.origin.forget(id);
+                match self.config.termination {
+                    Termination::Multicast => self.origin.forget(id),
+                    Termination::TwoPc => self.tpc.forget(id),
+                }
                 cx.complete(op, Err(gone()));
             }
             Step::Idle => {}
@@ -1360,7 +1649,10 @@ impl<C: Criterion> JessyClient<C> {
         reply.metrics.metadata_bytes = open.metadata + wire_bytes(&tx.snapshot) + wire_bytes(&tx.reads);
         let dest = destinations::<C>(&self.topology, &tx);
         let payload = postcard::to_stdvec(&tx).expect("a transaction serializes");
-        let id = self.origin.multicast(cx, dest.iter().copied(), payload);
+        let id = match self.config.termination {
+            Termination::Multicast => self.origin.multicast(cx, dest.iter().copied(), payload),
+            Termination::TwoPc => self.tpc.begin(cx, dest.iter().copied(), payload),
+        };
         let (dest, snapshot) = (dest.into_iter().collect(), tx.snapshot);
         open.step = Step::Terminating { op, id, dest, snapshot, votes: BTreeMap::new(), stamp: 0, reply };
     }
@@ -1375,9 +1667,7 @@ impl<C: Criterion> JessyClient<C> {
     }
 
     fn on_vote(&mut self, cx: &mut Cx<'_, C>, from: ServerId, id: McastId, yes: bool, stamp: u64) {
-        let Some(Open { step: Step::Terminating { op, id: want, votes, stamp: s, reply, .. }, .. }) =
-            self.open.as_mut()
-        else {
+        let Some(Open { step: Step::Terminating { id: want, votes, stamp: s, .. }, .. }) = self.open.as_mut() else {
             return;
         };
         if id != *want {
@@ -1388,22 +1678,63 @@ impl<C: Criterion> JessyClient<C> {
         if !self.origin.answered(id, from) {
             return;
         }
-        let (op, commit, stamp, mut reply) = (*op, votes.values().all(|&v| v), *s, std::mem::take(reply));
-        let Some(Open { step: Step::Terminating { dest, snapshot, .. }, .. }) = self.open.take() else { return };
-        if commit {
-            if C::SESSIONS {
-                self.session.join(&commit_vector(&snapshot, dest, stamp));
+        let outcome = if votes.values().all(|&v| v) { Ok(*s) } else { Err(AbortCause::Certification) };
+        self.finish(cx, outcome);
+    }
+
+    /// The open transaction terminated: committed at `stamp`, or aborted for `cause`.
+    fn finish(&mut self, cx: &mut Cx<'_, C>, outcome: Result<u64, AbortCause>) {
+        let Some(Open { step: Step::Terminating { op, dest, snapshot, mut reply, .. }, .. }) = self.open.take() else {
+            return;
+        };
+        match outcome {
+            Ok(stamp) => {
+                if C::SESSIONS {
+                    self.session.join(&commit_vector(&snapshot, dest, stamp));
+                }
+                reply.commit = Some(Version { time: stamp, dc: 0 });
+                cx.complete(op, Ok(reply));
             }
-            reply.commit = Some(Version { time: stamp, dc: 0 });
-            cx.complete(op, Ok(reply));
-        } else {
-            let why = if C::CERTIFIES_READS != ReadCertification::Never {
-                "certification failed: a concurrent transaction wrote a key this one read or writes"
-            } else {
-                "certification failed: a concurrent transaction wrote a key this one writes, unseen"
-            };
-            cx.complete(op, Err(OpError::aborted(AbortCause::Certification, why)));
+            Err(cause) => {
+                let why = match cause {
+                    AbortCause::Vote => "a group voted no: a concurrent prepared transaction holds a conflicting key",
+                    AbortCause::Timeout => "presumed abort: a group's vote did not reach the coordinator in time",
+                    _ if C::CERTIFIES_READS != ReadCertification::Never => {
+                        "certification failed: a concurrent transaction wrote a key this one read or writes"
+                    }
+                    _ => "certification failed: a concurrent transaction wrote a key this one writes, unseen",
+                };
+                cx.complete(op, Err(OpError::aborted(cause, why)));
+            }
         }
+    }
+
+    /// Two-phase commit's outcome: the component's abort is its presumed abort (a timeout); a commit
+    /// carries every group's verdict, whose conjunction is the transaction's.
+    fn on_tpc_outcome(&mut self, cx: &mut Cx<'_, C>, from: ServerId, wire: TpcWire) {
+        let TpcWire::Outcome { id, .. } = &wire else { return };
+        let Some(Open { step: Step::Terminating { id: want, .. }, .. }) = &self.open else { return };
+        if id != want {
+            return;
+        }
+        let Some(parts) = self.tpc.on_outcome(from, wire) else { return };
+        let outcome = match parts {
+            None => Err(AbortCause::Timeout),
+            Some(parts) => {
+                let verdicts: Vec<TpcVerdict> =
+                    parts.iter().filter_map(|(_, b)| postcard::from_bytes(b).ok()).collect();
+                if verdicts.contains(&TpcVerdict::Certification) {
+                    Err(AbortCause::Certification)
+                } else if verdicts.contains(&TpcVerdict::Locked) || verdicts.len() != parts.len() {
+                    Err(AbortCause::Vote)
+                } else {
+                    let stamps =
+                        verdicts.iter().filter_map(|v| if let TpcVerdict::Yes { ts } = v { Some(*ts) } else { None });
+                    Ok(stamps.max().unwrap_or(0))
+                }
+            }
+        };
+        self.finish(cx, outcome);
     }
 }
 
@@ -1480,6 +1811,7 @@ impl<C: Criterion> ClientNode<Jessy<C>> for JessyClient<C> {
                 self.on_read_reply(cx, tag, key, value, at, skipped)
             }
             JessyMsg::Vote { id, yes, stamp } => self.on_vote(cx, server, id, yes, stamp),
+            JessyMsg::Tpc(wire @ TpcWire::Outcome { .. }) => self.on_tpc_outcome(cx, server, wire),
             _ => {}
         }
     }
@@ -1487,6 +1819,7 @@ impl<C: Criterion> ClientNode<Jessy<C>> for JessyClient<C> {
     fn on_timer(&mut self, cx: &mut Cx<'_, C>, timer: JessyTimer) {
         match timer {
             JessyTimer::Retry(t) => self.origin.on_retry(cx, t),
+            JessyTimer::TpcRetry(t) => self.tpc.on_retry(cx, t),
             JessyTimer::ReadRetry { tag } => {
                 let Some(Open { step: Step::Reading { tag: want, to, .. }, .. }) = &self.open else { return };
                 if *want == tag {
