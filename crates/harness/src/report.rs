@@ -56,7 +56,7 @@ impl RunRecord {
     }
 }
 
-const KINDS: [&str; 4] = ["rot", "get", "put", "update"];
+const KINDS: [&str; 7] = ["rot", "get", "put", "update", "ro-txn", "rw-txn", "update-termination"];
 
 /// The CSV header matching [`csv_row`].
 pub fn csv_header() -> String {
@@ -72,7 +72,7 @@ pub fn csv_header() -> String {
         ",reads,fresh_read_share,max_versions_skipped,multi_version_overhead,rot_rounds_mean,max_rot_rounds,\
 versions_per_rot,versions_per_key_read,blocked_ops,blocked_mean_us,blocked_p99_us,blocked_total_ms,\
 readers_checks,rc_rot_ids_total_mean,rc_rot_ids_distinct_mean,rc_keys_checked_mean,rc_partitions_contacted_mean,\
-sim_events,wall_s",
+sim_events,wall_s,committed_txns_per_s,abort_rate,update_abort_rate,aborts,update_aborts",
     );
     h
 }
@@ -101,7 +101,8 @@ pub fn csv_row(r: &RunRecord) -> String {
         s.key_ops_per_s
     );
     for k in KINDS {
-        match s.kind(k) {
+        let kind = if k == "update-termination" { s.update_termination.as_ref() } else { s.kind(k) };
+        match kind {
             Some(k) => {
                 let _ = write!(
                     row,
@@ -136,6 +137,18 @@ pub fn csv_row(r: &RunRecord) -> String {
         opt(rc.map(|rc| rc.partitions_contacted_mean)),
         r.sim_events.map(|e| e.to_string()).unwrap_or_default(),
         r.wall_s
+    );
+    let causes = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter().map(|(c, n)| format!("{c}={n}")).collect::<Vec<_>>().join(" ")
+    };
+    let _ = write!(
+        row,
+        ",{:.1},{:.6},{:.6},{},{}",
+        s.committed_txns_per_s,
+        s.abort_rate,
+        s.update_abort_rate,
+        causes(&s.aborts),
+        causes(&s.update_aborts)
     );
     row
 }
