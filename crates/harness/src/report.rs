@@ -229,6 +229,47 @@ pub fn table(records: &[RunRecord]) -> String {
     t
 }
 
+/// The table of a transactional sweep (ycsb-t): committed transactions, update termination and aborts.
+pub fn txn_table(records: &[RunRecord]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "{:<18} {:<8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {}",
+        "variant",
+        "protocol",
+        "clients/DC",
+        "txn/s",
+        "term mean",
+        "term p95",
+        "upd abort",
+        "abort %",
+        "aborts per cause"
+    );
+    for r in records {
+        let s = &r.summary;
+        let term = s.update_termination.as_ref();
+        let causes: Vec<String> = s.aborts.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let _ = writeln!(
+            t,
+            "{:<18} {:<8} {:>10} {:>10.0} {:>10} {:>10} {:>8.2}% {:>8.2}% {}",
+            r.variant,
+            r.protocol,
+            r.clients_per_dc,
+            s.committed_txns_per_s,
+            term.map_or("-".into(), |k| fmt_us(k.mean_us)),
+            term.map_or("-".into(), |k| fmt_us(k.p95_us)),
+            s.update_abort_rate * 100.0,
+            s.abort_rate * 100.0,
+            if causes.is_empty() { "-".into() } else { causes.join(", ") }
+        );
+    }
+    t.push_str(
+        "(term = update transactions' termination, Commit sent → outcome, of those that committed; upd abort = aborted \
+         attempts of update transactions; latencies: µs below 10 ms, else ms)\n",
+    );
+    t
+}
+
 /// A latency for a table: `812µs` or `12.3ms`.
 pub fn fmt_us(us: f64) -> String {
     if us < 10_000.0 { format!("{us:.0}µs") } else { format!("{:.1}ms", us / 1_000.0) }
