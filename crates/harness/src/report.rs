@@ -234,16 +234,8 @@ pub fn txn_table(records: &[RunRecord]) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{:<18} {:<8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {}",
-        "variant",
-        "protocol",
-        "clients/DC",
-        "txn/s",
-        "term mean",
-        "term p95",
-        "upd abort",
-        "abort %",
-        "aborts per cause"
+        "{:<18} {:<8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} aborts per cause",
+        "variant", "protocol", "clients/DC", "txn/s", "term mean", "term p95", "upd abort", "abort %"
     );
     for r in records {
         let s = &r.summary;

@@ -1063,4 +1063,37 @@ mod tests {
         assert!(files[0].exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn nmsi_sites_hold_whole_groups_and_global_updates_pay_for_the_wan() {
+        let mut e = Experiment::new(Paper::Nmsi, Runtime::Sim, true);
+        assert_eq!(e.protocols[..2], ["nmsi".to_string(), "rc".to_string()], "subject first, then RC");
+        let setup = e.setup();
+        for p in NMSI_PROTOCOLS {
+            // Every criterion of the paper is run or named as not run.
+            assert!(e.protocols.iter().any(|q| q == p) || setup.contains("not run:") && setup.contains(p), "{p}");
+        }
+        e.duration_ns = ms(300.0);
+        e.warmup_ns = ms(50.0);
+        e.cooldown_ns = ms(10.0);
+        let fig4 = |sites: u16| {
+            e.variants
+                .iter()
+                .position(|v| v.figure == Some(NmsiFigure::Scalability) && v.topology.dcs == sites)
+                .expect("a Fig. 4 variant")
+        };
+        let (one, three) = (fig4(1), fig4(3));
+        let t = e.variants[three].topology;
+        assert_eq!((t.partitions, t.replicas, t.placement), (3, 3, Placement::Site));
+        let term = |variant: usize| {
+            let report = e.run_sim::<snowline_protocols::Nmsi>(variant, 4);
+            assert!(report.summary.committed_txns_per_s > 0.0);
+            report.summary.update_termination.expect("updates terminated").mean_us
+        };
+        let (local, global) = (term(one), term(three));
+        // At one site a group certifies within the site (0.1 ms hops); over three sites most updates reach a
+        // group at another site, 5-7.5 ms away.
+        assert!(local < 2_000.0, "one site: {local} µs");
+        assert!(global > 3_000.0 && global > 3.0 * local, "three sites: {global} µs vs {local} µs");
+    }
 }
