@@ -111,10 +111,11 @@ pub async fn visibility_ms<P: Protocol>(config: &ClusterConfig, probes: usize, t
     Ok(out)
 }
 
-/// "2 datacenters × 4 partitions × 1 replica".
+/// "2 datacenters × 4 partitions × 1 replica", plus ", site placement" for that placement.
 fn shape(t: &Topology) -> String {
     let n = |count: u16, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
-    format!("{} × {} × {}", n(t.dcs, "datacenter"), n(t.partitions, "partition"), n(t.replicas, "replica"))
+    let placement = if t.placement == snowline_core::Placement::Spread { "" } else { ", site placement" };
+    format!("{} × {} × {}{placement}", n(t.dcs, "datacenter"), n(t.partitions, "partition"), n(t.replicas, "replica"))
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
@@ -233,7 +234,7 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         }
     }
     let (dcs, partitions) = (args.dcs, args.partitions);
-    let topology = Topology::replicated(dcs, partitions, args.replicas.unwrap_or(dcs));
+    let topology = Topology::placed(dcs, partitions, args.replicas.unwrap_or(dcs), args.placement);
     snowline_protocols::with_protocol!(&args.protocol, P => P::check_topology(&topology))?
         .map_err(|e| anyhow::anyhow!(e))?;
     let data = args.data_dir.clone().map(|root| LocalData { root, fsync: args.fsync });
@@ -281,6 +282,7 @@ fn plan_for_existing(args: &ClusterUpArgs, dir: &Path) -> Result<UpPlan> {
     check("dcs", args.dcs.to_string(), topology.dcs.to_string());
     check("partitions", args.partitions.to_string(), topology.partitions.to_string());
     check("replicas", args.replicas.unwrap_or(args.dcs).to_string(), topology.replicas.to_string());
+    check("placement", args.placement.to_string(), topology.placement.to_string());
     let latency = config.inter_dc_latency_ms.iter().flatten().fold(0.0_f64, |a, b| a.max(*b));
     check("latency_ms", args.latency_ms.to_string(), latency.to_string());
     let port = config.nodes.first().and_then(|n| n.addr.rsplit_once(':')).map(|(_, p)| p.to_string());

@@ -204,10 +204,14 @@ pub struct ClusterUpArgs {
     /// Partitions per datacenter.
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
-    /// Servers per partition (its replica group), spread over the datacenters. Default: one per datacenter,
+    /// Servers per partition (its replica group), placed as --placement says. Default: one per datacenter,
     /// which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv and the Jessy family) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
+    /// Where each partition's replica group lives: spread (member m of partition p in datacenter
+    /// (p + m) mod dcs) or site (the whole group in datacenter p mod dcs, as in the NMSI paper's set-up).
+    #[arg(long, default_value = "spread")]
+    pub placement: snowline_core::Placement,
     /// The Jessy family: how update transactions terminate, by genuine atomic multicast or two-phase commit
     /// (written into cluster.toml's [protocol_config]).
     #[arg(long, default_value = "multicast")]

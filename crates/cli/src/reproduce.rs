@@ -1,4 +1,4 @@
-//! `snowline reproduce contrarian|tomsic|snow-cops`: a paper's experiment end to end — the client sweep for
+//! `snowline reproduce contrarian|tomsic|snow-cops|nmsi`: a paper's experiment end to end — the client sweep for
 //! every protocol and variant, in the simulator or on real local clusters, then the results directory, the
 //! charts and a summary putting the paper's headline figures beside snowline's.
 
@@ -13,7 +13,8 @@ use std::time::Instant;
 
 #[derive(Args, Clone, Debug)]
 pub struct ReproduceArgs {
-    /// contrarian (Contrarian §5.2, Fig. 4), tomsic (Tomsic §5.3.2, Fig. 4) or snow-cops (SNOW §6.1, Fig. 5).
+    /// contrarian (Contrarian §5.2, Fig. 4), tomsic (Tomsic §5.3.2, Fig. 4), snow-cops (SNOW §6.1, Fig. 5) or
+    /// nmsi (NMSI §V, Figs. 1, 3, 4: the criteria this build has of nmsi, rc, ser, us, si, psi).
     pub paper: Paper,
     /// sim: the papers' set-ups in the simulator; real: real server processes, scaled down to this machine.
     #[arg(long, default_value = "sim")]
@@ -41,6 +42,9 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
     }
     if !args.clients.is_empty() {
         exp.clients = args.clients.clone();
+        for v in &mut exp.variants {
+            v.clients = None;
+        }
     }
     for p in &exp.protocols {
         snowline_protocols::canonical_name(p).with_context(|| {
@@ -68,6 +72,22 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         report::write_run(&out, &record)?;
         let [p50, p95, ..] = record.rot_latency_us();
         progress.suspend(|| {
+            if exp.paper == Paper::Nmsi {
+                let s = &record.summary;
+                let t = s.update_termination.as_ref();
+                println!(
+                    "{:<16} {:<5} {:>5} clients: {:>8.0} txn/s, update termination mean {} p95 {}, update aborts {:.2}% ({:.1} s)",
+                    record.variant,
+                    record.protocol,
+                    record.clients_total,
+                    s.committed_txns_per_s,
+                    t.map_or("-".into(), |t| report::fmt_us(t.mean_us)),
+                    t.map_or("-".into(), |t| report::fmt_us(t.p95_us)),
+                    s.update_abort_rate * 100.0,
+                    record.wall_s
+                );
+                return;
+            }
             println!(
                 "{:<10} {:<11} {:>5} clients: {:>10.0} ops/s, ROT p50 {} p95 {}, fresh {:.2}% ({:.1} s)",
                 record.variant,
@@ -85,7 +105,7 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
     }
     progress.finish_and_clear();
     report::write_all(&out, &records)?;
-    let table = report::table(&records);
+    let table = if exp.paper == Paper::Nmsi { report::txn_table(&records) } else { report::table(&records) };
     std::fs::write(out.join("table.txt"), &table)?;
     let charts = exp.charts(&records, &out)?;
     let headline = exp.headline(&records);

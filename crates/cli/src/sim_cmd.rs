@@ -3,7 +3,7 @@
 use crate::{check_cmd, duration};
 use anyhow::{Context, Result};
 use clap::Args;
-use snowline_core::{HistoryWriter, Protocol, ProtocolConfig, Topology};
+use snowline_core::{HistoryWriter, Placement, Protocol, ProtocolConfig, Topology};
 use snowline_harness::{MixedWorkload, RunRecord, RunReport, RunSpec};
 use snowline_protocols::with_protocol;
 use std::path::{Path, PathBuf};
@@ -22,10 +22,14 @@ pub struct WorkloadArgs {
     /// Partitions per datacenter.
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
-    /// Servers per partition (its replica group), spread over the datacenters (docs/ARCHITECTURE.md,
+    /// Servers per partition (its replica group), placed as --placement says (docs/ARCHITECTURE.md,
     /// placement). Default: one per datacenter, which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv and the Jessy family) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
+    /// Where each partition's replica group lives: spread (member m of partition p in datacenter
+    /// (p + m) mod dcs) or site (the whole group in datacenter p mod dcs, as in the NMSI paper's set-up).
+    #[arg(long, default_value = "spread")]
+    pub placement: Placement,
     /// Closed-loop clients per datacenter; a comma-separated list (10,50,100) sweeps them, one run each.
     #[arg(long, value_delimiter = ',', default_value = "50")]
     pub clients: Vec<usize>,
@@ -217,7 +221,7 @@ impl WorkloadArgs {
     pub fn topology(&self) -> Result<Topology> {
         anyhow::ensure!(self.dcs >= 1 && self.partitions >= 1, "--dcs and --partitions must be at least 1");
         anyhow::ensure!(self.replicas != Some(0), "--replicas must be at least 1");
-        let topology = Topology::replicated(self.dcs, self.partitions, self.replicas.unwrap_or(self.dcs));
+        let topology = Topology::placed(self.dcs, self.partitions, self.replicas.unwrap_or(self.dcs), self.placement);
         with_protocol!(&self.protocol, P => P::check_topology(&topology))?.map_err(|e| anyhow::anyhow!(e))?;
         Ok(topology)
     }

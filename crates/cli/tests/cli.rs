@@ -350,6 +350,33 @@ fn reproduce_runs_its_sweep_and_writes_charts_and_a_summary() {
     assert!(text(&o).contains("paxos"), "{}", text(&o));
 }
 
+#[test]
+fn reproduce_nmsi_runs_the_criteria_it_has_and_names_the_others() {
+    let dir = tempdir("reproduce-nmsi");
+    let o = snowline(&["reproduce", "nmsi", "--quick", "--clients", "2", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary.contains("NMSI's throughput is comparable to RC's"), "{summary}");
+    for p in ["us", "si", "psi"] {
+        if snowline_protocols::canonical_name(p).is_err() {
+            assert!(summary.contains("not run: ") && summary.contains(&format!("{p} not run")), "{p}: {summary}");
+        }
+    }
+    // NMSI and RC committed transactions in every Fig. 4 row.
+    for p in ["nmsi", "rc"] {
+        let row = summary.lines().find(|l| l.starts_with(&format!("| {p} | "))).expect("a Fig. 4 row");
+        assert!(!row.contains("| - |") && !row.contains("| 0 |"), "{row}");
+    }
+    for chart in [
+        "fig4-max-throughput-vs-sites.png",
+        "fig3-termination-latency.png",
+        "fig3-abort-ratio.png",
+        "fig1-throughput-vs-termination-latency.png",
+    ] {
+        assert!(std::fs::read(dir.join(chart)).unwrap().starts_with(b"\x89PNG"), "{chart}");
+    }
+}
+
 /// `snowline txn` against a 2PL cluster: reads then writes commit atomically; a transaction that loses a
 /// deadlock to an older one is aborted, prints its cause and exits 3.
 #[test]

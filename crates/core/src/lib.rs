@@ -30,5 +30,5 @@ pub use request::{
     Abort, AbortCause, Key, OpError, OpMetrics, ReadResult, ReadersCheckCost, Reply, Request, Value, Version,
 };
 pub use store::{GcPolicy, MvStore, StoredVersion};
-pub use topology::Topology;
+pub use topology::{Placement, Topology};
 pub use validate::{Check, InvalidInput, InvalidKind};

@@ -101,6 +101,8 @@ struct TxnRun {
     attempts: u32,
     first_start: u64,
     attempt_start: u64,
+    /// When the current attempt's `Commit` was sent (its termination started).
+    commit_start: u64,
     /// The history slot of the current attempt's invoke.
     slot: Option<usize>,
     /// The current attempt's micro-operations so far, in program order.
@@ -171,6 +173,7 @@ impl ClientLoop {
                     attempts: 0,
                     first_start: now,
                     attempt_start: now,
+                    commit_start: now,
                     slot: None,
                     ops: Vec::new(),
                     step: Step::Begin,
@@ -237,11 +240,18 @@ impl ClientLoop {
                 sink.metrics.record_txn_writes(t.plan.writes.len());
             }
         }
+        if matches!(step, Step::Commit) && !t.plan.writes.is_empty() && sink.spec.measured(t.commit_start, now) {
+            let outcome = match &result {
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.clone()),
+            };
+            sink.metrics.record_update_termination(&outcome, now - t.commit_start);
+        }
         match (step, result) {
-            (Step::Begin, Ok(_)) => Some(self.after_read(generator, t, 0)),
+            (Step::Begin, Ok(_)) => Some(self.after_read(generator, t, 0, now)),
             (Step::Read(round), Ok(reply)) => {
                 t.ops.extend(reply.reads.into_iter().map(|r| HistoryOp(OpKind::Read, r.key, r.value)));
-                Some(self.after_read(generator, t, round + 1))
+                Some(self.after_read(generator, t, round + 1, now))
             }
             (Step::Commit, Ok(reply)) => {
                 let version = reply.commit;
@@ -268,7 +278,7 @@ impl ClientLoop {
     }
 
     /// After `round` rounds of reads: the next round, or the commit with this attempt's unique values.
-    fn after_read(&mut self, generator: &Generator, t: &mut TxnRun, round: usize) -> Action {
+    fn after_read(&mut self, generator: &Generator, t: &mut TxnRun, round: usize, now: u64) -> Action {
         if let Some(keys) = t.plan.rounds.get(round) {
             t.step = Step::Read(round);
             return Action::Submit(Request::Read { keys: keys.clone() });
@@ -279,6 +289,7 @@ impl ClientLoop {
             t.plan.writes.iter().enumerate().map(|(i, k)| (k.clone(), generator.value(self.process, seq, i))).collect();
         t.ops.extend(writes.iter().map(|(k, v)| HistoryOp(OpKind::Write, k.clone(), Some(v.clone()))));
         t.step = Step::Commit;
+        t.commit_start = now;
         Action::Submit(Request::Commit { writes })
     }
 
@@ -298,6 +309,9 @@ impl ClientLoop {
         if let Err(OpError::Aborted(abort)) = &outcome {
             if measured {
                 sink.metrics.record_abort(abort.cause);
+                if !t.plan.writes.is_empty() {
+                    sink.metrics.record_update_abort(abort.cause);
+                }
             }
             if abort.cause != AbortCause::User && self.retry.allows(t.attempts) {
                 t.step = Step::Backoff(now + self.retry.backoff(t.attempts, &mut self.rng));
@@ -418,6 +432,13 @@ mod tests {
         let summary = sink.metrics.summary(1.0);
         assert_eq!(summary.aborts.get("deadlock"), Some(&1));
         assert_eq!(summary.attempts_per_commit, 2.0);
+        // Termination: each Commit answered 5 ns after it was sent; one aborted, one committed.
+        let t = summary.update_termination.clone().expect("update transactions terminate");
+        assert_eq!((t.ok, t.fail), (1, 1));
+        assert!(t.p50_us > 0.0 && t.p50_us < 0.01, "{t:?}");
+        assert_eq!(summary.update_aborts.get("deadlock"), Some(&1));
+        assert_eq!(summary.update_abort_rate, 0.5);
+        assert!(summary.to_string().contains("update transactions: termination"), "{summary}");
     }
 
     #[test]

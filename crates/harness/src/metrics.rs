@@ -42,6 +42,10 @@ pub struct Metrics {
     aborts: BTreeMap<AbortCause, u64>,
     /// Per committed transaction: the attempts it took.
     attempts: Histogram<u64>,
+    /// Update transactions' termination (NMSI §V, Fig. 3): from sending `Commit` to its outcome, per attempt.
+    update_termination: KindStats,
+    /// Aborted attempts of update transactions, per cause.
+    update_aborts: BTreeMap<AbortCause, u64>,
 }
 
 /// Sums of [`snowline_core::ReadersCheckCost`] over the writes that reported one.
@@ -71,6 +75,8 @@ impl Default for Metrics {
             metadata_bytes: Histogram::new(3).expect("valid"),
             aborts: BTreeMap::new(),
             attempts: Histogram::new(3).expect("valid"),
+            update_termination: KindStats { latency_ns: histogram(), ok: 0, fail: 0, info: 0 },
+            update_aborts: BTreeMap::new(),
         }
     }
 }
@@ -162,10 +168,37 @@ impl Metrics {
         *self.aborts.entry(cause).or_insert(0) += 1;
     }
 
+    /// One aborted attempt of an update transaction (counted by [`Metrics::record_abort`] too).
+    pub fn record_update_abort(&mut self, cause: AbortCause) {
+        *self.update_aborts.entry(cause).or_insert(0) += 1;
+    }
+
+    /// The termination of one update-transaction attempt: its `Commit` answered after `latency_ns`, committed
+    /// (`Ok`, the latency recorded) or not. Not an operation of its own: it does not count in the throughput.
+    pub fn record_update_termination(&mut self, outcome: &Result<(), OpError>, latency_ns: u64) {
+        let stats = &mut self.update_termination;
+        match outcome {
+            Ok(()) => {
+                stats.ok += 1;
+                stats.latency_ns.saturating_record(latency_ns.max(1));
+            }
+            Err(e) if e.is_definite() => stats.fail += 1,
+            Err(_) => stats.info += 1,
+        }
+    }
+
     pub fn merge(&mut self, other: &Metrics) {
         for (cause, n) in &other.aborts {
             *self.aborts.entry(*cause).or_insert(0) += n;
         }
+        for (cause, n) in &other.update_aborts {
+            *self.update_aborts.entry(*cause).or_insert(0) += n;
+        }
+        let (t, o) = (&mut self.update_termination, &other.update_termination);
+        t.latency_ns.add(&o.latency_ns).expect("same bounds");
+        t.ok += o.ok;
+        t.fail += o.fail;
+        t.info += o.info;
         self.attempts.add(&other.attempts).expect("same bounds");
         for (k, s) in &other.kinds {
             match self.kinds.get_mut(k) {
@@ -229,22 +262,24 @@ impl Metrics {
     /// Summarise over a measured interval of `seconds`.
     pub fn summary(&self, seconds: f64) -> Summary {
         let us = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1_000.0;
-        let per_kind: Vec<KindSummary> = self
-            .kinds
-            .iter()
-            .map(|(kind, s)| KindSummary {
-                kind: kind.to_string(),
-                ok: s.ok,
-                fail: s.fail,
-                info: s.info,
-                ops_per_s: s.ok as f64 / seconds,
-                p50_us: us(&s.latency_ns, 0.50),
-                p95_us: us(&s.latency_ns, 0.95),
-                p99_us: us(&s.latency_ns, 0.99),
-                max_us: s.latency_ns.max() as f64 / 1_000.0,
-                mean_us: s.latency_ns.mean() / 1_000.0,
-            })
-            .collect();
+        let kind_summary = |kind: &str, s: &KindStats| KindSummary {
+            kind: kind.to_string(),
+            ok: s.ok,
+            fail: s.fail,
+            info: s.info,
+            ops_per_s: s.ok as f64 / seconds,
+            p50_us: us(&s.latency_ns, 0.50),
+            p95_us: us(&s.latency_ns, 0.95),
+            p99_us: us(&s.latency_ns, 0.99),
+            max_us: s.latency_ns.max() as f64 / 1_000.0,
+            mean_us: s.latency_ns.mean() / 1_000.0,
+        };
+        let per_kind: Vec<KindSummary> = self.kinds.iter().map(|(kind, s)| kind_summary(kind, s)).collect();
+        let t = &self.update_termination;
+        let update_termination =
+            (t.ok + t.fail + t.info > 0).then(|| kind_summary("update-termination", &self.update_termination));
+        let update_aborted: u64 = self.update_aborts.values().sum();
+        let update_committed = self.kinds.get("rw-txn").map_or(0, |k| k.ok);
         let reads = self.versions_skipped.len();
         let fresh = self.versions_skipped.count_between(0, 0);
         let per = |total: u64, n: u64| if n == 0 { 0.0 } else { total as f64 / n as f64 };
@@ -254,6 +289,13 @@ impl Metrics {
             self.attempts.iter_recorded().map(|v| v.value_iterated_to() * v.count_at_value()).sum();
         let aborted: u64 = self.aborts.values().sum();
         Summary {
+            update_termination,
+            update_abort_rate: if update_committed + update_aborted == 0 {
+                0.0
+            } else {
+                update_aborted as f64 / (update_committed + update_aborted) as f64
+            },
+            update_aborts: self.update_aborts.iter().map(|(c, n)| (c.name().to_string(), *n)).collect(),
             committed_txns_per_s: committed as f64 / seconds,
             attempts_per_commit: if committed == 0 { 0.0 } else { attempts_total as f64 / committed as f64 },
             metadata_bytes_per_txn: if self.metadata_bytes.is_empty() { 0.0 } else { self.metadata_bytes.mean() },
@@ -356,6 +398,14 @@ pub struct Summary {
     /// Mean snapshot metadata a transaction shipped, bytes (0: not measured; the Jessy family's vector
     /// cost, NMSI §IV-A).
     pub metadata_bytes_per_txn: f64,
+    /// Update transactions' termination latency (NMSI §V, Fig. 3): from sending `Commit` to its answer, per
+    /// attempt; `ok` counts the attempts that committed (their latencies are the percentiles), `fail` those
+    /// that aborted at termination. Not counted in `ops_per_s`. `None` without update transactions.
+    pub update_termination: Option<KindSummary>,
+    /// Aborted attempts of update transactions / (those + committed update transactions).
+    pub update_abort_rate: f64,
+    /// Aborted attempts of update transactions, per cause.
+    pub update_aborts: BTreeMap<String, u64>,
 }
 
 impl Summary {
@@ -417,6 +467,18 @@ impl fmt::Display for Summary {
         }
         if self.metadata_bytes_per_txn > 0.0 {
             write!(f, "\nsnapshot metadata: {:.1} bytes per transaction", self.metadata_bytes_per_txn)?;
+        }
+        if let Some(t) = &self.update_termination {
+            write!(
+                f,
+                "\nupdate transactions: termination (commit → outcome) p50 {:.1} µs, p95 {:.1} µs, mean {:.1} µs over \
+                 {} commits; abort rate {:.2}%",
+                t.p50_us,
+                t.p95_us,
+                t.mean_us,
+                t.ok,
+                self.update_abort_rate * 100.0
+            )?;
         }
         Ok(())
     }

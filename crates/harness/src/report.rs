@@ -56,7 +56,7 @@ impl RunRecord {
     }
 }
 
-const KINDS: [&str; 4] = ["rot", "get", "put", "update"];
+const KINDS: [&str; 7] = ["rot", "get", "put", "update", "ro-txn", "rw-txn", "update-termination"];
 
 /// The CSV header matching [`csv_row`].
 pub fn csv_header() -> String {
@@ -72,7 +72,7 @@ pub fn csv_header() -> String {
         ",reads,fresh_read_share,max_versions_skipped,multi_version_overhead,rot_rounds_mean,max_rot_rounds,\
 versions_per_rot,versions_per_key_read,blocked_ops,blocked_mean_us,blocked_p99_us,blocked_total_ms,\
 readers_checks,rc_rot_ids_total_mean,rc_rot_ids_distinct_mean,rc_keys_checked_mean,rc_partitions_contacted_mean,\
-sim_events,wall_s",
+sim_events,wall_s,committed_txns_per_s,abort_rate,update_abort_rate,aborts,update_aborts",
     );
     h
 }
@@ -101,7 +101,8 @@ pub fn csv_row(r: &RunRecord) -> String {
         s.key_ops_per_s
     );
     for k in KINDS {
-        match s.kind(k) {
+        let kind = if k == "update-termination" { s.update_termination.as_ref() } else { s.kind(k) };
+        match kind {
             Some(k) => {
                 let _ = write!(
                     row,
@@ -136,6 +137,18 @@ pub fn csv_row(r: &RunRecord) -> String {
         opt(rc.map(|rc| rc.partitions_contacted_mean)),
         r.sim_events.map(|e| e.to_string()).unwrap_or_default(),
         r.wall_s
+    );
+    let causes = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter().map(|(c, n)| format!("{c}={n}")).collect::<Vec<_>>().join(" ")
+    };
+    let _ = write!(
+        row,
+        ",{:.1},{:.6},{:.6},{},{}",
+        s.committed_txns_per_s,
+        s.abort_rate,
+        s.update_abort_rate,
+        causes(&s.aborts),
+        causes(&s.update_aborts)
     );
     row
 }
@@ -213,6 +226,39 @@ pub fn table(records: &[RunRecord]) -> String {
         );
     }
     t.push_str("(latencies: µs below 10 ms, else ms; ROT = multi-key ROTs, or GETs where a workload has only those)\n");
+    t
+}
+
+/// The table of a transactional sweep (ycsb-t): committed transactions, update termination and aborts.
+pub fn txn_table(records: &[RunRecord]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "{:<18} {:<8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} aborts per cause",
+        "variant", "protocol", "clients/DC", "txn/s", "term mean", "term p95", "upd abort", "abort %"
+    );
+    for r in records {
+        let s = &r.summary;
+        let term = s.update_termination.as_ref();
+        let causes: Vec<String> = s.aborts.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let _ = writeln!(
+            t,
+            "{:<18} {:<8} {:>10} {:>10.0} {:>10} {:>10} {:>8.2}% {:>8.2}% {}",
+            r.variant,
+            r.protocol,
+            r.clients_per_dc,
+            s.committed_txns_per_s,
+            term.map_or("-".into(), |k| fmt_us(k.mean_us)),
+            term.map_or("-".into(), |k| fmt_us(k.p95_us)),
+            s.update_abort_rate * 100.0,
+            s.abort_rate * 100.0,
+            if causes.is_empty() { "-".into() } else { causes.join(", ") }
+        );
+    }
+    t.push_str(
+        "(term = update transactions' termination, Commit sent → outcome, of those that committed; upd abort = aborted \
+         attempts of update transactions; latencies: µs below 10 ms, else ms)\n",
+    );
     t
 }
 

@@ -8,12 +8,14 @@
 use crate::charts::{LineChart, Series};
 use crate::report::{RunRecord, fmt_us};
 use crate::run::{RunReport, RunSpec, run_sim};
-use crate::workload::MixedWorkload;
+use crate::workload::{MixedWorkload, YcsbMix};
 use anyhow::Result;
-use snowline_core::{Protocol, ProtocolConfig, Topology};
+use snowline_core::{Placement, Protocol, ProtocolConfig, Topology};
 use snowline_sim::{CpuModel, SimConfig};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+mod nmsi;
 
 /// Which runtime runs the points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +44,7 @@ impl std::str::FromStr for Runtime {
     }
 }
 
-/// The three reproductions.
+/// The reproductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Paper {
     /// Contrarian §5.2, Fig. 4a–c: Contrarian vs CC-LO, default workload, 1 and 3 datacenters.
@@ -51,6 +53,9 @@ pub enum Paper {
     Tomsic,
     /// SNOW §6.1, Fig. 5: COPS-SNOW vs COPS over write fractions.
     SnowCops,
+    /// NMSI (Saeida Ardekani et al., SRDS 2013) §V, Figs. 1, 3, 4: NMSI against RC, SER, US, SI and PSI on
+    /// transactional YCSB, groups of three replicas each at one site.
+    Nmsi,
 }
 
 impl std::str::FromStr for Paper {
@@ -60,7 +65,8 @@ impl std::str::FromStr for Paper {
             "contrarian" => Ok(Paper::Contrarian),
             "tomsic" => Ok(Paper::Tomsic),
             "snow-cops" => Ok(Paper::SnowCops),
-            other => Err(format!("unknown reproduction {other:?}; valid: contrarian, tomsic, snow-cops")),
+            "nmsi" => Ok(Paper::Nmsi),
+            other => Err(format!("unknown reproduction {other:?}; valid: contrarian, tomsic, snow-cops, nmsi")),
         }
     }
 }
@@ -71,6 +77,7 @@ impl Paper {
             Paper::Contrarian => "contrarian",
             Paper::Tomsic => "tomsic",
             Paper::SnowCops => "snow-cops",
+            Paper::Nmsi => "nmsi",
         }
     }
 
@@ -80,9 +87,24 @@ impl Paper {
             Paper::Contrarian => &["contrarian", "cc-lo"],
             Paper::Tomsic => &["cure", "av", "op", "cv"],
             Paper::SnowCops => &["cops-snow", "cops"],
+            Paper::Nmsi => &NMSI_PROTOCOLS,
         };
         names.iter().map(|s| s.to_string()).collect()
     }
+}
+
+/// The NMSI paper's criteria, subject first: NMSI, then RC (the weakest), then the strong ones.
+pub const NMSI_PROTOCOLS: [&str; 6] = ["nmsi", "rc", "ser", "us", "si", "psi"];
+
+/// Which of the NMSI paper's figures a variant of `reproduce nmsi` feeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NmsiFigure {
+    /// Fig. 4: maximum throughput against the number of sites, workload B, 10% updates.
+    Scalability,
+    /// Fig. 3: update termination latency and abort ratio against the update ratio, workload A, 4 sites.
+    Termination,
+    /// Fig. 1: throughput against termination latency, workload C, 4 sites.
+    Load,
 }
 
 /// One workload variant of an experiment (a topology, a write fraction, an update size).
@@ -98,6 +120,10 @@ pub struct Variant {
     pub inter_dc_ms: Vec<Vec<f64>>,
     /// One-way latency inside a datacenter (sim), ms.
     pub intra_dc_ms: f64,
+    /// Clients per loaded datacenter for this variant, replacing the experiment's sweep (`None`: the sweep).
+    pub clients: Option<Vec<usize>>,
+    /// The NMSI figure the variant feeds (`None` for the other papers).
+    pub figure: Option<NmsiFigure>,
 }
 
 impl Variant {
@@ -133,6 +159,57 @@ fn ms(x: f64) -> u64 {
     (x * 1e6) as u64
 }
 
+/// Five Grid'5000-like sites (Rennes, Nancy, Lyon, Grenoble, Sophia): one-way latencies, ms. The NMSI paper
+/// gives its latencies in Fig. 2(a), a map whose numbers the text does not carry; these are plausible
+/// half round-trip times between those French sites, not the paper's.
+fn grid5000_sites() -> Vec<Vec<f64>> {
+    vec![
+        vec![0.0, 5.5, 6.0, 7.5, 9.5],
+        vec![5.5, 0.0, 5.0, 6.5, 8.5],
+        vec![6.0, 5.0, 0.0, 2.0, 4.5],
+        vec![7.5, 6.5, 2.0, 0.0, 5.0],
+        vec![9.5, 8.5, 4.5, 5.0, 0.0],
+    ]
+}
+
+/// The first `n` sites of [`grid5000_sites`].
+fn grid5000(n: u16) -> Vec<Vec<f64>> {
+    let n = usize::from(n);
+    grid5000_sites().into_iter().take(n).map(|row| row.into_iter().take(n).collect()).collect()
+}
+
+/// The NMSI set-up over `sites` sites: one group of three replicas per site (site placement), the paper's
+/// 10^5 objects per group (fewer in the real runtime), 1 KB values, `mix` with `update_ratio`.
+fn nmsi_variant(
+    figure: NmsiFigure,
+    mix: YcsbMix,
+    sites: u16,
+    update_ratio: f64,
+    keys_per_group: usize,
+    clients: Option<Vec<usize>>,
+) -> Variant {
+    let (name, x) = match figure {
+        NmsiFigure::Scalability => ("fig4", f64::from(sites)),
+        NmsiFigure::Termination => ("fig3", update_ratio * 100.0),
+        NmsiFigure::Load => ("fig1", update_ratio * 100.0),
+    };
+    Variant {
+        label: format!("{name} {mix:?} {:.0}%u {sites}s", update_ratio * 100.0),
+        x,
+        workload: MixedWorkload {
+            keys: keys_per_group * usize::from(sites),
+            write_ratio: update_ratio,
+            value_bytes: 1024,
+            ..MixedWorkload::ycsb_t(mix)
+        },
+        topology: Topology::placed(sites, sites, 3, Placement::Site),
+        inter_dc_ms: grid5000(sites),
+        intra_dc_ms: 0.1,
+        clients,
+        figure: Some(figure),
+    }
+}
+
 /// Contrarian's three AWS regions (Virginia, Oregon, Ireland): one-way latencies, ms (half the typical RTTs).
 fn aws_three_dcs() -> Vec<Vec<f64>> {
     vec![vec![0.0, 35.0, 38.0], vec![35.0, 0.0, 65.0], vec![38.0, 65.0, 0.0]]
@@ -162,6 +239,8 @@ impl Experiment {
                         topology: Topology::new(d, partitions),
                         inter_dc_ms: if d == 1 { vec![vec![0.0]] } else { aws_three_dcs() },
                         intra_dc_ms: 0.15,
+                        clients: None,
+                        figure: None,
                     })
                     .collect();
                 notes.push(format!(
@@ -196,6 +275,8 @@ impl Experiment {
                         // Two logical sites in one cluster: 0.15 ms between any two servers.
                         inter_dc_ms: vec![vec![0.15]],
                         intra_dc_ms: 0.15,
+                        clients: None,
+                        figure: None,
                     })
                     .collect();
                 notes.push(format!(
@@ -239,6 +320,8 @@ impl Experiment {
                         // Two logical datacenters co-located in one testbed.
                         inter_dc_ms: vec![vec![0.15]],
                         intra_dc_ms: 0.15,
+                        clients: None,
+                        figure: None,
                     })
                     .collect();
                 notes.push(format!(
@@ -261,6 +344,63 @@ impl Experiment {
                 };
                 (variants, clients, Some(1), d.0, d.1, d.2)
             }
+            Paper::Nmsi => {
+                // Sites of Fig. 4, the site count of Figs. 3 and 1, update ratios of Figs. 3 and 1, the fixed
+                // load of Fig. 3 (clients per site), and the keys per group.
+                let (sites, at, fig3_ratios, fig1_ratios, fig3_clients, keys): (&[u16], u16, &[f64], &[f64], usize, _) =
+                    match (sim, quick) {
+                        (true, true) => (&[1, 3, 5], 4, &[0.1, 0.3, 0.5], &[0.1, 0.3], 40, 100_000),
+                        (true, false) => {
+                            (&[1, 2, 3, 4, 5], 4, &[0.1, 0.2, 0.3, 0.4, 0.5], &[0.1, 0.2, 0.3], 40, 100_000)
+                        }
+                        (false, true) => (&[1, 3], 3, &[0.1, 0.5], &[0.1, 0.3], 8, 10_000),
+                        (false, false) => (&[1, 2, 3, 4, 5], 4, &[0.1, 0.3, 0.5], &[0.1, 0.2, 0.3], 8, 10_000),
+                    };
+                let mut variants: Vec<Variant> = sites
+                    .iter()
+                    .map(|&n| nmsi_variant(NmsiFigure::Scalability, YcsbMix::B, n, 0.1, keys, None))
+                    .collect();
+                variants.extend(fig3_ratios.iter().map(|&w| {
+                    nmsi_variant(NmsiFigure::Termination, YcsbMix::A, at, w, keys, Some(vec![fig3_clients]))
+                }));
+                variants
+                    .extend(fig1_ratios.iter().map(|&w| nmsi_variant(NmsiFigure::Load, YcsbMix::C, at, w, keys, None)));
+                notes.push(format!(
+                    "groups of 3 replicas, each group at one site (--placement site), one group per site; Fig. 4: \
+                     workload B (uniform; read-only 4 reads, update 3 reads + 1 write) with 10% update transactions \
+                     on {sites:?} sites; Fig. 3: workload A (Zipf 0.99, the key names hashed over the groups; 4 reads \
+                     / 2 reads + 2 writes) on {at} sites at {fig3_clients} clients per site, update ratios {fig3_ratios:?}; \
+                     Fig. 1: workload C (uniform; 2 reads / 1 read + 1 write) on {at} sites, update ratios \
+                     {fig1_ratios:?}; {keys} objects per group (the paper: 10^5), 1 KB values, reads one per round, \
+                     aborted transactions retried until they commit"
+                ));
+                notes.push(
+                    "inter-site latencies: the paper's Fig. 2(a) gives them on a map the text does not carry; used \
+                     instead: plausible Grid'5000 one-way latencies between Rennes, Nancy, Lyon, Grenoble and Sophia \
+                     (2-9.5 ms, the first n sites for n sites), 0.1 ms within a site"
+                        .into(),
+                );
+                notes.push(
+                    "clients spread uniformly over the sites; every transaction draws its keys uniformly (A: \
+                     Zipfian) over all groups, so with several sites most transactions are global, but one whose keys \
+                     happen to share a group is not (the paper: all transactions global)"
+                        .into(),
+                );
+                let clients = match (sim, quick) {
+                    (true, true) => vec![10, 50, 200],
+                    (true, false) => vec![10, 50, 150, 300, 500],
+                    (false, true) => vec![1, 4, 16],
+                    (false, false) => vec![1, 4, 8, 16, 32],
+                };
+                let d = if sim {
+                    if quick { (0.4, 0.1, 0.05) } else { (1.0, 0.25, 0.1) }
+                } else if quick {
+                    (2.0, 0.5, 0.25)
+                } else {
+                    (5.0, 1.0, 0.5)
+                };
+                (variants, clients, None, d.0, d.1, d.2)
+            }
         };
         if sim {
             notes.push(format!(
@@ -281,11 +421,26 @@ impl Experiment {
         if quick {
             notes.push("--quick: short runs and a short client sweep".into());
         }
+        let mut protocols = paper.protocols();
+        if paper == Paper::Nmsi {
+            let missing: Vec<String> =
+                protocols.iter().filter(|p| snowline_protocols::canonical_name(p).is_err()).cloned().collect();
+            protocols.retain(|p| !missing.contains(p));
+            if !missing.is_empty() {
+                notes.push(format!(
+                    "not run: {} (this build's protocol registry does not have {}; the paper's figures for {} are \
+                     shown as \"not run\")",
+                    missing.join(", "),
+                    if missing.len() == 1 { "it" } else { "them" },
+                    if missing.len() == 1 { "it" } else { "them" }
+                ));
+            }
+        }
         Self {
             paper,
             runtime,
             quick,
-            protocols: paper.protocols(),
+            protocols,
             variants,
             clients,
             client_dcs,
@@ -301,9 +456,9 @@ impl Experiment {
     /// Every point to run: `(variant index, protocol, clients per loaded DC)`, variant by variant.
     pub fn points(&self) -> Vec<(usize, String, usize)> {
         let mut out = Vec::new();
-        for v in 0..self.variants.len() {
+        for (v, variant) in self.variants.iter().enumerate() {
             for p in &self.protocols {
-                for c in &self.clients {
+                for c in variant.clients.as_ref().unwrap_or(&self.clients) {
                     out.push((v, p.clone(), *c));
                 }
             }
@@ -606,6 +761,11 @@ impl Experiment {
                     )?;
                 }
             }
+            Paper::Nmsi => {
+                for (name, chart) in self.nmsi_charts(records) {
+                    draw(&name, chart)?;
+                }
+            }
         }
         Ok(written)
     }
@@ -757,6 +917,7 @@ impl Experiment {
                      (lower peak throughput: extra messages in its write path)."
                 );
             }
+            Paper::Nmsi => out = self.nmsi_headline(records),
         }
         out
     }
@@ -864,7 +1025,7 @@ mod tests {
 
     #[test]
     fn experiments_are_well_formed_in_both_runtimes() {
-        for paper in [Paper::Contrarian, Paper::Tomsic, Paper::SnowCops] {
+        for paper in [Paper::Contrarian, Paper::Tomsic, Paper::SnowCops, Paper::Nmsi] {
             for runtime in [Runtime::Sim, Runtime::Real] {
                 for quick in [true, false] {
                     let e = Experiment::new(paper, runtime, quick);
@@ -901,5 +1062,38 @@ mod tests {
         assert_eq!(files.len(), 1);
         assert!(files[0].exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn nmsi_sites_hold_whole_groups_and_global_updates_pay_for_the_wan() {
+        let mut e = Experiment::new(Paper::Nmsi, Runtime::Sim, true);
+        assert_eq!(e.protocols[..2], ["nmsi".to_string(), "rc".to_string()], "subject first, then RC");
+        let setup = e.setup();
+        for p in NMSI_PROTOCOLS {
+            // Every criterion of the paper is run or named as not run.
+            assert!(e.protocols.iter().any(|q| q == p) || setup.contains("not run:") && setup.contains(p), "{p}");
+        }
+        e.duration_ns = ms(300.0);
+        e.warmup_ns = ms(50.0);
+        e.cooldown_ns = ms(10.0);
+        let fig4 = |sites: u16| {
+            e.variants
+                .iter()
+                .position(|v| v.figure == Some(NmsiFigure::Scalability) && v.topology.dcs == sites)
+                .expect("a Fig. 4 variant")
+        };
+        let (one, three) = (fig4(1), fig4(3));
+        let t = e.variants[three].topology;
+        assert_eq!((t.partitions, t.replicas, t.placement), (3, 3, Placement::Site));
+        let term = |variant: usize| {
+            let report = e.run_sim::<snowline_protocols::Nmsi>(variant, 4);
+            assert!(report.summary.committed_txns_per_s > 0.0);
+            report.summary.update_termination.expect("updates terminated").mean_us
+        };
+        let (local, global) = (term(one), term(three));
+        // At one site a group certifies within the site (0.1 ms hops); over three sites most updates reach a
+        // group at another site, 5-7.5 ms away.
+        assert!(local < 2_000.0, "one site: {local} µs");
+        assert!(global > 3_000.0 && global > 3.0 * local, "three sites: {global} µs vs {local} µs");
     }
 }

@@ -5,6 +5,7 @@
 //! dcs = 2
 //! partitions = 4
 //! replicas = 2                                     # servers per partition; omitted => dcs (one per dc)
+//! placement = "spread"                             # or "site" (each group in dc p mod dcs); omitted => spread
 //! inter_dc_latency_ms = [[0.0, 40.0], [40.0, 0.0]]   # one-way; emulated inside the runtime; omitted => 0
 //! max_frame_bytes = 8388608                        # omitted => 8 MiB
 //! [protocol_config]                                # snowline_core::ProtocolConfig, all fields optional
@@ -30,7 +31,7 @@
 //! [`ClusterConfig::load`] validates all of this and reports the first problem with the file's path.
 
 use serde::{Deserialize, Serialize};
-use snowline_core::{DcId, PartitionId, ProtocolConfig, ReplicaId, ServerId, Topology};
+use snowline_core::{DcId, PartitionId, Placement, ProtocolConfig, ReplicaId, ServerId, Topology};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -81,6 +82,10 @@ impl NodeConfig {
     }
 }
 
+fn is_spread(p: &Placement) -> bool {
+    *p == Placement::Spread
+}
+
 /// The whole cluster: protocol, topology, emulated WAN, frame limit and the node → partitions map.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +97,10 @@ pub struct ClusterConfig {
     /// Servers per partition (its replica group), placed as `Topology` says; omitted means one per datacenter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u16>,
+    /// Where each partition's group lives (`Topology::placement`): `spread` over the datacenters (the default)
+    /// or `site`, the whole group in datacenter `partition mod dcs`.
+    #[serde(default, skip_serializing_if = "is_spread")]
+    pub placement: Placement,
     /// One-way latency in milliseconds from dc `i` (row) to dc `j` (column); empty means zero everywhere.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inter_dc_latency_ms: Vec<Vec<f64>>,
@@ -251,6 +260,7 @@ impl ClusterConfig {
             dcs: topology.dcs,
             partitions: topology.partitions,
             replicas: (!topology.one_replica_per_dc()).then_some(topology.replicas),
+            placement: topology.placement,
             inter_dc_latency_ms: Vec::new(),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             insecure: false,
@@ -426,7 +436,7 @@ impl ClusterConfig {
     }
 
     pub fn topology(&self) -> Topology {
-        Topology::replicated(self.dcs, self.partitions, self.replicas.unwrap_or(self.dcs))
+        Topology::placed(self.dcs, self.partitions, self.replicas.unwrap_or(self.dcs), self.placement)
     }
 
     pub fn node(&self, id: u32) -> Option<&NodeConfig> {
@@ -530,6 +540,33 @@ partitions = [1]
         assert_eq!(back, c);
         assert_eq!(back.nodes.len(), 6);
         assert_eq!(back.latency_ns(2, 0), 12_500_000);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn site_placement_round_trips_and_bad_placements_are_named() {
+        let path = tmp("site");
+        let topology = Topology::placed(2, 2, 3, Placement::Site);
+        let c = ClusterConfig::local_replicated("nmsi", topology, 21100).unwrap().insecure();
+        assert_eq!(c.topology(), topology);
+        c.save(&path).unwrap();
+        assert!(std::fs::read_to_string(&path).unwrap().contains("placement = \"site\""));
+        let back = ClusterConfig::load(&path).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.nodes.len(), 6);
+        // Partition 1's group lives in dc 1 only.
+        assert!(back.nodes.iter().filter(|n| n.partitions == [1]).all(|n| n.dc == 1));
+        // A spread config does not write the field, and one without it parses as spread.
+        let spread = ClusterConfig::local("cv", 2, 2, 21200).insecure();
+        assert!(!toml::to_string(&spread).unwrap().contains("placement"));
+        let text = toml::to_string(&c).unwrap().replace("placement = \"site\"", "placement = \"sites\"");
+        let err = ClusterConfig::parse(&text).unwrap_err().to_string();
+        assert!(err.contains("sites") && err.contains("spread") && err.contains("site"), "{err}");
+        // A node hosting a partition outside its dc's groups is refused.
+        let mut bad = c.clone();
+        bad.nodes[0].partitions = vec![1];
+        let err = ClusterConfig::parse(&toml::to_string(&bad).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("dc0/p1"), "{err}");
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 

@@ -149,7 +149,7 @@ impl Protocol for Reg {
 
 type Host = DurableHost<Reg, MemLog>;
 
-const TOPOLOGY: Topology = Topology { dcs: 2, partitions: 1, replicas: 2 };
+const TOPOLOGY: Topology = Topology { dcs: 2, partitions: 1, replicas: 2, placement: snowline_core::Placement::Spread };
 const A: ServerId = ServerId::new(0, 0);
 const B: ServerId = ServerId::new(1, 0);
 const CLIENT: Addr = Addr::Client(ClientId(7));

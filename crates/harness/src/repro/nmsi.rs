@@ -1,0 +1,338 @@
+//! `reproduce nmsi`: the NMSI paper's charts (Figs. 4, 3 and 1) and its headlines beside snowline's figures.
+
+use super::{Experiment, NmsiFigure, Variant, runs_of};
+use crate::charts::{LineChart, Series};
+use crate::report::RunRecord;
+use std::fmt::Write as _;
+
+/// Committed transactions per second (read-only and update).
+fn tps(r: &RunRecord) -> f64 {
+    r.summary.committed_txns_per_s
+}
+
+/// Mean termination latency of the committed update transactions, ms.
+fn termination_ms(r: &RunRecord) -> Option<f64> {
+    r.summary.update_termination.as_ref().filter(|t| t.ok > 0).map(|t| t.mean_us / 1e3)
+}
+
+fn peak(runs: &[&RunRecord]) -> Option<f64> {
+    runs.iter().map(|r| tps(r)).reduce(f64::max)
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// `lo–hi×` over some ratios, or `-`.
+fn span(values: &[f64]) -> String {
+    let lo = values.iter().copied().reduce(f64::min);
+    let hi = values.iter().copied().reduce(f64::max);
+    match (lo, hi) {
+        (Some(lo), Some(hi)) if (hi - lo).abs() < 0.005 => format!("{lo:.2}×"),
+        (Some(lo), Some(hi)) => format!("{lo:.2}–{hi:.2}×"),
+        _ => "-".into(),
+    }
+}
+
+impl Experiment {
+    fn figure(&self, figure: NmsiFigure) -> Vec<&Variant> {
+        self.variants.iter().filter(|v| v.figure == Some(figure)).collect()
+    }
+
+    fn has(&self, protocol: &str) -> bool {
+        self.protocols.iter().any(|p| p == protocol)
+    }
+
+    /// The highest committed throughput of `protocol`'s sweep in `variant`.
+    fn peak_of(&self, records: &[RunRecord], variant: &Variant, protocol: &str) -> Option<f64> {
+        peak(&runs_of(records, &variant.label, protocol))
+    }
+
+    /// The one run of `protocol` in a Fig. 3 variant (the lowest client count, if several).
+    fn fig3_run<'a>(&self, records: &'a [RunRecord], variant: &Variant, protocol: &str) -> Option<&'a RunRecord> {
+        runs_of(records, &variant.label, protocol).into_iter().next()
+    }
+
+    /// The charts, named, drawn like Figs. 4, 3 and 1.
+    pub(super) fn nmsi_charts(&self, records: &[RunRecord]) -> Vec<(String, LineChart)> {
+        let runtime = self.runtime.name();
+        let mut charts = Vec::new();
+        let chart = |title: String, x: &str, y: &str, series: Vec<Series>| LineChart {
+            title,
+            x_label: x.into(),
+            y_label: y.into(),
+            series,
+            y_from_zero: true,
+            reference: None,
+            legend_lower: false,
+        };
+        let fig4 = self.figure(NmsiFigure::Scalability);
+        if !fig4.is_empty() {
+            let series = self
+                .protocols
+                .iter()
+                .map(|p| Series {
+                    name: p.clone(),
+                    points: fig4.iter().filter_map(|v| Some((v.x, self.peak_of(records, v, p)? / 1e3))).collect(),
+                })
+                .collect();
+            charts.push((
+                "fig4-max-throughput-vs-sites.png".to_string(),
+                chart(
+                    format!("Maximum throughput, workload B, 10% updates ({runtime}; NMSI Fig. 4)"),
+                    "sites",
+                    "max committed throughput (Ktxn/s)",
+                    series,
+                ),
+            ));
+        }
+        let fig3 = self.figure(NmsiFigure::Termination);
+        if let Some(first) = fig3.first() {
+            let sites = first.topology.dcs;
+            let per = |f: &dyn Fn(&RunRecord) -> Option<f64>| -> Vec<Series> {
+                self.protocols
+                    .iter()
+                    .map(|p| Series {
+                        name: p.clone(),
+                        points: fig3.iter().filter_map(|v| Some((v.x, f(self.fig3_run(records, v, p)?)?))).collect(),
+                    })
+                    .collect()
+            };
+            charts.push((
+                "fig3-termination-latency.png".to_string(),
+                chart(
+                    format!("Update termination latency, workload A, {sites} sites ({runtime}; NMSI Fig. 3)"),
+                    "update transactions (%)",
+                    "mean termination latency (ms)",
+                    per(&termination_ms),
+                ),
+            ));
+            charts.push((
+                "fig3-abort-ratio.png".to_string(),
+                chart(
+                    format!("Abort ratio of update transactions, workload A, {sites} sites ({runtime}; NMSI Fig. 3)"),
+                    "update transactions (%)",
+                    "aborted attempts (%)",
+                    per(&|r| Some(r.summary.update_abort_rate * 100.0)),
+                ),
+            ));
+        }
+        let fig1 = self.figure(NmsiFigure::Load);
+        if let Some(first) = fig1.first() {
+            let sites = first.topology.dcs;
+            let mut series = Vec::new();
+            for p in &self.protocols {
+                for v in &fig1 {
+                    let points = runs_of(records, &v.label, p)
+                        .into_iter()
+                        .filter_map(|r| Some((tps(r) / 1e3, termination_ms(r)?)))
+                        .collect();
+                    series.push(Series { name: format!("{p} {:.0}%", v.x), points });
+                }
+            }
+            charts.push((
+                "fig1-throughput-vs-termination-latency.png".to_string(),
+                chart(
+                    format!(
+                        "Throughput vs update termination latency, workload C, {sites} sites ({runtime}; NMSI Fig. 1)"
+                    ),
+                    "committed throughput (Ktxn/s)",
+                    "mean termination latency (ms)",
+                    series,
+                ),
+            ));
+        }
+        charts
+    }
+
+    /// The paper's headlines beside snowline's figures, then per-criterion tables, as Markdown.
+    pub(super) fn nmsi_headline(&self, records: &[RunRecord]) -> String {
+        let mut out = String::new();
+        let fig4 = self.figure(NmsiFigure::Scalability);
+        let fig3 = self.figure(NmsiFigure::Termination);
+        let not_run = |p: &str| format!("not run ({p} is not in this build's registry or was left out)");
+        // NMSI over `other` per site count.
+        let over = |other: &str| -> Vec<(u16, f64)> {
+            fig4.iter()
+                .filter_map(|v| {
+                    let r = ratio(self.peak_of(records, v, "nmsi"), self.peak_of(records, v, other))?;
+                    Some((v.topology.dcs, r))
+                })
+                .collect()
+        };
+        let per_sites =
+            |xs: &[(u16, f64)]| xs.iter().map(|(n, r)| format!("{n}s {r:.2}×")).collect::<Vec<_>>().join(", ");
+        let sweep_note = "peak = highest committed throughput of the client sweep: a lower bound where the sweep \
+                          does not saturate a criterion";
+        let _ = writeln!(out, "| the paper's headline | paper | snowline | reason / note |\n| --- | --- | --- | --- |");
+        // 1. NMSI ≈ RC.
+        let nr = over("rc");
+        let cell = if !self.has("nmsi") {
+            not_run("nmsi")
+        } else if !self.has("rc") {
+            not_run("rc")
+        } else if nr.is_empty() {
+            "-".into()
+        } else {
+            format!("NMSI / RC peak: {}", per_sites(&nr))
+        };
+        let _ = writeln!(
+            out,
+            "| NMSI's throughput is comparable to RC's (Figs. 1, 4) | ≈ 1× | {cell} | workload B, 10% updates; {sweep_note} |"
+        );
+        // 2. NMSI 2–14× the strong criteria.
+        let strong: Vec<String> = ["ser", "si", "us", "psi"]
+            .iter()
+            .map(|p| {
+                if self.has(p) {
+                    let rs: Vec<f64> = over(p).iter().map(|x| x.1).collect();
+                    format!("{p} {}", span(&rs))
+                } else {
+                    format!("{p} not run")
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "| NMSI is 2–14× faster than the strong criteria SER, SI, US, PSI (Fig. 4) | 2–14× | {} | NMSI's peak over each one's, range over the site counts run |",
+            if self.has("nmsi") { strong.join("; ") } else { not_run("nmsi") }
+        );
+        // 3. About 2× PSI at five sites.
+        let most = fig4.iter().map(|v| v.topology.dcs).max().unwrap_or(0);
+        let psi = over("psi").into_iter().find(|x| x.0 == most);
+        let _ = writeln!(
+            out,
+            "| NMSI's throughput is almost 2× PSI's at five sites (Fig. 4) | ≈ 2× at 5 sites | {} | {} |",
+            match psi {
+                Some((n, r)) => format!("{r:.2}× at {n} sites"),
+                None if !self.has("psi") => "not run".into(),
+                None => "-".into(),
+            },
+            if !self.has("psi") {
+                "psi is not in this build's registry".to_string()
+            } else if most != 5 {
+                format!("the sweep's largest site count is {most}, not 5")
+            } else {
+                String::new()
+            }
+        );
+        // 4. SER at least 2× below the others.
+        let ser_gap: Vec<String> = fig4
+            .iter()
+            .filter_map(|v| {
+                let ser = self.peak_of(records, v, "ser")?;
+                let (who, best) = self
+                    .protocols
+                    .iter()
+                    .filter(|p| *p != "ser")
+                    .filter_map(|p| Some((p, self.peak_of(records, v, p)?)))
+                    .min_by(|a, b| a.1.total_cmp(&b.1))?;
+                Some(format!("{}s {:.2}× (closest: {who})", v.topology.dcs, best / ser.max(1e-9)))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "| SER's maximum throughput is at least 2× below every other criterion's, B 90/10 (Fig. 4) | ≥ 2× | {} | the smallest other criterion's peak over SER's, per site count; {} |",
+            if !self.has("ser") {
+                "not run".into()
+            } else if ser_gap.is_empty() {
+                "-".into()
+            } else {
+                ser_gap.join(", ")
+            },
+            if self.protocols.len() < 6 { "against the criteria run only" } else { "against all five" }
+        );
+        // 5. PSI's termination latency +10 ms over NMSI's.
+        let term = |v: &Variant, p: &str| self.fig3_run(records, v, p).and_then(termination_ms);
+        let psi_extra: Vec<String> = fig3
+            .iter()
+            .filter_map(|v| Some(format!("{:.0}%: {:+.1} ms", v.x, term(v, "psi")? - term(v, "nmsi")?)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| PSI's update termination latency is about 10 ms above NMSI's (Fig. 3) | ≈ +10 ms | {} | workload A; mean termination (Commit sent → outcome) of committed updates, PSI − NMSI per update ratio |",
+            if !self.has("psi") {
+                "not run".to_string()
+            } else if psi_extra.is_empty() {
+                "-".into()
+            } else {
+                psi_extra.join(", ")
+            }
+        );
+        // 6. US aborts 1–2 points less than NMSI.
+        let abort = |v: &Variant, p: &str| self.fig3_run(records, v, p).map(|r| r.summary.update_abort_rate * 100.0);
+        let us_gap: Vec<String> = fig3
+            .iter()
+            .filter_map(|v| Some(format!("{:.0}%: {:.2} pts", v.x, abort(v, "nmsi")? - abort(v, "us")?)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| US aborts one or two percentage points less than NMSI (Fig. 3) | 1–2 points | {} | workload A; NMSI's update abort ratio − US's per update ratio |",
+            if !self.has("us") {
+                "not run".to_string()
+            } else if us_gap.is_empty() {
+                "-".into()
+            } else {
+                us_gap.join(", ")
+            }
+        );
+        // Per criterion: Fig. 4 peaks.
+        if !fig4.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nMaximum committed throughput (txn/s), workload B, 10% updates (Fig. 4):\n\n| criterion | {} |\n| --- |{}",
+                fig4.iter()
+                    .map(|v| format!("{} site{}", v.topology.dcs, if v.topology.dcs == 1 { "" } else { "s" }))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                " --- |".repeat(fig4.len())
+            );
+            for p in &self.protocols {
+                let cells: Vec<String> = fig4
+                    .iter()
+                    .map(|v| self.peak_of(records, v, p).map_or("-".into(), |x| format!("{x:.0}")))
+                    .collect();
+                let _ = writeln!(out, "| {p} | {} |", cells.join(" | "));
+            }
+        }
+        // Per criterion: Fig. 3 termination and aborts.
+        if let Some(first) = fig3.first() {
+            let clients = self
+                .protocols
+                .iter()
+                .find_map(|p| self.fig3_run(records, first, p))
+                .map_or("-".to_string(), |r| r.clients_per_dc.to_string());
+            let _ = writeln!(
+                out,
+                "\nUpdate transactions, workload A, {} sites, {clients} clients per site (Fig. 3): mean / p95 \
+                 termination latency, abort ratio and aborts per cause:\n\n| criterion | update % | termination mean / p95 | abort ratio | aborts per cause | committed txn/s |\n| --- | --- | --- | --- | --- | --- |",
+                first.topology.dcs
+            );
+            for p in &self.protocols {
+                for v in &fig3 {
+                    let Some(r) = self.fig3_run(records, v, p) else { continue };
+                    let t = r.summary.update_termination.as_ref();
+                    let causes: Vec<String> = r.summary.update_aborts.iter().map(|(c, n)| format!("{c} {n}")).collect();
+                    let _ = writeln!(
+                        out,
+                        "| {p} | {:.0}% | {} | {:.2}% | {} | {:.0} |",
+                        v.x,
+                        t.map_or("-".into(), |t| format!("{:.1} / {:.1} ms", t.mean_us / 1e3, t.p95_us / 1e3)),
+                        r.summary.update_abort_rate * 100.0,
+                        if causes.is_empty() { "none".into() } else { causes.join(", ") },
+                        tps(r)
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nMetadata bytes per transaction: not measured (the harness does not account message sizes per \
+             criterion)."
+        );
+        out
+    }
+}
