@@ -118,13 +118,22 @@ pub struct ReadAt {
     pub vector: DepVector,
 }
 
-/// The join of the vectors of what a transaction read: what it depends on.
+/// What a transaction depends on: the join, over the groups it read, of the vector of its last read in
+/// each (reads in the order taken). Every read in a group is its key's latest at the last one's position
+/// (each is chosen where the group's earlier reads still are), so the group's head there covers all of
+/// them; an earlier read's own position may be later, with a later read's key overwritten there, and
+/// its head would claim writes the transaction did not see (certification would then miss a conflict).
 pub fn snapshot_of<'a>(reads: impl IntoIterator<Item = &'a ReadAt>) -> DepVector {
     let mut v = DepVector::zero();
-    for r in reads {
+    for r in last_per_group(reads).values() {
         v.join(&r.vector);
     }
     v
+}
+
+/// The last read in each group.
+fn last_per_group<'a>(reads: impl IntoIterator<Item = &'a ReadAt>) -> BTreeMap<PartitionId, &'a ReadAt> {
+    reads.into_iter().map(|r| (r.group, r)).collect()
 }
 
 /// What a replica of group `group` knows when it answers a read: the group's applied update transactions
@@ -141,11 +150,11 @@ pub trait GroupView {
 /// latest and is compatible with every earlier read, `reads[i]` being of key `read_keys[i]`; `None` when
 /// there is none yet (the replica has not applied what an earlier read depends on: the read waits).
 ///
-/// Compatible (§IV-A, `compat`, at positions): with a read in another group `h` at position `q` with
-/// vector `W`, position `p` needs `p ≥ W[g]` (the snapshot holds what that read depends on in `g`) and
-/// `head(p)[h] ≤ q` (nothing read here depends on a write of `h` that read missed), where `q` is the latest
-/// position of the reads in `h` (they are all their keys' latest there: a read at an earlier position
-/// stays valid at a later one until its key is overwritten). With a read in the same group, both versions
+/// Compatible (§IV-A, `compat`, at positions): with the reads in another group `h`, whose last read is at
+/// position `q` with vector `W` (all of them are their keys' latest there, [`snapshot_of`]), position `p`
+/// needs `p ≥ W[g]` (the snapshot holds what those reads depend on in `g`) and `head(p)[h] ≤ q` (nothing
+/// read here depends on a write of `h` they missed). Bounding by each read's own position instead can
+/// leave no position at all, and the read would wait for ever. With a read in the same group, both versions
 /// must be their keys' latest at `p` (cases (i)–(iii): neither was overwritten before the other
 /// committed).
 pub fn choose(view: &impl GroupView, key: &str, reads: &[ReadAt], read_keys: &[&str]) -> Option<(usize, u64)> {
@@ -154,15 +163,16 @@ pub fn choose(view: &impl GroupView, key: &str, reads: &[ReadAt], read_keys: &[&
     let now = heads.last().map_or(0, |(stamp, _)| *stamp);
     let mut lo_all = 0;
     let mut hi_all = now;
-    for (r, k) in reads.iter().zip(read_keys) {
-        if r.group == g {
-            // The interval over which that version was its key's latest.
-            let next = view.versions(k).into_iter().find(|&c| c > r.version);
-            lo_all = lo_all.max(r.version);
-            hi_all = hi_all.min(next.map_or(now, |n| n - 1));
-        } else {
-            lo_all = lo_all.max(r.vector.get(g));
-        }
+    for (r, k) in reads.iter().zip(read_keys).filter(|(r, _)| r.group == g) {
+        // The interval over which that version was its key's latest.
+        let next = view.versions(k).into_iter().find(|&c| c > r.version);
+        lo_all = lo_all.max(r.version);
+        hi_all = hi_all.min(next.map_or(now, |n| n - 1));
+    }
+    // Another group's reads stand at its last read's position, with that read's vector (`snapshot_of`).
+    let others: Vec<&ReadAt> = last_per_group(reads).into_values().filter(|r| r.group != g).collect();
+    for r in &others {
+        lo_all = lo_all.max(r.vector.get(g));
     }
     let stamps = view.versions(key);
     for (i, &c) in stamps.iter().enumerate().rev() {
@@ -175,21 +185,14 @@ pub fn choose(view: &impl GroupView, key: &str, reads: &[ReadAt], read_keys: &[&
         // fits is the latest.
         let from = heads.partition_point(|(stamp, _)| *stamp < lo);
         let to = heads.partition_point(|(stamp, _)| *stamp <= hi);
-        // Reads in one group are all their keys' latest at the latest of their positions (each was chosen
+        // Reads in one group are all their keys' latest at the last one's position (each was chosen
         // compatible with the earlier ones there), so that position bounds what this read may depend on.
-        let fits = |head: &DepVector| {
-            reads.iter().filter(|r| r.group != g).all(|r| head.get(r.group) <= group_position(reads, r.group))
-        };
+        let fits = |head: &DepVector| others.iter().all(|r| head.get(r.group) <= r.position);
         if let Some((p, _)) = heads[from..to].iter().rev().find(|(_, head)| fits(head)) {
             return Some((i, *p));
         }
     }
     None
-}
-
-/// The latest position of the reads in group `h`.
-fn group_position(reads: &[ReadAt], h: PartitionId) -> u64 {
-    reads.iter().filter(|r| r.group == h).map(|r| r.position).max().unwrap_or(0)
 }
 
 /// Whether a transaction with snapshot `snapshot` depends on the version of stamp `stamp` in group
@@ -307,6 +310,23 @@ mod tests {
         assert_eq!(value.as_deref(), Some("y2"));
         let (_, value) = w.read("x", &[("y".into(), ry)]).unwrap();
         assert_eq!(value.as_deref(), Some("x1"));
+    }
+
+    /// Two reads in one group, the second answered by a member that lags (so at an earlier position):
+    /// the snapshot stands at the second read's position, where both are their keys' latest, so NMSI's
+    /// certification sees the write the transaction missed (the first read's own position covers it).
+    #[test]
+    fn a_later_read_at_an_earlier_position_bounds_the_snapshot() {
+        let (mut w, mut lagging) = (World::default(), World::default());
+        w.commit(&DepVector::zero(), &[("xa", "xa1".into())]);
+        lagging.commit(&DepVector::zero(), &[("xa", "xa1".into())]);
+        w.commit(&DepVector::zero(), &[("xb", "xb2".into())]);
+        let (ra, _) = w.read("xa", &[]).unwrap();
+        assert_eq!(ra.position, 2);
+        let (rb, value) = lagging.read("xb", &[("xa".into(), ra.clone())]).unwrap();
+        assert_eq!((value, rb.position), (None, 1));
+        let snapshot = snapshot_of([&ra, &rb]);
+        assert!(!depends_on(&snapshot, X, w.latest("xb")), "the transaction did not see xb2: {snapshot:?}");
     }
 
     /// A replica that has not committed what an earlier read depends on has nothing to answer yet.
