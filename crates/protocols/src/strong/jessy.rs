@@ -1,9 +1,15 @@
-//! The Jessy family (`--protocol nmsi|rc --replicas 3`): transactions by deferred update replication over
-//! replica groups, after Saeida Ardekani, Sutra and Shapiro, "Non-Monotonic Snapshot Isolation" (§IV,
-//! Algorithms 1 and 2; §V-A for the family). One skeleton, one [`Criterion`] per consistency criterion: its
-//! read rule and certification test. `nmsi` ([`NmsiCriterion`], claimed level `nmsi`) is the paper's own;
-//! `rc` ([`RcCriterion`], level `rc`) its weakly consistent baseline; `ser` ([`SerCriterion`], level
-//! `ser`) its P-Store baseline, which certifies reads too. US, SI and PSI follow.
+//! The Jessy family (`--protocol nmsi|rc|ser|us|si|psi --replicas 3`): transactions by deferred update
+//! replication over replica groups, after Saeida Ardekani, Sutra and Shapiro, "Non-Monotonic Snapshot
+//! Isolation" (§IV, Algorithms 1 and 2; §V-A for the family). One skeleton, one [`Criterion`] per
+//! consistency criterion: its read rule, whose reads it certifies, where a transaction is delivered, and its
+//! certification test. `nmsi` ([`NmsiCriterion`]) is the paper's own; `rc` ([`RcCriterion`]) its weakly
+//! consistent baseline; `ser` ([`SerCriterion`], P-Store), `us` ([`UsCriterion`], GMU), `si`
+//! ([`SiCriterion`], Serrano) and `psi` ([`PsiCriterion`], Walter) its strong baselines. Each claims the
+//! checker level of its name.
+//!
+//! Update transactions terminate by genuine atomic multicast (below; the paper's choice for every
+//! criterion) or, with `--termination 2pc`, by two-phase commit over the groups (`TpcState`: prepare
+//! certifies with no-wait locks, commits apply in stamp order), the termination GMU and Walter used.
 //!
 //! # Execution (Algorithm 1)
 //!
