@@ -556,6 +556,22 @@ enum TpcVerdict {
     Locked,
 }
 
+/// A transaction's outcome from every group's part (its verdict): committed at the largest proposed stamp
+/// if every group prepared it, else aborted for the first cause found (certification before a lock). Every
+/// member and the client decide alike from the same parts.
+fn tpc_outcome(parts: &[(PartitionId, Vec<u8>)]) -> Result<u64, AbortCause> {
+    let verdicts: Vec<TpcVerdict> = parts.iter().filter_map(|(_, b)| postcard::from_bytes(b).ok()).collect();
+    if verdicts.contains(&TpcVerdict::Certification) {
+        return Err(AbortCause::Certification);
+    }
+    let stamps: Vec<u64> =
+        verdicts.iter().filter_map(|v| if let TpcVerdict::Yes { ts } = v { Some(*ts) } else { None }).collect();
+    match stamps.iter().max() {
+        Some(&stamp) if stamps.len() == parts.len() => Ok(stamp),
+        _ => Err(AbortCause::Vote),
+    }
+}
+
 /// The smallest stamp above `floor` in group `g`'s residue class (stamps are unique across groups, as
 /// the multicast's are).
 fn next_stamp(floor: u64, topology: &Topology, g: PartitionId) -> u64 {
@@ -652,17 +668,10 @@ impl GroupData {
         parts: Option<&[(PartitionId, Vec<u8>)]>,
     ) -> Vec<(u64, DepVector)> {
         if let Some((_, tx)) = self.tpc.prepared.remove(&id)
-            && let Some(parts) = parts
+            && let Some(Ok(stamp)) = parts.map(tpc_outcome)
         {
-            let verdicts: Vec<TpcVerdict> = parts.iter().filter_map(|(_, b)| postcard::from_bytes(b).ok()).collect();
-            let stamps: Vec<u64> =
-                verdicts.iter().filter_map(|v| if let TpcVerdict::Yes { ts } = v { Some(*ts) } else { None }).collect();
-            if stamps.len() == parts.len()
-                && let Some(&stamp) = stamps.iter().max()
-            {
-                self.tpc.clock = self.tpc.clock.max(stamp);
-                self.tpc.committed.insert(stamp, (id, tx));
-            }
+            self.tpc.clock = self.tpc.clock.max(stamp);
+            self.tpc.committed.insert(stamp, (id, tx));
         }
         let mut applied = Vec::new();
         while let Some((&stamp, _)) = self.tpc.committed.first_key_value() {
@@ -1110,7 +1119,7 @@ impl<C: Criterion> JessyServer<C> {
     ) {
         cx.charge(1);
         let parked = Parked { from, tag, key, reads, floor, since: cx.now_ns() };
-        if !self.answer_read(cx, &parked) {
+        if !self.answer_read(cx, &parked, &mut None) {
             if self.parked.len() >= MAX_PARKED_READS {
                 // Full: the oldest held read gives way (its client re-sends it elsewhere).
                 self.parked.remove(0);
@@ -1120,9 +1129,12 @@ impl<C: Criterion> JessyServer<C> {
         }
     }
 
-    /// Answers a read if a version its criterion allows is applied here; false if not yet.
-    fn answer_read(&self, cx: &mut Cx<'_, C>, read: &Parked) -> bool {
-        let Some((index, position, vector)) = self.pick(&read.key, &read.reads, &read.floor) else { return false };
+    /// Answers a read if a version its criterion allows is applied here; false if not yet. `start` caches
+    /// the snapshot a first read would fix ([`JessyServer::start_snapshot`]) across the reads of one pass.
+    fn answer_read(&self, cx: &mut Cx<'_, C>, read: &Parked, start: &mut Option<DepVector>) -> bool {
+        let Some((index, position, vector)) = self.pick(&read.key, &read.reads, &read.floor, start) else {
+            return false;
+        };
         let versions = self.data.versions(&read.key);
         let skipped = u32::try_from(versions.len() - 1 - index).unwrap_or(u32::MAX);
         let at = ReadAt { group: self.id.partition, version: versions[index], position, vector };
@@ -1133,12 +1145,18 @@ impl<C: Criterion> JessyServer<C> {
 
     /// The criterion's read rule: the version of `key` to read (its index among the group's versions of
     /// it), the position read at and the read's vector; `None` when this replica cannot answer yet.
-    fn pick(&self, key: &Key, reads: &[(Key, ReadAt)], floor: &DepVector) -> Option<(usize, u64, DepVector)> {
+    fn pick(
+        &self,
+        key: &Key,
+        reads: &[(Key, ReadAt)],
+        floor: &DepVector,
+        start: &mut Option<DepVector>,
+    ) -> Option<(usize, u64, DepVector)> {
         if C::READS == ReadRule::AtStart {
             let snapshot = match reads.first() {
                 // Every read of the transaction carries the one snapshot.
                 Some((_, first)) => first.vector.clone(),
-                None => self.start_snapshot(),
+                None => start.get_or_insert_with(|| self.start_snapshot()).clone(),
             };
             if reads.is_empty() && !floor.le(&snapshot) {
                 return None;
@@ -1164,8 +1182,9 @@ impl<C: Criterion> JessyServer<C> {
 
     fn retry_parked(&mut self, cx: &mut Cx<'_, C>) {
         let parked = std::mem::take(&mut self.parked);
+        let mut start = None;
         for p in parked {
-            if !self.answer_read(cx, &p) {
+            if !self.answer_read(cx, &p, &mut start) {
                 self.parked.push(p);
             }
         }
@@ -1724,22 +1743,8 @@ impl<C: Criterion> JessyClient<C> {
             return;
         }
         let Some(parts) = self.tpc.on_outcome(from, wire) else { return };
-        let outcome = match parts {
-            None => Err(AbortCause::Timeout),
-            Some(parts) => {
-                let verdicts: Vec<TpcVerdict> =
-                    parts.iter().filter_map(|(_, b)| postcard::from_bytes(b).ok()).collect();
-                if verdicts.contains(&TpcVerdict::Certification) {
-                    Err(AbortCause::Certification)
-                } else if verdicts.contains(&TpcVerdict::Locked) || verdicts.len() != parts.len() {
-                    Err(AbortCause::Vote)
-                } else {
-                    let stamps =
-                        verdicts.iter().filter_map(|v| if let TpcVerdict::Yes { ts } = v { Some(*ts) } else { None });
-                    Ok(stamps.max().unwrap_or(0))
-                }
-            }
-        };
+        // The component's own abort is its presumed abort: a vote that did not come in time.
+        let outcome = parts.map_or(Err(AbortCause::Timeout), |parts| tpc_outcome(&parts));
         self.finish(cx, outcome);
     }
 }
