@@ -155,7 +155,13 @@ impl Topology {
     }
 
     /// FNV-1a over the key's bytes: stable across runs, platforms and versions (unlike `DefaultHasher`).
+    /// A *pinned* key, `{N}rest` with `N` decimal, lives at partition `N mod partitions` instead: how a
+    /// workload places rows together (TPC-C's district-sharded placement keeps a district's rows on one
+    /// server), in the spirit of Redis Cluster's hash tags.
     pub fn partition_of(&self, key: &str) -> PartitionId {
+        if let Some(pin) = pinned_partition(key) {
+            return (pin % u64::from(self.partitions)) as PartitionId;
+        }
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in key.as_bytes() {
             h ^= u64::from(*b);
@@ -260,9 +266,32 @@ impl Topology {
     }
 }
 
+/// The `N` of a pinned key `{N}rest` (at most 18 digits, so it fits a `u64`), if `key` is one.
+fn pinned_partition(key: &str) -> Option<u64> {
+    let rest = key.strip_prefix('{')?;
+    let end = rest.find('}')?;
+    let digits = &rest[..end];
+    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pinned_keys_live_at_their_partition() {
+        let t = Topology::new(1, 4);
+        assert_eq!(t.partition_of("{2}district/7"), 2);
+        assert_eq!(t.partition_of("{6}x"), 2);
+        // Not pins: hashed like any key.
+        for k in ["{}x", "{a1}x", "{1", "x{1}", "{1234567890123456789}x"] {
+            assert_eq!(t.partition_of(k), Topology::new(1, 4).partition_of(k));
+            assert_eq!(pinned_partition(k), None, "{k}");
+        }
+    }
 
     #[test]
     fn partition_hash_is_stable_and_spreads_keys() {

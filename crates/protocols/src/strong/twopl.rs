@@ -53,9 +53,10 @@
 //!   lock table and its transactions. A vote yes proposes `max(clock reading, Lamport clock + 1)`: above the
 //!   version of every key the transaction writes or reads there, since the Lamport clock covers every version
 //!   applied and every decision seen. Reads return `versions_skipped: 0` (single version).
-//! - A **stored procedure** (`Call`) is planned with `procedure::plan_call`; the client locks every declared
-//!   key in one round (shared for keys only read, exclusive for keys written: declared upfront, so no upgrade
-//!   later) and reads the read keys, runs the pieces with `procedure::run_all`, and commits the writes through
+//! - A **stored procedure** (`Call`) runs wave by wave (`procedure::Call`): the client locks every key of a
+//!   wave's pieces in one round (shared for keys only read, exclusive for keys written: declared upfront, so
+//!   no upgrade within a wave; a key written by a later wave is upgraded then), reads the read keys, runs the
+//!   pieces, plans the next wave from their outputs, and once the plan is complete commits the writes through
 //!   the same coordinator. A procedure's own error aborts it with cause `User`.
 //!
 //! # Locks and deadlocks: wound-wait
@@ -113,17 +114,18 @@
 //! # Metrics
 //!
 //! `rounds`: client↔server rounds (a Read or a ROT round 1 each, a commit 1, a read-only commit 0 on one
-//! partition and 1 on several, a `Call` 2); `blocked_ns`: time its reads and prepares waited for locks;
+//! partition and 1 on several, a `Call` one per wave plus 1); `blocked_ns`: time its reads and prepares waited for locks;
 //! `versions_returned`: read results.
 
 use serde::{Deserialize, Serialize};
-use snowline_core::procedure::{self, Piece, Procedure};
+use snowline_core::procedure::{self, Piece};
 use snowline_core::{
     Abort, AbortCause, Addr, Check, ClientId, ClientNode, Ctx, DcId, InvalidInput, InvalidKind, Key, LinkAssumptions,
     Message, Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, ReplyNote,
     Request, ServerId, ServerNode, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Range;
 
 /// The datacenter whose servers hold the single copy of every key.
 pub const HOME_DC: DcId = 0;
@@ -1005,6 +1007,18 @@ impl ServerNode<TwoPl> for TwoPlServer {
 // Client
 // ---------------------------------------------------------------------------------------------------------
 
+/// The locks a wave of stored-procedure pieces takes: shared on the keys it reads, exclusive on the keys it
+/// writes (declared upfront, so no upgrade within the wave), each key once.
+fn wave_locks(pieces: &[Piece]) -> (Vec<Key>, Vec<Key>) {
+    let (mut reads, mut exclusive) = (Vec::new(), Vec::new());
+    let (mut seen_r, mut seen_w) = (BTreeSet::new(), BTreeSet::new());
+    for piece in pieces {
+        reads.extend(piece.reads.iter().filter(|k| seen_r.insert((*k).clone())).cloned());
+        exclusive.extend(piece.writes.iter().filter(|k| seen_w.insert((*k).clone())).cloned());
+    }
+    (reads, exclusive)
+}
+
 /// What a client-side transaction is for.
 enum Purpose {
     /// Begin / Read / Commit / Abort from the application.
@@ -1014,13 +1028,7 @@ enum Purpose {
     /// A Put or an Update.
     Blind,
     /// A stored procedure; `reads` and `writes` are filled once it has run.
-    Call {
-        procedure: &'static dyn Procedure,
-        args: Vec<Value>,
-        pieces: Vec<Piece>,
-        reads: Vec<ReadResult>,
-        writes: Vec<(Key, Value)>,
-    },
+    Call { call: procedure::Call, wave: Range<usize>, reads: Vec<ReadResult>, writes: Vec<(Key, Value)> },
 }
 
 /// One round of reads in flight.
@@ -1229,33 +1237,56 @@ impl TwoPlClient {
                     None => self.commit(cx, op, t, Vec::new()),
                 }
             }
-            Purpose::Call { procedure, args, pieces, reads, writes } => {
+            Purpose::Call { call, wave, reads, writes } => {
                 let by_key: BTreeMap<Key, ReadResult> = results.into_iter().map(|r| (r.key.clone(), r)).collect();
-                let ran = procedure::run_all(*procedure, args, pieces, |k| by_key.get(k).and_then(|r| r.value.clone()));
-                match ran {
-                    Ok((read, written)) => {
-                        *reads = read
-                            .into_iter()
-                            .map(|(key, value)| {
-                                // A read of the procedure's own earlier write has no committed version yet.
-                                let version = by_key
-                                    .get(&key)
-                                    .filter(|r| r.value == value)
-                                    .map_or(Version::INITIAL, |r| r.version);
-                                ReadResult { key, value, version, versions_skipped: 0 }
-                            })
-                            .collect();
-                        *writes = written.clone();
-                        self.commit(cx, op, t, written);
+                match Self::run_wave(call, wave, &by_key, reads, writes) {
+                    Ok(None) => {
+                        let writes = writes.clone();
+                        self.commit(cx, op, t, writes)
+                    }
+                    Ok(Some((shared, exclusive))) => {
+                        self.txn = Some(t);
+                        self.send_round(cx, op, shared, exclusive);
                     }
                     Err(e) => {
-                        let name = procedure.name();
-                        self.fail(cx, t, op, OpError::aborted(AbortCause::User, format!("{name}: {e}")), None);
+                        let error = OpError::aborted(AbortCause::User, e);
+                        self.fail(cx, t, op, error, None);
                     }
                 }
             }
             Purpose::Blind => self.txn = Some(t),
         }
+    }
+
+    /// Run a stored procedure's current wave on the values its round locked and read (or the call's own
+    /// earlier writes), then plan the next: the keys to lock for it, or `None` when the plan is complete.
+    #[allow(clippy::type_complexity)]
+    fn run_wave(
+        call: &mut procedure::Call,
+        wave: &mut Range<usize>,
+        by_key: &BTreeMap<Key, ReadResult>,
+        reads: &mut Vec<ReadResult>,
+        writes: &mut Vec<(Key, Value)>,
+    ) -> Result<Option<(Vec<Key>, Vec<Key>)>, String> {
+        for i in wave.clone() {
+            let keys = call.pieces[i].reads.clone();
+            let mut values = Vec::with_capacity(keys.len());
+            for key in keys {
+                let own = writes.iter().rev().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
+                let read = by_key.get(&key);
+                // A read of the call's own earlier write has no committed version yet.
+                let (value, version) = match own {
+                    Some(v) => (Some(v), Version::INITIAL),
+                    None => (read.and_then(|r| r.value.clone()), read.map_or(Version::INITIAL, |r| r.version)),
+                };
+                values.push(value.clone());
+                reads.push(ReadResult { key, value, version, versions_skipped: 0 });
+            }
+            let out = call.run(i, &values)?;
+            writes.extend(call.pieces[i].writes.iter().cloned().zip(out));
+        }
+        *wave = call.next_wave()?;
+        Ok(if wave.is_empty() { None } else { Some(wave_locks(&call.pieces[wave.clone()])) })
     }
 
     /// The reply of a finished transaction: the current operation's metrics, plus what a ROT or a stored
@@ -1417,18 +1448,13 @@ impl ClientNode<TwoPl> for TwoPlClient {
                 self.commit(cx, op, t, writes);
             }
             Request::Call { procedure: name, args } => {
-                let (procedure, pieces) = match procedure::plan_call(&name, &args) {
-                    Ok(plan) => plan,
+                let call = match procedure::Call::start(&name, args) {
+                    Ok(call) => call,
                     Err(e) => return reject(cx, &e),
                 };
-                let (mut reads, mut exclusive) = (Vec::new(), Vec::new());
-                let (mut seen_r, mut seen_w) = (BTreeSet::new(), BTreeSet::new());
-                for piece in &pieces {
-                    reads.extend(piece.reads.iter().filter(|k| seen_r.insert((*k).clone())).cloned());
-                    exclusive.extend(piece.writes.iter().filter(|k| seen_w.insert((*k).clone())).cloned());
-                }
-                let purpose = Purpose::Call { procedure, args, pieces, reads: Vec::new(), writes: Vec::new() };
-                self.open(cx, purpose);
+                let (reads, exclusive) = wave_locks(&call.pieces);
+                let wave = 0..call.pieces.len();
+                self.open(cx, Purpose::Call { call, wave, reads: Vec::new(), writes: Vec::new() });
                 self.send_round(cx, op, reads, exclusive);
             }
         }
