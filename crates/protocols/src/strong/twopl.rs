@@ -1286,7 +1286,7 @@ impl TwoPlClient {
             writes.extend(call.pieces[i].writes.iter().cloned().zip(out));
         }
         *wave = call.next_wave()?;
-        Ok(if wave.is_empty() { None } else { Some(wave_locks(&call.pieces[wave.clone()])) })
+        Ok(if wave.start == wave.end { None } else { Some(wave_locks(&call.pieces[wave.clone()])) })
     }
 
     /// The reply of a finished transaction: the current operation's metrics, plus what a ROT or a stored
