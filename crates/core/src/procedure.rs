@@ -16,6 +16,7 @@
 //! wrote (`Reply::reads`, `Reply::writes`).
 
 use crate::request::{Key, Value};
+use serde::{Deserialize, Serialize};
 
 /// One piece of a procedure: the keys it reads and writes, declared before it runs, and whether it is
 /// *immediate*.
@@ -25,7 +26,7 @@ use crate::request::{Key, Value};
 /// it inserts), so it runs when it is dispatched; a *deferrable* piece only produces writes and values for the
 /// client, so it may wait until the transaction's order among its conflicting transactions is decided.
 /// Protocols that run a whole transaction at one place (2PL, OCC) ignore the flag.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Piece {
     pub reads: Vec<Key>,
     pub writes: Vec<Key>,

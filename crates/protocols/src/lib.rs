@@ -11,7 +11,8 @@ pub mod strong;
 
 pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
 pub use strong::{
-    AmcastKv, Nmsi, Psi, RaftKv, Rc, Ser, Si, TpcKv, TwoPl, Us, amcast_kv, jessy, raft_kv, tpc_kv, twopl,
+    AmcastKv, Nmsi, Psi, RaftKv, Rc, Rococo, RococoSnow, Ser, Si, TpcKv, TwoPl, Us, amcast_kv, jessy, raft_kv, rococo,
+    tpc_kv, twopl,
 };
 
 #[doc(hidden)]
@@ -46,6 +47,8 @@ macro_rules! __registry {
             [$crate::Us, aliases ["jessy-us", "gmu"], claims "us", orders_versions true]
             [$crate::Si, aliases ["jessy-si", "serrano"], claims "si", orders_versions true]
             [$crate::Psi, aliases ["jessy-psi", "walter"], claims "psi", orders_versions true]
+            [$crate::Rococo, aliases [], claims "strict-ser", orders_versions true]
+            [$crate::RococoSnow, aliases [], claims "strict-ser", orders_versions true]
         }
     };
 }

@@ -1,6 +1,6 @@
 //! The strong family: read-write transactions that lock, certify, vote and abort (`twopl`; the Jessy
-//! family's `nmsi`, `rc` and `ser` in `jessy`, on `dependence`'s partitioned dependence vectors; Rococo and OCC to
-//! follow), and linearizable replicated storage (`raft-kv`), storage ordered by atomic multicast
+//! family's `nmsi`, `rc` and `ser` in `jessy`, on `dependence`'s partitioned dependence vectors; Rococo and Rococo-SNOW in `rococo`)
+//!, and linearizable replicated storage (`raft-kv`), storage ordered by atomic multicast
 //! (`amcast-kv`), and its two-phase-commit counterpart (`tpc-kv`).
 
 pub mod amcast_kv;
@@ -8,11 +8,13 @@ pub mod dependence;
 mod group_op;
 pub mod jessy;
 pub mod raft_kv;
+pub mod rococo;
 pub mod tpc_kv;
 pub mod twopl;
 
 pub use amcast_kv::AmcastKv;
 pub use jessy::{Nmsi, Psi, Rc, Ser, Si, Us};
 pub use raft_kv::RaftKv;
+pub use rococo::{Rococo, RococoSnow};
 pub use tpc_kv::TpcKv;
 pub use twopl::TwoPl;
