@@ -483,6 +483,8 @@ crash_seed_tests! {
     op_survives_crash_seeds: snowline_protocols::Op,
     cv_survives_crash_seeds: snowline_protocols::Cv,
     two_pl_survives_crash_seeds: snowline_protocols::TwoPl,
+    rococo_survives_crash_seeds: snowline_protocols::Rococo,
+    rococo_snow_survives_crash_seeds: snowline_protocols::RococoSnow,
 }
 
 #[test]

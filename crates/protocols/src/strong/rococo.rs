@@ -98,7 +98,7 @@ use std::marker::PhantomData;
 /// The datacenter whose servers hold the single copy of every key.
 pub const HOME_DC: DcId = 0;
 /// How long reader records are kept at most (Rococo-SNOW), and how late a ROT's answers may come.
-pub const READERS_HORIZON_NS: u64 = 30_000_000_000;
+pub const READERS_HORIZON_NS: u64 = 2_000_000_000;
 /// How long an executed or aborted transaction's vertex is remembered.
 pub const DONE_MEMORY_NS: u64 = 60_000_000_000;
 /// Rococo's read-only transactions give up after this many rounds.
@@ -174,6 +174,10 @@ pub struct TxnId {
     pub seq: u64,
 }
 
+/// Read-only transactions (Rococo-SNOW's readers), each with the time it began (client clock): records
+/// older than [`READERS_HORIZON_NS`] are dropped.
+pub type Readers = BTreeMap<TxnId, u64>;
+
 /// What one server (or the merge of several) knows of a transaction in the dependency graph.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vertex {
@@ -186,7 +190,7 @@ pub struct Vertex {
     /// Its parents, each with whether the edge is immediate (order already fixed).
     pub parents: BTreeMap<TxnId, bool>,
     /// Rococo-SNOW: read-only transactions that read one of its keys before it (they precede it).
-    pub readers: BTreeSet<TxnId>,
+    pub readers: Readers,
 }
 
 impl Vertex {
@@ -206,7 +210,7 @@ impl Vertex {
                 *self.parents.entry(*p).or_default() |= imm;
             }
             self.servers.extend(other.servers.iter().copied());
-            self.readers.extend(other.readers.iter().copied());
+            self.readers.extend(other.readers.iter().map(|(r, t)| (*r, *t)));
         }
         self.aborted |= other.aborted;
     }
@@ -263,7 +267,9 @@ pub enum RccMsg {
     /// Server → server: `txn`'s committed vertex and ancestors (empty: forgotten, executed long ago).
     Inquired { txn: TxnId, graph: Vec<Vertex> },
     /// Client → server: read `keys` for read-only transaction `rot` (`snow`: Rococo-SNOW's readers check).
-    RotRead { rot: TxnId, round: u32, keys: Vec<Key>, snow: bool },
+    RotRead { rot: TxnId, round: u32, keys: Vec<Key>, snow: bool, started_ns: u64 },
+    /// Client → server (Rococo-SNOW): the read-only transaction is complete; drop its reader records.
+    RotDone { rot: TxnId, keys: Vec<Key> },
     /// Server → client.
     RotReply { rot: TxnId, round: u32, reads: Vec<ReadResult>, blocked_ns: u64 },
 }
@@ -282,6 +288,7 @@ impl Message for RccMsg {
             RccMsg::Inquired { .. } => "inquired",
             RccMsg::RotRead { .. } => "rot-read",
             RccMsg::RotReply { .. } => "rot-reply",
+            RccMsg::RotDone { .. } => "rot-done",
         }
     }
 
@@ -327,7 +334,7 @@ struct Node {
     /// Executed here (or processed, for a transaction with no piece here), or aborted; when.
     done_ns: Option<u64>,
     /// Rococo-SNOW: the readers it follows (its component's and every ancestor's), computed when done.
-    after: BTreeSet<TxnId>,
+    after: Readers,
     /// An inquiry about it is in flight.
     asked: bool,
 }
@@ -397,9 +404,10 @@ pub struct RccServer<F: Flavor> {
     deferred_access: BTreeMap<Key, BTreeSet<TxnId>>,
     writers: BTreeMap<Key, BTreeSet<TxnId>>,
     /// Rococo-SNOW: per key, registered readers and when.
-    readers: BTreeMap<Key, BTreeMap<TxnId, u64>>,
-    /// Readers a transaction recorded, per key, dropped when it executes.
-    captured: BTreeMap<TxnId, Vec<(Key, TxnId)>>,
+    readers: BTreeMap<Key, Readers>,
+    /// Rococo-SNOW: per key, the readers that the transactions done here with an access to it follow; a
+    /// transaction dispatched on the key later follows them too (the graph no longer links it to those).
+    carried: BTreeMap<Key, Readers>,
     parked: Vec<ParkedRead>,
     /// Inquiries to answer once a transaction is committing here.
     inquirers: BTreeMap<TxnId, BTreeSet<ServerId>>,
@@ -430,7 +438,7 @@ where
             deferred_access: BTreeMap::new(),
             writers: BTreeMap::new(),
             readers: BTreeMap::new(),
-            captured: BTreeMap::new(),
+            carried: BTreeMap::new(),
             parked: Vec::new(),
             inquirers: BTreeMap::new(),
             coordinated: BTreeMap::new(),
@@ -514,7 +522,7 @@ where
         let mut node = self.graph.remove(&txn).unwrap_or_else(|| Node {
             v: Vertex::new(txn),
             done_ns: None,
-            after: BTreeSet::new(),
+            after: Readers::new(),
             asked: false,
         });
         node.v.servers.insert(self.me());
@@ -543,13 +551,11 @@ where
                     }
                 }
                 if let Some(rs) = self.readers.get(k).filter(|_| snow) {
-                    let rs: Vec<TxnId> = rs.keys().copied().collect();
-                    let cap = self.captured.entry(txn).or_default();
-                    for r in rs {
-                        node.v.readers.insert(r);
-                        cap.push((k.clone(), r));
-                    }
+                    node.v.readers.extend(rs.iter().map(|(r, t)| (*r, *t)));
                 }
+            }
+            if let Some(rs) = self.carried_on(&piece).filter(|_| snow) {
+                node.v.readers.extend(rs);
             }
             for k in &piece.reads {
                 self.reads_since.entry(k.clone()).or_default().insert(txn);
@@ -604,6 +610,17 @@ where
         Ok(ok)
     }
 
+    /// The readers carried on `piece`'s keys by transactions done here.
+    fn carried_on(&self, piece: &DispatchedPiece) -> Option<Readers> {
+        let mut out = Readers::new();
+        for k in piece.reads.iter().chain(&piece.writes) {
+            if let Some(rs) = self.carried.get(k) {
+                out.extend(rs.iter().map(|(r, at)| (*r, *at)));
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
     /// The newest version of `key` and its value.
     fn latest(&self, key: &str) -> Option<(Version, Value)> {
         self.store.get(key).and_then(|v| v.last()).map(|s| (s.version, s.value.clone()))
@@ -640,7 +657,7 @@ where
             match self.graph.get_mut(&id) {
                 Some(n) => n.v.merge(&v),
                 None => {
-                    self.graph.insert(id, Node { v, done_ns: None, after: BTreeSet::new(), asked: false });
+                    self.graph.insert(id, Node { v, done_ns: None, after: Readers::new(), asked: false });
                 }
             }
         }
@@ -661,8 +678,6 @@ where
                 n.done_ns = Some(now);
             }
         }
-        // Its readers records stay: it never followed them.
-        self.captured.remove(&txn);
         self.forget_accesses(txn);
         self.answer_inquiries(cx, txn);
     }
@@ -811,17 +826,18 @@ where
         let now = cx.now_ns();
         let order = self.order(&scc);
         // Rococo-SNOW: the readers the whole component follows.
-        let mut after = BTreeSet::new();
+        let mut after = Readers::new();
         if F::SNOW {
             for t in &scc {
                 let n = &self.graph[t];
-                after.extend(n.v.readers.iter().copied());
+                after.extend(n.v.readers.iter().map(|(r, at)| (*r, *at)));
                 for p in n.v.parents.keys().filter(|p| !scc.contains(p)) {
                     if let Some(pn) = self.graph.get(p) {
-                        after.extend(pn.after.iter().copied());
+                        after.extend(pn.after.iter().map(|(r, at)| (*r, *at)));
                     }
                 }
             }
+            after.retain(|_, at| now.saturating_sub(*at) < READERS_HORIZON_NS);
         }
         for t in order {
             if let Some(n) = self.graph.get_mut(&t) {
@@ -833,15 +849,10 @@ where
                 let execution = self.run_deferred(t, &local);
                 self.send(cx, local.coordinator, RccMsg::Executed { txn: t, execution });
             }
-            // Its readers records are now carried by its descendants.
-            if let Some(cap) = self.captured.remove(&t) {
-                for (k, r) in cap {
-                    if let Some(rs) = self.readers.get_mut(&k) {
-                        rs.remove(&r);
-                        if rs.is_empty() {
-                            self.readers.remove(&k);
-                        }
-                    }
+            // Later transactions on its keys follow what it follows.
+            if let Some(local) = self.local.get(&t).filter(|_| F::SNOW && !after.is_empty()) {
+                for k in &local.keys {
+                    self.carried.entry(k.clone()).or_default().extend(after.iter().map(|(r, at)| (*r, *at)));
                 }
             }
             self.forget_accesses(t);
@@ -921,6 +932,7 @@ where
 
     // ----- read-only transactions -----
 
+    #[allow(clippy::too_many_arguments)]
     fn on_rot_read(
         &mut self,
         cx: &mut Cx<'_, F>,
@@ -929,12 +941,13 @@ where
         round: u32,
         keys: Vec<Key>,
         snow: bool,
+        started_ns: u64,
     ) {
         let now = cx.now_ns();
         let snow = snow && F::SNOW;
         if snow {
             for k in &keys {
-                self.readers.entry(k.clone()).or_default().insert(rot, now);
+                self.readers.entry(k.clone()).or_default().insert(rot, started_ns);
             }
         }
         let waiting: BTreeSet<TxnId> =
@@ -971,7 +984,7 @@ where
                 versions
                     .iter()
                     .rev()
-                    .take_while(|s| self.graph.get(&s.writer).is_some_and(|n| n.after.contains(&p.rot)))
+                    .take_while(|s| self.graph.get(&s.writer).is_some_and(|n| n.after.contains_key(&p.rot)))
                     .count()
             } else {
                 0
@@ -1208,10 +1221,12 @@ where
 
     fn sweep(&mut self, now: u64) {
         self.graph.retain(|_, n| n.done_ns.is_none_or(|d| now.saturating_sub(d) < DONE_MEMORY_NS));
-        for rs in self.readers.values_mut() {
-            rs.retain(|_, at| now.saturating_sub(*at) < READERS_HORIZON_NS);
+        for map in [&mut self.readers, &mut self.carried] {
+            for rs in map.values_mut() {
+                rs.retain(|_, at| now.saturating_sub(*at) < READERS_HORIZON_NS);
+            }
+            map.retain(|_, rs| !rs.is_empty());
         }
-        self.readers.retain(|_, rs| !rs.is_empty());
         // Versions: keep the newest one older than the horizon and everything newer (a read-only read may
         // skip back that far).
         let graph = &self.graph;
@@ -1252,7 +1267,7 @@ where
                     RccMsg::Submit { txn, .. } => {
                         cx.send(Addr::Client(c), RccMsg::Outcome { txn, result: Err(refusal) });
                     }
-                    RccMsg::RotRead { .. } => {}
+                    RccMsg::RotRead { .. } | RccMsg::RotDone { .. } => {}
                     _ => return Err(check.fail(InvalidKind::Sender, "not a client request")),
                 }
                 return Ok(());
@@ -1265,14 +1280,29 @@ where
                 check.ensure(txn.client == client, InvalidKind::Sender, || "a transaction of another client".into())?;
                 self.on_submit(cx, client, txn, procedure, args);
             }
-            RccMsg::RotRead { rot, round, keys, snow } => {
+            RccMsg::RotRead { rot, round, keys, snow, started_ns } => {
                 let client = check.client()?;
                 check.ensure(rot.client == client, InvalidKind::Sender, || "a read of another client".into())?;
                 check.ensure(keys.len() <= MAX_SET, InvalidKind::Malformed, || "too many keys".into())?;
                 for k in &keys {
                     check.key_on(k, me)?;
                 }
-                self.on_rot_read(cx, client, rot, round, keys, snow);
+                check.time(started_ns, "the read-only transaction's start")?;
+                self.on_rot_read(cx, client, rot, round, keys, snow, started_ns);
+            }
+            RccMsg::RotDone { rot, keys } => {
+                let client = check.client()?;
+                check.ensure(rot.client == client, InvalidKind::Sender, || "a read of another client".into())?;
+                check.ensure(keys.len() <= MAX_SET, InvalidKind::Malformed, || "too many keys".into())?;
+                for k in &keys {
+                    check.key_on(k, me)?;
+                    if let Some(rs) = self.readers.get_mut(k) {
+                        rs.remove(&rot);
+                        if rs.is_empty() {
+                            self.readers.remove(k);
+                        }
+                    }
+                }
             }
             RccMsg::Dispatch { txn, procedure, args, pieces } => {
                 let from = self.home_server(&check)?;
@@ -1397,6 +1427,8 @@ struct Rot {
     answers: BTreeMap<Key, ReadResult>,
     waiting: BTreeSet<PartitionId>,
     round: u32,
+    /// Rococo-SNOW: the keys read at each partition, whose reader records go when it completes.
+    touched: BTreeMap<PartitionId, Vec<Key>>,
     /// Rococo: the reads of the previous execution, to compare.
     previous: Option<Vec<ReadResult>>,
     /// The reads of the current execution so far.
@@ -1476,7 +1508,12 @@ where
         }
         rot.waiting = per.keys().copied().collect();
         for (p, keys) in per {
-            cx.send(Addr::Server(home(p)), RccMsg::RotRead { rot: rot.id, round: rot.round, keys, snow: F::SNOW });
+            if F::SNOW {
+                rot.touched.entry(p).or_default().extend(keys.iter().cloned());
+            }
+            let read =
+                RccMsg::RotRead { rot: rot.id, round: rot.round, keys, snow: F::SNOW, started_ns: rot.started_ns };
+            cx.send(Addr::Server(home(p)), read);
         }
         if rot.waiting.is_empty() {
             // A wave that reads nothing.
@@ -1510,9 +1547,17 @@ where
 
     fn round_done(&mut self, cx: &mut Cx<'_, F>) {
         let Some(Pending::Rot(mut r)) = self.pending.take() else { return };
-        if cx.now_ns().saturating_sub(r.started_ns) > READERS_HORIZON_NS / 2 {
+        if F::SNOW && cx.now_ns().saturating_sub(r.started_ns) > READERS_HORIZON_NS / 2 {
             // Too late for the readers records to be trusted: start again.
-            let fresh = Rot::new(r.op, self.next_txn(), cx.now_ns(), r.call.take().map(restart));
+            let call = r.call.take().map(restart);
+            let mut fresh = Rot::new(r.op, self.next_txn(), cx.now_ns(), call);
+            if fresh.call.is_none() {
+                fresh.keys = std::mem::take(&mut r.keys);
+            }
+            fresh.metrics = std::mem::take(&mut r.metrics);
+            for (p, keys) in std::mem::take(&mut r.touched) {
+                cx.send(Addr::Server(home(p)), RccMsg::RotDone { rot: r.id, keys: dedup(keys.into_iter()) });
+            }
             return self.start_round(cx, fresh);
         }
         let mut round_reads = Vec::with_capacity(r.keys.len());
@@ -1570,6 +1615,9 @@ where
     }
 
     fn complete_rot(&mut self, cx: &mut Cx<'_, F>, r: Rot) {
+        for (p, keys) in r.touched {
+            cx.send(Addr::Server(home(p)), RccMsg::RotDone { rot: r.id, keys: dedup(keys.into_iter()) });
+        }
         let reply = Reply { reads: r.reads, metrics: r.metrics, ..Default::default() };
         cx.complete(r.op, Ok(reply));
     }
@@ -1598,6 +1646,7 @@ impl Rot {
             call,
             keys,
             answers: BTreeMap::new(),
+            touched: BTreeMap::new(),
             waiting: BTreeSet::new(),
             round: 0,
             previous: None,
