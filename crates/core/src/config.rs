@@ -39,6 +39,12 @@ pub struct ProtocolConfig {
     /// clock is refused as invalid input (`snowline_core::validate`), so a forged or corrupt timestamp cannot
     /// push a clock to the end of time. Must exceed the clock skew between any two servers.
     pub max_clock_ahead_ms: u64,
+    /// Rococo-SNOW: the largest difference between two nodes' clocks, in µs. A write transaction's answer
+    /// waits until its coordinator's clock is this far past the transaction's timestamp (commit wait), so a
+    /// read-only transaction that begins after the answer reads at a later timestamp. The simulator's
+    /// default clocks differ by up to 2 ms; one machine's, or NTP-synchronised ones in one datacenter, by
+    /// far less.
+    pub max_clock_skew_us: u64,
     /// Components (the atomic multicast) record every step and delivery for the test suite's checkers.
     /// Memory grows without bound: tests and benchmarks only.
     pub record_components: bool,
@@ -66,6 +72,7 @@ impl Default for ProtocolConfig {
             old_readers_gc_ms: 500,
             idle_backoff_ms: 10_000,
             max_clock_ahead_ms: 60_000,
+            max_clock_skew_us: 2_100,
             record_components: false,
             termination: Termination::Multicast,
             multicast_skip_final: false,

@@ -45,6 +45,8 @@ pub const PROTOCOLS: &[&str] = &[
     "us",
     "si",
     "psi",
+    "rococo",
+    "rococo-snow",
 ];
 
 /// What a script did.
@@ -81,6 +83,8 @@ pub fn server_inputs(protocol: &str, data: &[u8]) -> Outcome {
         "us" => run::<crate::Us>(data),
         "si" => run::<crate::Si>(data),
         "psi" => run::<crate::Psi>(data),
+        "rococo" => run::<crate::Rococo>(data),
+        "rococo-snow" => run::<crate::RococoSnow>(data),
         other => panic!("no protocol {other:?}; fuzzable: {PROTOCOLS:?}"),
     }
 }

@@ -45,25 +45,41 @@
 //!   the transaction succeeds when two consecutive rounds read the same values, otherwise it goes on with
 //!   another round (SNOW §5.4). Blocking, strictly serializable, at least two rounds. After
 //!   [`MAX_ROT_ROUNDS`] rounds it gives up with `Aborted(Conflict)` (the harness retries).
-//! - **Rococo-SNOW** (`rococo-snow`): one round, one version per key, blocking. A read registers itself as
-//!   a *reader* of its keys when it arrives, waits until the transactions writing those keys at arrival
-//!   have executed, then returns the newest version whose writer is not ordered after it. The readers
-//!   check travels through Rococo's dependency closure — the part the paper leaves unwritten, so here is the
-//!   construction: a transaction dispatched on a key after a registered reader records that reader
-//!   ("this reader precedes me") in its vertex, so the record reaches every server with the transaction's
-//!   commit graph. When a server executes a component it computes its *after-readers*: the readers recorded
-//!   by its members and by every ancestor component (a transaction after one that follows reader R follows
-//!   R too; a whole component shares the set, since its members are each other's ancestors). A read by R
-//!   skips every version whose writer has R among its after-readers. Why this is strictly serializable: the
-//!   skipped writers are exactly the transactions that must follow R (R read a key before one of them, or
-//!   before an ancestor of one of them, wrote it), they form a suffix of each key's versions (later writers
-//!   of a key descend from earlier ones), and every other writer of the keys R reads was executed before R
-//!   answered, so R sees precisely the transactions ordered before it — in one response, with one version
-//!   per key. A writer executed before its after-readers were complete cannot exist: a transaction executes
-//!   only once every ancestor is committing, and a committing vertex's readers are final.
-//!   Records are dropped once the first transaction that recorded them has executed (every later writer of
-//!   the key descends from it), and after [`READERS_HORIZON_NS`] in any case; a read answered later than that
-//!   after its transaction began is discarded by the client, which retries.
+//! - **Rococo-SNOW** (`rococo-snow`): one round, one version per key, blocking. The paper sketches the
+//!   algorithm (it omits the pseudocode): a read piece blocks until the conflicting writes at its server
+//!   have executed, and the knowledge that a read did *not* see a write travels with Rococo's dependency
+//!   closure, so no other piece of that read sees the write or anything after it. The part left unwritten is
+//!   how that knowledge composes, and the plain version of it (each write carrying the set of readers that
+//!   precede it, inherited by its descendants) is not enough for strict serializability: two read-only
+//!   transactions can each precede one write and see another, a long fork made of four transactions that
+//!   no server sees whole (our crash seeds found one). So the readers check here carries *timestamps*
+//!   through the closure:
+//!   - a read-only transaction R reads at `t_R`, its start time (client clock) less the clock-skew bound
+//!     ε (`max_clock_skew_us`). Its read registers at the server (`t_R`, per key) when it arrives, waits
+//!     until the transactions writing its keys at arrival have executed there, and returns each key's
+//!     newest version with a timestamp at most `t_R`;
+//!   - a write transaction T gets a timestamp when it executes: above its coordinator's start time, above
+//!     `t_R + 1` for every read registered on a key it writes when it was dispatched there (the readers
+//!     check: R read before T reached that key, so T comes after R), above every parent's timestamp, and
+//!     above the timestamps of the transactions done at its servers on its keys (parents the graph no longer
+//!     names); inside a strongly connected component the members take consecutive timestamps in the
+//!     component's order. Every input is part of the committed graph, so every server gives T the same
+//!     timestamp, and the timestamps follow the execution order on every key;
+//!   - strict serializability: transactions are serialized in timestamp order, a read-only one at `t_R`
+//!     after the writes of equal timestamp. A read sees exactly the writes with timestamps at most `t_R`: those
+//!     executed at its servers before it answered (it waited for the ones pending at its arrival), while every
+//!     write dispatched on its keys after its arrival was pushed above `t_R`. Real time holds by a commit wait
+//!     (Spanner's): a write transaction's answer waits until its coordinator's clock passes its timestamp plus
+//!     2ε, so a read-only transaction that begins after the answer reads at a later timestamp; and since reads
+//!     are ε in the past, one that begins after another ended reads at a later timestamp too, while a write
+//!     that begins after a read ended starts above the read's timestamp. The shifting of cost from reads to
+//!     writes is the paper's own insight; the commit wait is this implementation's price for one-round
+//!     reads that compose.
+//!
+//!   Reader registrations are dropped when the read-only transaction completes (its client tells the
+//!   servers it read from, [`RccMsg::RotDone`]) and after [`READERS_HORIZON_NS`] in any case; a read-only
+//!   transaction whose answers come later than half that after its start is discarded by the client and run
+//!   again.
 //!
 //! Read-only stored procedures (TPC-C's Order-Status and Stock-Level) run at the client on the protocol's
 //! read-only algorithm, wave by wave: `rococo-snow` one round per wave; `rococo` repeats the whole
@@ -103,6 +119,8 @@ pub const READERS_HORIZON_NS: u64 = 2_000_000_000;
 pub const DONE_MEMORY_NS: u64 = 60_000_000_000;
 /// Rococo's read-only transactions give up after this many rounds.
 pub const MAX_ROT_ROUNDS: u32 = 64;
+/// The timestamp of a version written by an immediate piece until its transaction executes.
+const PENDING_TS: u64 = u64::MAX;
 /// How often a server forgets what its horizons allow.
 const SWEEP_EVERY_NS: u64 = 1_000_000_000;
 /// Bounds on what a message may carry (untrusted input).
@@ -189,8 +207,11 @@ pub struct Vertex {
     pub servers: BTreeSet<PartitionId>,
     /// Its parents, each with whether the edge is immediate (order already fixed).
     pub parents: BTreeMap<TxnId, bool>,
-    /// Rococo-SNOW: read-only transactions that read one of its keys before it (they precede it).
-    pub readers: Readers,
+    /// Its coordinator's clock when the call arrived.
+    pub start_ns: u64,
+    /// A lower bound on its timestamp from what its servers saw at dispatch: registered readers of keys it
+    /// writes (Rococo-SNOW) and the timestamps of transactions done there on its keys.
+    pub floor: u64,
 }
 
 impl Vertex {
@@ -203,14 +224,16 @@ impl Vertex {
         if other.committing && !self.committing {
             self.parents = other.parents.clone();
             self.servers = other.servers.clone();
-            self.readers = other.readers.clone();
+            self.start_ns = other.start_ns;
+            self.floor = other.floor;
             self.committing = true;
         } else if !self.committing {
             for (p, imm) in &other.parents {
                 *self.parents.entry(*p).or_default() |= imm;
             }
             self.servers.extend(other.servers.iter().copied());
-            self.readers.extend(other.readers.iter().map(|(r, t)| (*r, *t)));
+            self.start_ns = self.start_ns.max(other.start_ns);
+            self.floor = self.floor.max(other.floor);
         }
         self.aborted |= other.aborted;
     }
@@ -253,7 +276,7 @@ pub enum RccMsg {
     /// Coordinator → client: the outcome.
     Outcome { txn: TxnId, result: Result<Reply, OpError> },
     /// Coordinator → server: pieces of `txn` (start phase).
-    Dispatch { txn: TxnId, procedure: String, args: Vec<Value>, pieces: Vec<DispatchedPiece> },
+    Dispatch { txn: TxnId, procedure: String, args: Vec<Value>, pieces: Vec<DispatchedPiece>, start_ns: u64 },
     /// Server → coordinator.
     Dispatched { txn: TxnId, result: Result<DispatchOk, OpError> },
     /// Coordinator → server: every piece is dispatched; the merged graph.
@@ -261,7 +284,7 @@ pub enum RccMsg {
     /// Coordinator → server: drop the transaction (an immediate piece failed).
     Abort { txn: TxnId },
     /// Server → coordinator: the transaction's deferred pieces ran here.
-    Executed { txn: TxnId, execution: Execution },
+    Executed { txn: TxnId, execution: Execution, ts: u64 },
     /// Server → server: what do you know of `txn` once it is committing?
     Inquire { txn: TxnId },
     /// Server → server: `txn`'s committed vertex and ancestors (empty: forgotten, executed long ago).
@@ -309,6 +332,8 @@ impl Message for RccMsg {
 pub enum RccTimer {
     /// Forget what the horizons allow.
     Sweep,
+    /// Rococo-SNOW: the commit wait of a transaction is over; answer its client.
+    Reply(TxnId),
 }
 
 fn home(partition: PartitionId) -> ServerId {
@@ -334,7 +359,8 @@ struct Node {
     /// Executed here (or processed, for a transaction with no piece here), or aborted; when.
     done_ns: Option<u64>,
     /// Rococo-SNOW: the readers it follows (its component's and every ancestor's), computed when done.
-    after: Readers,
+    /// Its timestamp, once done here: above its parents' and its floor, the same on every server.
+    ts: u64,
     /// An inquiry about it is in flight.
     asked: bool,
 }
@@ -348,6 +374,8 @@ struct Local {
     deferred: Vec<DispatchedPiece>,
     /// Keys it accesses here, to clean up the dependency tracking when it is done.
     keys: BTreeSet<Key>,
+    /// Keys its immediate pieces wrote here (their versions get its timestamp when it executes).
+    immediate_writes: Vec<Key>,
 }
 
 /// A read-only transaction's read waiting at this server.
@@ -361,6 +389,8 @@ struct ParkedRead {
     /// Transactions writing its keys at arrival that have not executed here yet.
     waiting: BTreeSet<TxnId>,
     arrived_ns: u64,
+    /// The timestamp Rococo-SNOW reads at: its transaction's start (client clock) less the skew bound.
+    started_ns: u64,
 }
 
 /// A call this server coordinates.
@@ -380,6 +410,10 @@ struct Coordinated {
     graph: BTreeMap<TxnId, Vertex>,
     reads: Vec<ReadResult>,
     writes: Vec<(Key, Value)>,
+    /// Its coordinator's clock when the call arrived.
+    start_ns: u64,
+    /// The timestamp its servers gave it.
+    ts: u64,
     /// Committing: the partitions whose execution is awaited.
     executing: Option<BTreeSet<PartitionId>>,
     failed: Option<String>,
@@ -392,8 +426,6 @@ pub struct RccServer<F: Flavor> {
     id: ServerId,
     topology: Topology,
     store: BTreeMap<Key, Vec<Stored>>,
-    /// Version counter: every execution here takes the next number, so versions order each key's writes.
-    clock: u64,
     graph: BTreeMap<TxnId, Node>,
     local: BTreeMap<TxnId, Local>,
     /// Per key, its last unexecuted writer and the unexecuted readers since.
@@ -405,9 +437,9 @@ pub struct RccServer<F: Flavor> {
     writers: BTreeMap<Key, BTreeSet<TxnId>>,
     /// Rococo-SNOW: per key, registered readers and when.
     readers: BTreeMap<Key, Readers>,
-    /// Rococo-SNOW: per key, the readers that the transactions done here with an access to it follow; a
-    /// transaction dispatched on the key later follows them too (the graph no longer links it to those).
-    carried: BTreeMap<Key, Readers>,
+    /// Per key, the largest timestamp of the transactions done here that accessed it: a transaction
+    /// dispatched on the key later comes after them (the graph no longer links it to them).
+    carried: BTreeMap<Key, u64>,
     parked: Vec<ParkedRead>,
     /// Inquiries to answer once a transaction is committing here.
     inquirers: BTreeMap<TxnId, BTreeSet<ServerId>>,
@@ -415,6 +447,8 @@ pub struct RccServer<F: Flavor> {
     #[serde(skip)]
     loopback: VecDeque<(ServerId, RccMsg)>,
     max_clock_ahead_ms: u64,
+    /// Rococo-SNOW's commit wait: twice the bound on clock differences (`ProtocolConfig::max_clock_skew_us`).
+    commit_wait_ns: u64,
     #[serde(skip)]
     _flavor: PhantomData<F>,
 }
@@ -430,7 +464,6 @@ where
             id,
             topology,
             store: BTreeMap::new(),
-            clock: 0,
             graph: BTreeMap::new(),
             local: BTreeMap::new(),
             last_write: BTreeMap::new(),
@@ -444,6 +477,7 @@ where
             coordinated: BTreeMap::new(),
             loopback: VecDeque::new(),
             max_clock_ahead_ms: config.max_clock_ahead_ms,
+            commit_wait_ns: config.max_clock_skew_us.saturating_mul(2_000),
             _flavor: PhantomData,
         }
     }
@@ -481,6 +515,7 @@ where
 
     // ----- start phase (participant) -----
 
+    #[allow(clippy::too_many_arguments)]
     fn on_dispatch(
         &mut self,
         cx: &mut Cx<'_, F>,
@@ -489,11 +524,13 @@ where
         procedure: String,
         args: Vec<Value>,
         pieces: Vec<DispatchedPiece>,
+        start_ns: u64,
     ) {
-        let result = self.dispatch(cx, coordinator, txn, procedure, args, pieces);
+        let result = self.dispatch(cx, coordinator, txn, procedure, args, pieces, start_ns);
         self.send(cx, coordinator, RccMsg::Dispatched { txn, result });
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn dispatch(
         &mut self,
         cx: &mut Cx<'_, F>,
@@ -502,6 +539,7 @@ where
         name: String,
         args: Vec<Value>,
         pieces: Vec<DispatchedPiece>,
+        start_ns: u64,
     ) -> Result<DispatchOk, OpError> {
         if self.graph.get(&txn).is_some_and(|n| n.done_ns.is_some() || n.v.committing) {
             return Err(OpError::Rejected(format!("rococo: {txn:?} is past its start phase here")));
@@ -519,19 +557,17 @@ where
             }
         }
         let snow = F::SNOW;
-        let mut node = self.graph.remove(&txn).unwrap_or_else(|| Node {
-            v: Vertex::new(txn),
-            done_ns: None,
-            after: Readers::new(),
-            asked: false,
-        });
+        let mut node =
+            self.graph.remove(&txn).unwrap_or_else(|| Node { v: Vertex::new(txn), done_ns: None, ts: 0, asked: false });
         node.v.servers.insert(self.me());
+        node.v.start_ns = node.v.start_ns.max(start_ns);
         let mut local = self.local.remove(&txn).unwrap_or_else(|| Local {
             coordinator,
             procedure: name.clone(),
             args: args.clone(),
             deferred: Vec::new(),
             keys: BTreeSet::new(),
+            immediate_writes: Vec::new(),
         });
         let mut ok = DispatchOk { outputs: Vec::new(), reads: Vec::new(), writes: Vec::new(), graph: Vec::new() };
         let mut failure = None;
@@ -550,12 +586,16 @@ where
                         *node.v.parents.entry(p).or_default() |= piece.immediate;
                     }
                 }
-                if let Some(rs) = self.readers.get(k).filter(|_| snow) {
-                    node.v.readers.extend(rs.iter().map(|(r, t)| (*r, *t)));
+                // Rococo-SNOW's readers check: a writer of a key a read-only transaction registered on comes
+                // after it.
+                if let Some(latest) = self.readers.get(k).filter(|_| snow).and_then(|rs| rs.values().max()) {
+                    node.v.floor = node.v.floor.max(latest + 1);
                 }
             }
-            if let Some(rs) = self.carried_on(&piece).filter(|_| snow) {
-                node.v.readers.extend(rs);
+            for k in piece.reads.iter().chain(&piece.writes) {
+                if let Some(ts) = self.carried.get(k) {
+                    node.v.floor = node.v.floor.max(ts + 1);
+                }
             }
             for k in &piece.reads {
                 self.reads_since.entry(k.clone()).or_default().insert(txn);
@@ -582,9 +622,10 @@ where
                                 versions_skipped: 0,
                             });
                         }
-                        self.clock += 1;
                         for (k, v) in piece.writes.iter().zip(ran.writes) {
-                            self.put(k, v.clone(), txn);
+                            // Its timestamp is known when it executes.
+                            self.put(k, v.clone(), txn, PENDING_TS);
+                            local.immediate_writes.push(k.clone());
                             ok.writes.push((k.clone(), v));
                         }
                         ok.outputs.push((piece.index, ran.output));
@@ -610,24 +651,13 @@ where
         Ok(ok)
     }
 
-    /// The readers carried on `piece`'s keys by transactions done here.
-    fn carried_on(&self, piece: &DispatchedPiece) -> Option<Readers> {
-        let mut out = Readers::new();
-        for k in piece.reads.iter().chain(&piece.writes) {
-            if let Some(rs) = self.carried.get(k) {
-                out.extend(rs.iter().map(|(r, at)| (*r, *at)));
-            }
-        }
-        (!out.is_empty()).then_some(out)
-    }
-
     /// The newest version of `key` and its value.
     fn latest(&self, key: &str) -> Option<(Version, Value)> {
         self.store.get(key).and_then(|v| v.last()).map(|s| (s.version, s.value.clone()))
     }
 
-    fn put(&mut self, key: &Key, value: Value, writer: TxnId) {
-        let version = Version { time: self.clock, dc: HOME_DC };
+    fn put(&mut self, key: &Key, value: Value, writer: TxnId, ts: u64) {
+        let version = Version { time: ts, dc: HOME_DC };
         self.store.entry(key.clone()).or_default().push(Stored { version, value, writer });
     }
 
@@ -657,7 +687,7 @@ where
             match self.graph.get_mut(&id) {
                 Some(n) => n.v.merge(&v),
                 None => {
-                    self.graph.insert(id, Node { v, done_ns: None, after: Readers::new(), asked: false });
+                    self.graph.insert(id, Node { v, done_ns: None, ts: 0, asked: false });
                 }
             }
         }
@@ -826,33 +856,34 @@ where
         let now = cx.now_ns();
         let order = self.order(&scc);
         // Rococo-SNOW: the readers the whole component follows.
-        let mut after = Readers::new();
-        if F::SNOW {
-            for t in &scc {
-                let n = &self.graph[t];
-                after.extend(n.v.readers.iter().map(|(r, at)| (*r, *at)));
-                for p in n.v.parents.keys().filter(|p| !scc.contains(p)) {
-                    if let Some(pn) = self.graph.get(p) {
-                        after.extend(pn.after.iter().map(|(r, at)| (*r, *at)));
-                    }
+        // The component's timestamps: above every member's start and floor and every parent's, then one
+        // apart in the order. Every input is part of the committed graph, so every server computes the same.
+        let mut base = 1;
+        for t in &scc {
+            let n = &self.graph[t];
+            base = base.max(n.v.start_ns).max(n.v.floor);
+            for p in n.v.parents.keys().filter(|p| !scc.contains(p)) {
+                if let Some(pn) = self.graph.get(p) {
+                    base = base.max(pn.ts.saturating_add(1));
                 }
             }
-            after.retain(|_, at| now.saturating_sub(*at) < READERS_HORIZON_NS);
         }
-        for t in order {
+        for (i, t) in order.into_iter().enumerate() {
+            let ts = base.saturating_add(i as u64);
             if let Some(n) = self.graph.get_mut(&t) {
                 n.done_ns = Some(now);
-                n.after = after.clone();
+                n.ts = ts;
             }
             let aborted = self.graph.get(&t).is_some_and(|n| n.v.aborted);
             if let Some(local) = self.local.get(&t).cloned().filter(|_| !aborted) {
-                let execution = self.run_deferred(t, &local);
-                self.send(cx, local.coordinator, RccMsg::Executed { txn: t, execution });
+                let execution = self.run_deferred(t, &local, ts);
+                self.send(cx, local.coordinator, RccMsg::Executed { txn: t, execution, ts });
             }
-            // Later transactions on its keys follow what it follows.
-            if let Some(local) = self.local.get(&t).filter(|_| F::SNOW && !after.is_empty()) {
+            // Later transactions on its keys come after it.
+            if let Some(local) = self.local.get(&t) {
                 for k in &local.keys {
-                    self.carried.entry(k.clone()).or_default().extend(after.iter().map(|(r, at)| (*r, *at)));
+                    let c = self.carried.entry(k.clone()).or_default();
+                    *c = (*c).max(ts);
                 }
             }
             self.forget_accesses(t);
@@ -860,13 +891,18 @@ where
         }
     }
 
-    fn run_deferred(&mut self, txn: TxnId, local: &Local) -> Execution {
+    fn run_deferred(&mut self, txn: TxnId, local: &Local, ts: u64) -> Execution {
         let mut execution = Execution::default();
         let Ok(procedure) = procedure::lookup(&local.procedure) else {
             execution.failed = Some(format!("no procedure {}", local.procedure));
             return execution;
         };
-        self.clock += 1;
+        // Its immediate writes get their timestamp now.
+        for k in &local.immediate_writes {
+            if let Some(s) = self.store.get_mut(k).and_then(|v| v.iter_mut().find(|s| s.writer == txn)) {
+                s.version.time = ts;
+            }
+        }
         for piece in &local.deferred {
             let values: Vec<Option<Value>> = piece.reads.iter().map(|k| self.latest(k).map(|s| s.1)).collect();
             match procedure.run(piece.index, &local.args, &piece.known, &values) {
@@ -876,7 +912,7 @@ where
                         execution.reads.push(ReadResult { key: k.clone(), value: v, version, versions_skipped: 0 });
                     }
                     for (k, v) in piece.writes.iter().zip(ran.writes) {
-                        self.put(k, v.clone(), txn);
+                        self.put(k, v.clone(), txn, ts);
                         execution.writes.push((k.clone(), v));
                     }
                 }
@@ -945,6 +981,9 @@ where
     ) {
         let now = cx.now_ns();
         let snow = snow && F::SNOW;
+        // Rococo-SNOW reads one skew bound before its start, so a read that begins after another ended
+        // (on any client's clock) reads at a later timestamp.
+        let started_ns = started_ns.saturating_sub(self.commit_wait_ns / 2);
         if snow {
             for k in &keys {
                 self.readers.entry(k.clone()).or_default().insert(rot, started_ns);
@@ -952,7 +991,7 @@ where
         }
         let waiting: BTreeSet<TxnId> =
             keys.iter().flat_map(|k| self.writers.get(k).into_iter().flatten()).copied().collect();
-        let parked = ParkedRead { client, rot, round, keys, snow, waiting, arrived_ns: now };
+        let parked = ParkedRead { client, rot, round, keys, snow, waiting, arrived_ns: now, started_ns };
         if parked.waiting.is_empty() {
             self.answer_read(cx, parked);
         } else {
@@ -979,16 +1018,10 @@ where
         let mut reads = Vec::with_capacity(p.keys.len());
         for k in &p.keys {
             let versions = self.store.get(k).map(Vec::as_slice).unwrap_or_default();
-            // Rococo-SNOW: skip the suffix of versions whose writers follow this reader.
-            let skip = if p.snow {
-                versions
-                    .iter()
-                    .rev()
-                    .take_while(|s| self.graph.get(&s.writer).is_some_and(|n| n.after.contains_key(&p.rot)))
-                    .count()
-            } else {
-                0
-            };
+            // Rococo-SNOW: the read is at its start timestamp; later versions belong to transactions ordered
+            // after it.
+            let skip =
+                if p.snow { versions.iter().rev().take_while(|s| s.version.time > p.started_ns).count() } else { 0 };
             let chosen = versions.len() - skip;
             let (value, version) = match chosen.checked_sub(1).map(|i| &versions[i]) {
                 Some(s) => (Some(s.value.clone()), s.version),
@@ -1026,6 +1059,8 @@ where
             graph: BTreeMap::new(),
             reads: Vec::new(),
             writes: Vec::new(),
+            start_ns: cx.now_ns(),
+            ts: 0,
             executing: None,
             failed: None,
         };
@@ -1069,7 +1104,7 @@ where
             self.finish_aborted(cx, txn, OpError::Rejected(e));
             return;
         }
-        let (name, args) = (c.procedure.clone(), c.args.clone());
+        let (name, args, start_ns) = (c.procedure.clone(), c.args.clone(), c.start_ns);
         c.waiting = per.keys().copied().collect();
         c.servers.extend(per.keys().copied());
         if per.is_empty() {
@@ -1077,7 +1112,8 @@ where
             return;
         }
         for (p, pieces) in per {
-            self.send(cx, home(p), RccMsg::Dispatch { txn, procedure: name.clone(), args: args.clone(), pieces });
+            let dispatch = RccMsg::Dispatch { txn, procedure: name.clone(), args: args.clone(), pieces, start_ns };
+            self.send(cx, home(p), dispatch);
         }
     }
 
@@ -1172,7 +1208,7 @@ where
         }
     }
 
-    fn on_executed(&mut self, cx: &mut Cx<'_, F>, from: PartitionId, txn: TxnId, execution: Execution) {
+    fn on_executed(&mut self, cx: &mut Cx<'_, F>, from: PartitionId, txn: TxnId, execution: Execution, ts: u64) {
         let Some(c) = self.coordinated.get_mut(&txn) else { return };
         let Some(waiting) = c.executing.as_mut() else { return };
         if !waiting.remove(&from) {
@@ -1180,10 +1216,19 @@ where
         }
         c.reads.extend(execution.reads);
         c.writes.extend(execution.writes);
+        c.ts = c.ts.max(ts);
         if let Some(e) = execution.failed {
             c.failed.get_or_insert(e);
         }
-        if waiting.is_empty() {
+        if !waiting.is_empty() {
+            return;
+        }
+        // Rococo-SNOW's commit wait: answer once no clock can be behind the timestamp, so a read-only
+        // transaction that begins after the answer reads at a later timestamp and sees the writes.
+        let wait_until = c.ts.saturating_add(self.commit_wait_ns);
+        if F::SNOW && cx.now_ns() < wait_until {
+            cx.set_timer(wait_until - cx.now_ns(), RccTimer::Reply(txn));
+        } else {
             self.finish(cx, txn);
         }
     }
@@ -1221,12 +1266,10 @@ where
 
     fn sweep(&mut self, now: u64) {
         self.graph.retain(|_, n| n.done_ns.is_none_or(|d| now.saturating_sub(d) < DONE_MEMORY_NS));
-        for map in [&mut self.readers, &mut self.carried] {
-            for rs in map.values_mut() {
-                rs.retain(|_, at| now.saturating_sub(*at) < READERS_HORIZON_NS);
-            }
-            map.retain(|_, rs| !rs.is_empty());
+        for rs in self.readers.values_mut() {
+            rs.retain(|_, at| now.saturating_sub(*at) < READERS_HORIZON_NS);
         }
+        self.readers.retain(|_, rs| !rs.is_empty());
         // Versions: keep the newest one older than the horizon and everything newer (a read-only read may
         // skip back that far).
         let graph = &self.graph;
@@ -1304,7 +1347,8 @@ where
                     }
                 }
             }
-            RccMsg::Dispatch { txn, procedure, args, pieces } => {
+            RccMsg::Dispatch { txn, procedure, args, pieces, start_ns } => {
+                check.time(start_ns, "a transaction's start")?;
                 let from = self.home_server(&check)?;
                 for p in &pieces {
                     for k in p.reads.iter().chain(&p.writes) {
@@ -1312,7 +1356,7 @@ where
                     }
                     check.ensure(p.known.len() <= MAX_SET, InvalidKind::Malformed, || "too many outputs".into())?;
                 }
-                self.on_dispatch(cx, from, txn, procedure, args, pieces);
+                self.on_dispatch(cx, from, txn, procedure, args, pieces, start_ns);
             }
             RccMsg::Dispatched { txn, result } => {
                 let from = self.home_server(&check)?;
@@ -1335,9 +1379,9 @@ where
                 self.home_server(&check)?;
                 self.on_abort(cx, txn);
             }
-            RccMsg::Executed { txn, execution } => {
+            RccMsg::Executed { txn, execution, ts } => {
                 let from = self.home_server(&check)?;
-                self.on_executed(cx, from.partition, txn, execution);
+                self.on_executed(cx, from.partition, txn, execution, ts);
             }
             RccMsg::Inquire { txn } => {
                 let from = self.home_server(&check)?;
@@ -1368,11 +1412,9 @@ fn check_graph(check: &Check<'_>, topology: &Topology, graph: &[Vertex]) -> Resu
     check.ensure(graph.len() <= MAX_GRAPH, InvalidKind::Malformed, || "graph too large".into())?;
     for v in graph {
         check.ensure(v.id.is_some(), InvalidKind::Malformed, || "a vertex without an id".into())?;
-        check.ensure(
-            v.parents.len() <= MAX_SET && v.readers.len() <= MAX_SET && v.servers.len() <= MAX_SET,
-            InvalidKind::Malformed,
-            || "vertex too large".into(),
-        )?;
+        check.ensure(v.parents.len() <= MAX_SET && v.servers.len() <= MAX_SET, InvalidKind::Malformed, || {
+            "vertex too large".into()
+        })?;
         for p in &v.servers {
             check
                 .ensure(*p < topology.partitions, InvalidKind::OutOfRange, || format!("partition {p} out of range"))?;
@@ -1403,6 +1445,7 @@ where
                 self.sweep(cx.now_ns());
                 cx.set_timer(SWEEP_EVERY_NS, RccTimer::Sweep);
             }
+            RccTimer::Reply(txn) => self.finish(cx, txn),
         }
     }
 
