@@ -54,12 +54,13 @@
 //!   transactions can each precede one write and see another, a long fork made of four transactions that
 //!   no server sees whole (our crash seeds found one). So the readers check here carries *timestamps*
 //!   through the closure:
-//!   - a read-only transaction R reads at `t_R`, its start time (client clock) less the clock-skew bound
-//!     ε (`max_clock_skew_us`). Its read registers at the server (`t_R`, per key) when it arrives, waits
-//!     until the transactions writing its keys at arrival have executed there, and returns each key's
-//!     newest version with a timestamp at most `t_R`;
-//!   - a write transaction T gets a timestamp when it executes: above its coordinator's start time, above
-//!     `t_R + 1` for every read registered on a key it writes when it was dispatched there (the readers
+//!   - a read-only transaction R reads at `t_R`, its start time (client clock). Its read registers at the
+//!     server (`t_R`, per key) when it arrives, waits until the transactions writing its keys at arrival
+//!     have executed there, and returns each key's newest version with a timestamp at most `t_R` — once the
+//!     server's clock has passed that version's timestamp by the clock-skew bound ε (`max_clock_skew_us`),
+//!     waiting if needed;
+//!   - a write transaction T gets a timestamp when it executes: above its coordinator's start time plus ε,
+//!     above `t_R` for every read registered on a key it writes when it was dispatched there (the readers
 //!     check: R read before T reached that key, so T comes after R), above every parent's timestamp, and
 //!     above the timestamps of the transactions done at its servers on its keys (parents the graph no longer
 //!     names); inside a strongly connected component the members take consecutive timestamps in the
@@ -68,13 +69,14 @@
 //!   - strict serializability: transactions are serialized in timestamp order, a read-only one at `t_R`
 //!     after the writes of equal timestamp. A read sees exactly the writes with timestamps at most `t_R`: those
 //!     executed at its servers before it answered (it waited for the ones pending at its arrival), while every
-//!     write dispatched on its keys after its arrival was pushed above `t_R`. Real time holds by a commit wait
-//!     (Spanner's): a write transaction's answer waits until its coordinator's clock passes its timestamp plus
-//!     2ε, so a read-only transaction that begins after the answer reads at a later timestamp; and since reads
-//!     are ε in the past, one that begins after another ended reads at a later timestamp too, while a write
-//!     that begins after a read ended starts above the read's timestamp. The shifting of cost from reads to
-//!     writes is the paper's own insight; the commit wait is this implementation's price for one-round
-//!     reads that compose.
+//!     write dispatched on its keys after its arrival was pushed above `t_R`. Real time, with clocks that
+//!     differ by at most ε: a write's answer waits until its coordinator's clock passes its timestamp plus ε
+//!     (Spanner's commit wait), so a read that begins after the answer has `t_R` at or above the timestamp; a
+//!     read returns a version only once its server's clock passed the version's timestamp plus ε, so a read
+//!     that begins after it ended has a later `t_R`; and a write's timestamp is above its start plus ε, so a
+//!     write that begins after a read ended comes after it. The shifting of cost from reads to writes is the
+//!     paper's own insight; the commit wait, and the short wait of a read on a version younger than ε, are
+//!     this implementation's price for one-round reads that compose.
 //!
 //!   Reader registrations are dropped when the read-only transaction completes (its client tells the
 //!   servers it read from, [`RccMsg::RotDone`]) and after [`READERS_HORIZON_NS`] in any case; a read-only
@@ -334,6 +336,8 @@ pub enum RccTimer {
     Sweep,
     /// Rococo-SNOW: the commit wait of a transaction is over; answer its client.
     Reply(TxnId),
+    /// Rococo-SNOW: a parked read may now return a version that was too fresh.
+    Serve,
 }
 
 fn home(partition: PartitionId) -> ServerId {
@@ -389,7 +393,7 @@ struct ParkedRead {
     /// Transactions writing its keys at arrival that have not executed here yet.
     waiting: BTreeSet<TxnId>,
     arrived_ns: u64,
-    /// The timestamp Rococo-SNOW reads at: its transaction's start (client clock) less the skew bound.
+    /// The timestamp Rococo-SNOW reads at: its transaction's start (client clock).
     started_ns: u64,
 }
 
@@ -427,6 +431,8 @@ pub struct RccServer<F: Flavor> {
     topology: Topology,
     store: BTreeMap<Key, Vec<Stored>>,
     graph: BTreeMap<TxnId, Node>,
+    /// The vertices of `graph` not done here (what the component search walks).
+    undone: BTreeSet<TxnId>,
     local: BTreeMap<TxnId, Local>,
     /// Per key, its last unexecuted writer and the unexecuted readers since.
     last_write: BTreeMap<Key, TxnId>,
@@ -447,8 +453,8 @@ pub struct RccServer<F: Flavor> {
     #[serde(skip)]
     loopback: VecDeque<(ServerId, RccMsg)>,
     max_clock_ahead_ms: u64,
-    /// Rococo-SNOW's commit wait: twice the bound on clock differences (`ProtocolConfig::max_clock_skew_us`).
-    commit_wait_ns: u64,
+    /// Rococo-SNOW: the bound on clock differences (`ProtocolConfig::max_clock_skew_us`).
+    skew_ns: u64,
     #[serde(skip)]
     _flavor: PhantomData<F>,
 }
@@ -465,6 +471,7 @@ where
             topology,
             store: BTreeMap::new(),
             graph: BTreeMap::new(),
+            undone: BTreeSet::new(),
             local: BTreeMap::new(),
             last_write: BTreeMap::new(),
             reads_since: BTreeMap::new(),
@@ -477,7 +484,7 @@ where
             coordinated: BTreeMap::new(),
             loopback: VecDeque::new(),
             max_clock_ahead_ms: config.max_clock_ahead_ms,
-            commit_wait_ns: config.max_clock_skew_us.saturating_mul(2_000),
+            skew_ns: config.max_clock_skew_us.saturating_mul(1_000),
             _flavor: PhantomData,
         }
     }
@@ -489,7 +496,7 @@ where
 
     /// Transactions in the dependency graph here that are not done.
     pub fn undone(&self) -> usize {
-        self.graph.values().filter(|n| n.done_ns.is_none()).count()
+        self.undone.len()
     }
 
     /// Read-only reads waiting here.
@@ -641,6 +648,7 @@ where
             }
         }
         self.graph.insert(txn, node);
+        self.undone.insert(txn);
         self.local.insert(txn, local);
         if let Some(e) = failure {
             // The coordinator aborts the transaction everywhere; this server already knows.
@@ -688,6 +696,7 @@ where
                 Some(n) => n.v.merge(&v),
                 None => {
                     self.graph.insert(id, Node { v, done_ns: None, ts: 0, asked: false });
+                    self.undone.insert(id);
                 }
             }
         }
@@ -707,6 +716,7 @@ where
             if n.done_ns.is_none() {
                 n.done_ns = Some(now);
             }
+            self.undone.remove(&txn);
         }
         self.forget_accesses(txn);
         self.answer_inquiries(cx, txn);
@@ -784,7 +794,7 @@ where
     /// (Tarjan, iterative; edges child → parent, so a component comes out after every component it
     /// depends on).
     fn components(&self) -> Vec<Vec<TxnId>> {
-        let nodes: Vec<TxnId> = self.graph.iter().filter(|(_, n)| n.done_ns.is_none()).map(|(t, _)| *t).collect();
+        let nodes: Vec<TxnId> = self.undone.iter().copied().filter(|t| self.graph.contains_key(t)).collect();
         let index_of: BTreeMap<TxnId, usize> = nodes.iter().enumerate().map(|(i, t)| (*t, i)).collect();
         let edges: Vec<Vec<usize>> = nodes
             .iter()
@@ -861,7 +871,7 @@ where
         let mut base = 1;
         for t in &scc {
             let n = &self.graph[t];
-            base = base.max(n.v.start_ns).max(n.v.floor);
+            base = base.max(n.v.start_ns.saturating_add(self.skew_ns)).max(n.v.floor);
             for p in n.v.parents.keys().filter(|p| !scc.contains(p)) {
                 if let Some(pn) = self.graph.get(p) {
                     base = base.max(pn.ts.saturating_add(1));
@@ -870,6 +880,7 @@ where
         }
         for (i, t) in order.into_iter().enumerate() {
             let ts = base.saturating_add(i as u64);
+            self.undone.remove(&t);
             if let Some(n) = self.graph.get_mut(&t) {
                 n.done_ns = Some(now);
                 n.ts = ts;
@@ -957,6 +968,7 @@ where
                 n.v.committing = true;
                 n.done_ns.get_or_insert(now);
             }
+            self.undone.remove(&txn);
         } else {
             self.merge_graph(graph);
         }
@@ -981,9 +993,6 @@ where
     ) {
         let now = cx.now_ns();
         let snow = snow && F::SNOW;
-        // Rococo-SNOW reads one skew bound before its start, so a read that begins after another ended
-        // (on any client's clock) reads at a later timestamp.
-        let started_ns = started_ns.saturating_sub(self.commit_wait_ns / 2);
         if snow {
             for k in &keys {
                 self.readers.entry(k.clone()).or_default().insert(rot, started_ns);
@@ -993,7 +1002,9 @@ where
             keys.iter().flat_map(|k| self.writers.get(k).into_iter().flatten()).copied().collect();
         let parked = ParkedRead { client, rot, round, keys, snow, waiting, arrived_ns: now, started_ns };
         if parked.waiting.is_empty() {
-            self.answer_read(cx, parked);
+            if let Err(p) = self.answer_read(cx, parked) {
+                self.parked.push(p);
+            }
         } else {
             self.parked.push(parked);
         }
@@ -1007,14 +1018,32 @@ where
         for mut p in parked {
             p.waiting.retain(|t| !self.is_done(t));
             if p.waiting.is_empty() {
-                self.answer_read(cx, p);
+                if let Err(p) = self.answer_read(cx, p) {
+                    self.parked.push(p);
+                }
             } else {
                 self.parked.push(p);
             }
         }
     }
 
-    fn answer_read(&mut self, cx: &mut Cx<'_, F>, p: ParkedRead) {
+    /// Answer `p`, or give it back when a version it must return is too fresh to be returned yet
+    /// (Rococo-SNOW: a version is returned once every clock has passed its timestamp, so a read-only
+    /// transaction that begins after this one ended reads at a timestamp at or above it).
+    fn answer_read(&mut self, cx: &mut Cx<'_, F>, p: ParkedRead) -> Result<(), ParkedRead> {
+        if p.snow {
+            let now = cx.now_ns();
+            let freshest = p
+                .keys
+                .iter()
+                .filter_map(|k| self.store.get(k)?.iter().rev().find(|s| s.version.time <= p.started_ns))
+                .map(|s| s.version.time)
+                .max();
+            if let Some(ts) = freshest.filter(|ts| ts.saturating_add(self.skew_ns) > now) {
+                cx.set_timer(ts.saturating_add(self.skew_ns) - now, RccTimer::Serve);
+                return Err(p);
+            }
+        }
         let mut reads = Vec::with_capacity(p.keys.len());
         for k in &p.keys {
             let versions = self.store.get(k).map(Vec::as_slice).unwrap_or_default();
@@ -1031,6 +1060,7 @@ where
         }
         let blocked_ns = cx.now_ns().saturating_sub(p.arrived_ns);
         cx.send(Addr::Client(p.client), RccMsg::RotReply { rot: p.rot, round: p.round, reads, blocked_ns });
+        Ok(())
     }
 
     // ----- coordinator -----
@@ -1225,7 +1255,7 @@ where
         }
         // Rococo-SNOW's commit wait: answer once no clock can be behind the timestamp, so a read-only
         // transaction that begins after the answer reads at a later timestamp and sees the writes.
-        let wait_until = c.ts.saturating_add(self.commit_wait_ns);
+        let wait_until = c.ts.saturating_add(self.skew_ns);
         if F::SNOW && cx.now_ns() < wait_until {
             cx.set_timer(wait_until - cx.now_ns(), RccTimer::Reply(txn));
         } else {
@@ -1446,6 +1476,7 @@ where
                 cx.set_timer(SWEEP_EVERY_NS, RccTimer::Sweep);
             }
             RccTimer::Reply(txn) => self.finish(cx, txn),
+            RccTimer::Serve => self.serve_parked(cx),
         }
     }
 
