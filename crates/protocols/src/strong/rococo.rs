@@ -214,6 +214,9 @@ pub struct Vertex {
     /// A lower bound on its timestamp from what its servers saw at dispatch: registered readers of keys it
     /// writes (Rococo-SNOW) and the timestamps of transactions done there on its keys.
     pub floor: u64,
+    /// Its timestamp, from a server where it is done: a server that lacks its ancestors (done at the
+    /// sender, so not sent) takes it from here instead of computing it from less.
+    pub ts: Option<u64>,
 }
 
 impl Vertex {
@@ -238,6 +241,9 @@ impl Vertex {
             self.floor = self.floor.max(other.floor);
         }
         self.aborted |= other.aborted;
+        if self.ts.is_none() {
+            self.ts = other.ts;
+        }
     }
 }
 
@@ -676,7 +682,11 @@ where
         let mut queue = VecDeque::from([txn]);
         while let Some(t) = queue.pop_front() {
             let Some(n) = self.graph.get(&t) else { continue };
-            out.push(n.v.clone());
+            let mut v = n.v.clone();
+            if n.done_ns.is_some() && !v.aborted {
+                v.ts = Some(n.ts);
+            }
+            out.push(v);
             if n.done_ns.is_some() && t != txn {
                 continue;
             }
@@ -877,6 +887,13 @@ where
                     base = base.max(pn.ts.saturating_add(1));
                 }
             }
+        }
+        // A member whose timestamp a server where it is done sent fixes the component's (that server knew
+        // ancestors this one was not sent).
+        if let Some(known) =
+            order.iter().enumerate().find_map(|(i, t)| self.graph[t].v.ts.map(|ts| ts.saturating_sub(i as u64)))
+        {
+            base = known;
         }
         for (i, t) in order.into_iter().enumerate() {
             let ts = base.saturating_add(i as u64);
