@@ -63,8 +63,7 @@ pub async fn run_net_with<P: Protocol>(
             let dc = *dc;
             loops.push(async move {
                 let process = recorder.borrow_mut().new_process();
-                let mut client =
-                    ClientLoop::new(dc, process, spec.generator_rng(index), spec.retry).with_index(index);
+                let mut client = ClientLoop::new(dc, process, spec.generator_rng(index), spec.retry).with_index(index);
                 // The borrows of the shared recorder and metrics never span an await.
                 let sink = |f: &mut dyn FnMut(&mut Sink<'_>) -> Option<Action>| {
                     let (mut m, mut r) = (metrics.borrow_mut(), recorder.borrow_mut());

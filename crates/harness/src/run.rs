@@ -50,11 +50,7 @@ impl RunSpec {
 
     /// This spec with its clock moved `offset_ns` later: the measured run starts after the load.
     pub(crate) fn after(&self, offset_ns: u64) -> RunSpec {
-        RunSpec {
-            duration_ns: self.duration_ns + offset_ns,
-            warmup_ns: self.warmup_ns + offset_ns,
-            ..self.clone()
-        }
+        RunSpec { duration_ns: self.duration_ns + offset_ns, warmup_ns: self.warmup_ns + offset_ns, ..self.clone() }
     }
 
     pub(crate) fn generator_rng(&self, client_index: usize) -> SmallRng {

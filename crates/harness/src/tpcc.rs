@@ -207,8 +207,7 @@ pub fn initial_database(shape: &Shape, seed: u64) -> Vec<Vec<(Key, Value)>> {
         put(h.pointer_key(), tpcc::encode(&shape.first_undelivered.to_string(), &tag()));
         let mut names: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
         for c in 1..=shape.customers {
-            let last =
-                last_name(if c <= 1000 { c - 1 } else { nurand(&mut rng, 255, c_load, 0, 999) });
+            let last = last_name(if c <= 1000 { c - 1 } else { nurand(&mut rng, 255, c_load, 0, 999) });
             let first = letters(&mut rng, 8, 16);
             names.entry(last.clone()).or_default().push((first.clone(), c));
             let row = CustomerRow {
@@ -348,7 +347,11 @@ impl TpccGenerator {
             kind += 1;
         }
         let call = |procedure: &'static str, args: Vec<Value>, token: bool| {
-            Job::Call(CallJob { procedure, args: if token { [vec![Value::from("-")], args].concat() } else { args }, token })
+            Job::Call(CallJob {
+                procedure,
+                args: if token { [vec![Value::from("-")], args].concat() } else { args },
+                token,
+            })
         };
         match kind {
             0 => {
@@ -659,7 +662,12 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
         }
         let max_no = if new_orders > 0 { no_max } else { max_o };
         t.check(2, next.saturating_sub(1) == max_o && max_o == max_no, || {
-            format!("district {}/{}: D_NEXT_O_ID - 1 = {}, max(O_ID) = {max_o}, max(NO_O_ID) = {max_no}", h.w, h.d, next.saturating_sub(1))
+            format!(
+                "district {}/{}: D_NEXT_O_ID - 1 = {}, max(O_ID) = {max_o}, max(NO_O_ID) = {max_no}",
+                h.w,
+                h.d,
+                next.saturating_sub(1)
+            )
         });
         if new_orders > 0 {
             t.check(3, u64::from(no_max - no_min + 1) == new_orders, || {
