@@ -552,7 +552,7 @@ fn customer_id(c: &Customer, known: &Known) -> Result<Option<u32>, String> {
     }
 }
 
-fn read<'r>(reads: &'r [Option<Value>], i: usize) -> Option<&'r Value> {
+fn read(reads: &[Option<Value>], i: usize) -> Option<&Value> {
     reads.get(i).and_then(Option::as_ref)
 }
 

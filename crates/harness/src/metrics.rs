@@ -132,7 +132,7 @@ impl Metrics {
     /// A whole transaction (all its attempts): committed (`Ok`) or given up on; `latency_ns` from the start of
     /// its first attempt. Counted under `kind` (`ro-txn`, `rw-txn`) in the per-kind table.
     pub fn record_txn(&mut self, kind: &'static str, outcome: &Result<(), OpError>, latency_ns: u64, attempts: u32) {
-        let stats = self.kinds.entry(kind).or_insert_with(|| KindStats::new());
+        let stats = self.kinds.entry(kind).or_insert_with(KindStats::new);
         match outcome {
             Ok(()) => {
                 stats.ok += 1;
