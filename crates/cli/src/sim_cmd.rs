@@ -47,7 +47,8 @@ pub struct WorkloadArgs {
     /// ROTs over --partitions-per-rot partitions and PUTs, --write-ratio w), eiger (SNOW §6.1: ROTs of
     /// --keys-per-op keys and writes of as many PUTs), tomsic-single (Tomsic §5.3.2: a ROT of --keys-per-op
     /// reads, then an update of --update-keys of them, keys 80/20), ycsb-t (NMSI's transactional YCSB, --mix),
-    /// kv (single-key GETs and PUTs, --write-ratio of PUTs: YCSB A by default; what raft-kv serves).
+    /// kv (single-key GETs and PUTs, --write-ratio of PUTs: YCSB A by default; what raft-kv serves), tpcc (TPC-C as
+    /// stored procedures, loaded before and audited after the run: --tpcc-setup, --tpcc-scale; docs/WORKLOADS.md).
     /// Default: mixed, or ycsb-t for a protocol without blind writes (nmsi).
     #[arg(long)]
     pub workload: Option<snowline_harness::Pattern>,
@@ -84,6 +85,21 @@ pub struct WorkloadArgs {
     /// update transactions (default 0.2).
     #[arg(long, default_value = "a")]
     pub mix: snowline_harness::YcsbMix,
+    /// tpcc: the set-up: snow (the SNOW paper's and Rococo's: one warehouse, 10 districts per partition,
+    /// district-sharded, clients pinned to a home district, no rollbacks) or standard (TPC-C's:
+    /// --tpcc-warehouses of 10 districts, remote lines and payments, 1% rollbacks). docs/WORKLOADS.md.
+    #[arg(long, default_value = "snow")]
+    pub tpcc_setup: snowline_harness::tpcc::Setup,
+    /// tpcc, standard set-up: warehouses.
+    #[arg(long, default_value_t = 1)]
+    pub tpcc_warehouses: u32,
+    /// tpcc: the population: full (TPC-C's: 100,000 items, 3,000 customers and orders per district) or small
+    /// (1,000 items, 30 customers and orders per district: for tests).
+    #[arg(long, default_value = "full")]
+    pub tpcc_scale: snowline_harness::tpcc::Scale,
+    /// tpcc: New-Order's 1% rollback (an unused item) on or off (default: on in standard, off in snow).
+    #[arg(long)]
+    pub tpcc_rollback: Option<bool>,
     /// How clients retry aborted transactions: off, a number of retries, or until-commit (the default).
     #[arg(long, default_value = "until-commit")]
     pub retry: snowline_harness::RetryPolicy,
@@ -159,6 +175,13 @@ impl WorkloadArgs {
         if let Some(x) = self.columns {
             w.columns = x;
         }
+        w.tpcc = snowline_harness::tpcc::TpccSpec {
+            setup: self.tpcc_setup,
+            warehouses: self.tpcc_warehouses,
+            scale: self.tpcc_scale,
+            rollback: self.tpcc_rollback,
+            seed: 0,
+        };
         if let Pattern::PhotoAcl { .. } = w.pattern {
             // One album per two keys.
             w.pattern = Pattern::PhotoAcl { albums: (w.keys / 2).max(1) };
@@ -173,7 +196,11 @@ impl WorkloadArgs {
             duration_ns: self.duration.as_nanos() as u64,
             warmup_ns: self.warmup.as_nanos() as u64,
             cooldown_ns: self.cooldown.as_nanos() as u64,
-            workload: self.workload(),
+            workload: {
+                let mut w = self.workload();
+                w.tpcc.seed = seed;
+                w
+            },
             record_history: self.history.is_some() || self.check.is_some(),
             seed,
             final_reads_after_ns: None,
@@ -786,6 +813,29 @@ fn rand_seed() -> u64 {
 fn print_report(report: &RunReport) {
     println!("protocol {}", report.protocol);
     println!("{}", report.summary);
+    if let Some(audit) = &report.tpcc {
+        print_tpcc(&report.summary);
+        println!("{audit}");
+    }
+}
+
+/// The figures TPC-C reports: New-Order throughput (tpmC's numerator), and per transaction its latency and
+/// commit rate (committed / attempts).
+fn print_tpcc(summary: &snowline_harness::Summary) {
+    if let Some(k) = summary.kind("tpcc-new-order") {
+        println!("tpcc: New-Order {:.0}/s ({:.0} per minute)", k.ops_per_s, k.ops_per_s * 60.0);
+    }
+    for k in summary.per_kind.iter().filter(|k| k.kind.starts_with("tpcc-")) {
+        println!(
+            "tpcc: {:<17} p50 {:>9.1} µs, p99 {:>9.1} µs, commit rate {:.2}% ({} committed, {} aborted attempts)",
+            k.kind,
+            k.p50_us,
+            k.p99_us,
+            k.commit_rate() * 100.0,
+            k.ok,
+            k.aborted
+        );
+    }
 }
 
 fn finish(report: &RunReport, args: &WorkloadArgs, runtime: &str, seed: u64) -> Result<()> {
@@ -803,6 +853,14 @@ fn finish(report: &RunReport, args: &WorkloadArgs, runtime: &str, seed: u64) -> 
         print!("check: ");
         check_cmd::print_verdict(&verdict, false);
         anyhow::ensure!(verdict.ok, "the history does not satisfy {level}");
+    }
+    if let (Some(_), Some(audit)) = (&args.check, &report.tpcc) {
+        anyhow::ensure!(
+            audit.ok(),
+            "the TPC-C consistency audit failed: condition(s) {:?} violated{}",
+            audit.violated(),
+            if audit.malformed.is_empty() { "" } else { ", malformed rows" }
+        );
     }
     Ok(())
 }

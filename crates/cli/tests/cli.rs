@@ -138,6 +138,46 @@ fn sim_is_deterministic_and_writes_a_history() {
     assert_eq!(a, run("b.jsonl"), "the same seed gives a byte-identical history");
 }
 
+/// `sim --workload tpcc` loads TPC-C's database through the protocol, runs the five transactions and audits
+/// the 12 consistency conditions afterwards; with `--check` the history is checked too. A protocol without
+/// stored procedures is refused up front.
+#[test]
+fn sim_runs_tpcc_under_2pl_and_audits_the_twelve_conditions() {
+    let o = snowline(&[
+        "sim",
+        "--protocol",
+        "2pl",
+        "--dcs",
+        "1",
+        "--partitions",
+        "2",
+        "--clients",
+        "20",
+        "--workload",
+        "tpcc",
+        "--tpcc-scale",
+        "small",
+        "--duration",
+        "200ms",
+        "--check",
+        "claimed",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("tpcc audit: all 12 conditions hold"), "{out}");
+    for n in 1..=12 {
+        assert!(out.lines().any(|l| l.trim_start().starts_with(&format!("{n} ")) && l.contains("ok (")), "{n}: {out}");
+    }
+    assert!(
+        out.contains("tpcc: New-Order") && out.contains("tpcc-stock-level") && out.contains("commit rate"),
+        "{out}"
+    );
+    assert!(out.contains("check: strict-ser: ok"), "{out}");
+    let o =
+        snowline(&["sim", "--protocol", "cv", "--workload", "tpcc", "--tpcc-scale", "small", "--duration", "100ms"]);
+    assert!(!o.status.success() && text(&o).contains("stored procedures"), "{}", text(&o));
+}
+
 /// `sim --durable` runs the servers in the durable host with commits that take virtual time: writes wait
 /// for their commit, so they get slower as commits do, and a protocol without a durable mode is refused.
 #[test]

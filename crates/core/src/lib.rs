@@ -17,6 +17,7 @@ pub mod protocol;
 pub mod request;
 pub mod store;
 pub mod topology;
+pub mod tpcc;
 pub mod validate;
 
 pub use clock::{Hlc, VectorClock};

@@ -9,7 +9,7 @@
 //! durable server replays its log, and lets the simulator stay deterministic.
 //!
 //! The registry is the static list [`PROCEDURES`]: every client and server binary of a build has the same
-//! templates, so registering one is one entry here (TPC-C's five transactions join it with the TPC-C issue).
+//! templates, so registering one is one entry here (TPC-C's five transactions: [`crate::tpcc`]).
 //! A name the registry does not hold is refused as bad input (`OpError::Rejected`).
 //!
 //! History: a call is recorded as one transaction of its reads, then its writes, with the values it read and
@@ -77,7 +77,14 @@ impl std::fmt::Debug for dyn Procedure {
 }
 
 /// Every registered stored procedure.
-pub static PROCEDURES: &[&dyn Procedure] = &[&ReadWrite];
+pub static PROCEDURES: &[&dyn Procedure] = &[
+    &ReadWrite,
+    &crate::tpcc::NewOrder,
+    &crate::tpcc::Payment,
+    &crate::tpcc::OrderStatus,
+    &crate::tpcc::Delivery,
+    &crate::tpcc::StockLevel,
+];
 
 /// The registered procedure called `name`.
 pub fn lookup(name: &str) -> Result<&'static dyn Procedure, String> {

@@ -9,10 +9,10 @@
 
 use crate::metrics::Metrics;
 use crate::run::RunSpec;
-use crate::workload::{Generator, Job, TxnPlan};
+use crate::workload::{CallJob, Generator, Job, TxnPlan};
 use rand::Rng;
 use rand::rngs::SmallRng;
-use snowline_core::history::{HistoryOp, HistoryRecorder, OpKind};
+use snowline_core::history::{HistoryOp, HistoryRecorder, OpKind, completed_ops};
 use snowline_core::{AbortCause, DcId, Key, OpError, Reply, Request, Value};
 use std::collections::VecDeque;
 
@@ -110,11 +110,25 @@ struct TxnRun {
     step: Step,
 }
 
+/// A stored-procedure call, over its attempts.
+#[derive(Debug)]
+struct CallRun {
+    job: CallJob,
+    attempts: u32,
+    first_start: u64,
+    attempt_start: u64,
+    /// The history slot of the current attempt's invoke.
+    slot: Option<usize>,
+    /// Between attempts: the time of the next.
+    backoff: Option<u64>,
+}
+
 #[derive(Debug)]
 enum State {
     Ready,
     Op { request: Request, start: u64 },
     Txn(Box<TxnRun>),
+    Call(Box<CallRun>),
 }
 
 /// One closed-loop client. See the module documentation.
@@ -123,6 +137,8 @@ pub struct ClientLoop {
     pub dc: DcId,
     /// The client's history process (a new one after an unknown outcome).
     pub process: u64,
+    /// The client's number in the run (TPC-C pins client `i` to district `i mod districts`).
+    pub index: usize,
     seq: u64,
     rng: SmallRng,
     retry: RetryPolicy,
@@ -132,7 +148,13 @@ pub struct ClientLoop {
 
 impl ClientLoop {
     pub fn new(dc: DcId, process: u64, rng: SmallRng, retry: RetryPolicy) -> Self {
-        Self { dc, process, seq: 0, rng, retry, pending: VecDeque::new(), state: State::Ready }
+        Self { dc, process, index: 0, seq: 0, rng, retry, pending: VecDeque::new(), state: State::Ready }
+    }
+
+    /// The client's number in the run.
+    pub fn with_index(mut self, index: usize) -> Self {
+        self.index = index;
+        self
     }
 
     /// Whether a request is outstanding (the driver waits for its result).
@@ -141,6 +163,7 @@ impl ClientLoop {
             State::Ready => false,
             State::Op { .. } => true,
             State::Txn(t) => !matches!(t.step, Step::Backoff(_)),
+            State::Call(c) => c.backoff.is_none(),
         }
     }
 
@@ -154,9 +177,17 @@ impl ClientLoop {
             }
             return self.start_attempt(now, sink);
         }
+        if let State::Call(c) = &mut self.state
+            && let Some(until) = c.backoff
+        {
+            if now < until {
+                return Action::WaitUntil(until);
+            }
+            return self.start_call_attempt(now, sink);
+        }
         debug_assert!(matches!(self.state, State::Ready), "next() while a request is outstanding");
         if self.pending.is_empty() {
-            self.pending.extend(generator.next_jobs(&mut self.rng, self.process, self.seq));
+            self.pending.extend(generator.next_jobs(&mut self.rng, self.index, self.process, self.seq));
         }
         match self.pending.pop_front().expect("a generator returns at least one job") {
             Job::Op(request) => {
@@ -180,6 +211,70 @@ impl ClientLoop {
                 }));
                 self.start_attempt(now, sink)
             }
+            Job::Call(job) => {
+                self.state = State::Call(Box::new(CallRun {
+                    job,
+                    attempts: 0,
+                    first_start: now,
+                    attempt_start: now,
+                    slot: None,
+                    backoff: None,
+                }));
+                self.start_call_attempt(now, sink)
+            }
+        }
+    }
+
+    /// The next attempt of a stored-procedure call: a fresh token (so its values are new), a history slot.
+    fn start_call_attempt(&mut self, now: u64, sink: &mut Sink<'_>) -> Action {
+        let State::Call(c) = &mut self.state else { unreachable!("an attempt belongs to a call") };
+        c.attempts += 1;
+        c.attempt_start = now;
+        c.backoff = None;
+        let mut args = c.job.args.clone();
+        if c.job.token
+            && let Some(token) = args.first_mut()
+        {
+            *token = format!("{}-{}", self.process, self.seq).into();
+        }
+        self.seq += 1;
+        c.slot = sink.spec.record_history.then(|| sink.recorder.invoke_txn(self.process, self.dc, now));
+        Action::Submit(Request::Call { procedure: c.job.procedure.to_string(), args })
+    }
+
+    /// A call's attempt ended: record it; on a retriable abort, back off and try again.
+    fn call_result(&mut self, mut c: Box<CallRun>, now: u64, result: Result<Reply, OpError>, sink: &mut Sink<'_>) {
+        let kind = c.job.procedure;
+        let measured = sink.spec.measured(c.attempt_start, now);
+        if let Ok(reply) = &result
+            && measured
+        {
+            sink.metrics.record_step(reply);
+            sink.metrics.record_txn_writes(reply.writes.len());
+        }
+        if let Some(slot) = c.slot.take() {
+            let request = Request::Call { procedure: kind.to_string(), args: Vec::new() };
+            let ops = match &result {
+                Ok(reply) => completed_ops(&request, reply),
+                // Aborted or rejected: no effect. Unknown: what it would have written is not known here.
+                Err(_) => Vec::new(),
+            };
+            let outcome = result.as_ref().map(|r| r.commit).map_err(Clone::clone);
+            self.process = sink.recorder.complete_txn(slot, ops, &outcome, now);
+        }
+        if let Err(OpError::Aborted(abort)) = &result {
+            if measured {
+                sink.metrics.record_abort(abort.cause);
+                sink.metrics.record_kind_abort(kind);
+            }
+            if abort.cause != AbortCause::User && self.retry.allows(c.attempts) {
+                c.backoff = Some(now + self.retry.backoff(c.attempts, &mut self.rng));
+                self.state = State::Call(c);
+                return;
+            }
+        }
+        if sink.spec.measured(c.first_start, now) {
+            sink.metrics.record_txn(kind, &result.map(|_| ()), now - c.first_start, c.attempts);
         }
     }
 
@@ -211,6 +306,14 @@ impl ClientLoop {
                 if sink.spec.record_history {
                     self.process = sink.recorder.complete(self.process, self.dc, &request, &result, now);
                 }
+                None
+            }
+            State::Call(c) if c.backoff.is_some() => {
+                self.state = State::Call(c);
+                None
+            }
+            State::Call(c) => {
+                self.call_result(c, now, result, sink);
                 None
             }
             State::Txn(mut t) => {
@@ -340,6 +443,11 @@ impl ClientLoop {
                         _ => Err(OpError::Rejected("the run ended before the transaction committed".into())),
                     };
                     sink.recorder.complete_txn(slot, std::mem::take(&mut t.ops), &outcome, now);
+                }
+            }
+            State::Call(mut c) => {
+                if let Some(slot) = c.slot.take() {
+                    sink.recorder.complete_txn(slot, Vec::new(), &Err(ended()), now);
                 }
             }
             _ => {}

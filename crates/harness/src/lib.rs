@@ -10,6 +10,7 @@ pub mod net_run;
 pub mod report;
 pub mod repro;
 pub mod run;
+pub mod tpcc;
 pub mod workload;
 
 pub use client_loop::{ClientLoop, RetryPolicy};
@@ -17,4 +18,4 @@ pub use metrics::{Metrics, Summary};
 pub use report::RunRecord;
 pub use repro::{Experiment, Paper, Runtime};
 pub use run::{RunReport, RunSpec, drive_sim, run_sim};
-pub use workload::{Generator, HotSpot, Job, MixedWorkload, Pattern, TxnPlan, YcsbMix, Zipf};
+pub use workload::{CallJob, Generator, HotSpot, Job, MixedWorkload, Pattern, TxnPlan, YcsbMix, Zipf};

@@ -17,6 +17,14 @@ struct KindStats {
     ok: u64,
     fail: u64,
     info: u64,
+    /// Aborted attempts (of transactions counted under this kind).
+    aborted: u64,
+}
+
+impl KindStats {
+    fn new() -> Self {
+        KindStats { latency_ns: histogram(), ok: 0, fail: 0, info: 0, aborted: 0 }
+    }
 }
 
 /// Everything measured about the operations of one run.
@@ -75,7 +83,7 @@ impl Default for Metrics {
             metadata_bytes: Histogram::new(3).expect("valid"),
             aborts: BTreeMap::new(),
             attempts: Histogram::new(3).expect("valid"),
-            update_termination: KindStats { latency_ns: histogram(), ok: 0, fail: 0, info: 0 },
+            update_termination: KindStats::new(),
             update_aborts: BTreeMap::new(),
         }
     }
@@ -83,12 +91,7 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn record(&mut self, request: &Request, result: &Result<Reply, OpError>, latency_ns: u64) {
-        let stats = self.kinds.entry(request.kind()).or_insert_with(|| KindStats {
-            latency_ns: histogram(),
-            ok: 0,
-            fail: 0,
-            info: 0,
-        });
+        let stats = self.kinds.entry(request.kind()).or_insert_with(KindStats::new);
         match result {
             Ok(reply) => {
                 stats.ok += 1;
@@ -129,8 +132,7 @@ impl Metrics {
     /// A whole transaction (all its attempts): committed (`Ok`) or given up on; `latency_ns` from the start of
     /// its first attempt. Counted under `kind` (`ro-txn`, `rw-txn`) in the per-kind table.
     pub fn record_txn(&mut self, kind: &'static str, outcome: &Result<(), OpError>, latency_ns: u64, attempts: u32) {
-        let stats =
-            self.kinds.entry(kind).or_insert_with(|| KindStats { latency_ns: histogram(), ok: 0, fail: 0, info: 0 });
+        let stats = self.kinds.entry(kind).or_insert_with(KindStats::new);
         match outcome {
             Ok(()) => {
                 stats.ok += 1;
@@ -161,6 +163,12 @@ impl Metrics {
     /// Keys a committed transaction wrote.
     pub fn record_txn_writes(&mut self, keys: usize) {
         self.keys_written += keys as u64;
+    }
+
+    /// One aborted attempt of a transaction counted under `kind` (a stored procedure's name): its kind's
+    /// commit rate.
+    pub fn record_kind_abort(&mut self, kind: &'static str) {
+        self.kinds.entry(kind).or_insert_with(KindStats::new).aborted += 1;
     }
 
     /// One aborted transaction attempt.
@@ -207,6 +215,7 @@ impl Metrics {
                     mine.ok += s.ok;
                     mine.fail += s.fail;
                     mine.info += s.info;
+                    mine.aborted += s.aborted;
                 }
                 None => {
                     self.kinds.insert(k, s.clone());
@@ -267,6 +276,7 @@ impl Metrics {
             ok: s.ok,
             fail: s.fail,
             info: s.info,
+            aborted: s.aborted,
             ops_per_s: s.ok as f64 / seconds,
             p50_us: us(&s.latency_ns, 0.50),
             p95_us: us(&s.latency_ns, 0.95),
@@ -338,6 +348,8 @@ pub struct KindSummary {
     pub ok: u64,
     pub fail: u64,
     pub info: u64,
+    /// Aborted attempts (retried or not) of the transactions counted here.
+    pub aborted: u64,
     pub ops_per_s: f64,
     pub p50_us: f64,
     pub p95_us: f64,
@@ -408,6 +420,13 @@ pub struct Summary {
     pub update_aborts: BTreeMap<String, u64>,
 }
 
+impl KindSummary {
+    /// Committed / (committed + aborted attempts): 1.0 when nothing aborted.
+    pub fn commit_rate(&self) -> f64 {
+        if self.ok + self.aborted == 0 { 1.0 } else { self.ok as f64 / (self.ok + self.aborted) as f64 }
+    }
+}
+
 impl Summary {
     pub fn kind(&self, kind: &str) -> Option<&KindSummary> {
         self.per_kind.iter().find(|k| k.kind == kind)
@@ -416,15 +435,17 @@ impl Summary {
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The op column fits the longest kind (stored procedures have long names).
+        let w = self.per_kind.iter().map(|k| k.kind.chars().count()).max().unwrap_or(0).max(8);
         writeln!(
             f,
-            "{:<8} {:>9} {:>6} {:>6} {:>11} {:>10} {:>10} {:>10} {:>10}",
+            "{:<w$} {:>9} {:>6} {:>6} {:>11} {:>10} {:>10} {:>10} {:>10}",
             "op", "ok", "fail", "info", "ops/s", "p50 µs", "p95 µs", "p99 µs", "max µs"
         )?;
         for k in &self.per_kind {
             writeln!(
                 f,
-                "{:<8} {:>9} {:>6} {:>6} {:>11.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                "{:<w$} {:>9} {:>6} {:>6} {:>11.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
                 k.kind, k.ok, k.fail, k.info, k.ops_per_s, k.p50_us, k.p95_us, k.p99_us, k.max_us
             )?;
         }

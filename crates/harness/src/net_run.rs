@@ -35,6 +35,25 @@ pub async fn run_net_with<P: Protocol>(
     }
     let start = Instant::now();
     let now_ns = || start.elapsed().as_nanos() as u64;
+    // TPC-C: load the initial database through the protocol; the measured run starts after it.
+    let tpcc = generator.tpcc().map(|g| g.shape.clone());
+    let shifted;
+    let spec = match (&tpcc, runtimes.first()) {
+        (Some(shape), Some((_, runtime))) => {
+            let loaded = load_net(&runtime.session(), shape, spec, P::OFFERS.write_transactions, now_ns).await?;
+            if spec.record_history {
+                let mut recorder = recorder.borrow_mut();
+                let process = recorder.new_process();
+                for (request, start, reply, end) in loaded {
+                    recorder.invoke(process, 0, &request, start);
+                    recorder.complete(process, 0, &request, &Ok(reply), end);
+                }
+            }
+            shifted = spec.after(now_ns());
+            &shifted
+        }
+        _ => spec,
+    };
     let mut loops = Vec::new();
     for (dc, runtime) in &runtimes {
         for _ in 0..spec.clients_per_dc {
@@ -44,7 +63,7 @@ pub async fn run_net_with<P: Protocol>(
             let dc = *dc;
             loops.push(async move {
                 let process = recorder.borrow_mut().new_process();
-                let mut client = ClientLoop::new(dc, process, spec.generator_rng(index), spec.retry);
+                let mut client = ClientLoop::new(dc, process, spec.generator_rng(index), spec.retry).with_index(index);
                 // The borrows of the shared recorder and metrics never span an await.
                 let sink = |f: &mut dyn FnMut(&mut Sink<'_>) -> Option<Action>| {
                     let (mut m, mut r) = (metrics.borrow_mut(), recorder.borrow_mut());
@@ -83,6 +102,10 @@ pub async fn run_net_with<P: Protocol>(
         }
     }
     futures::future::join_all(loops).await;
+    let audit = match (&tpcc, runtimes.first()) {
+        (Some(shape), Some((_, runtime))) => Some(audit_net(&runtime.session(), shape).await),
+        _ => None,
+    };
     let metrics = metrics.into_inner();
     Ok(RunReport {
         protocol: P::NAME.to_string(),
@@ -91,5 +114,72 @@ pub async fn run_net_with<P: Protocol>(
         sim_events: None,
         converged: None,
         divergent: Vec::new(),
+        tpcc: audit,
     })
+}
+
+/// A load request that succeeded: the request, its start, its reply, its end.
+type Loaded = (snowline_core::Request, u64, snowline_core::Reply, u64);
+
+/// TPC-C's initial database through `session` (see the simulator's loader); what to record in the history.
+async fn load_net<P: Protocol>(
+    session: &snowline_net::Session<P>,
+    shape: &crate::tpcc::Shape,
+    spec: &RunSpec,
+    write_transactions: bool,
+    now_ns: impl Fn() -> u64,
+) -> anyhow::Result<Vec<Loaded>> {
+    let mut loaded = Vec::new();
+    for batch in crate::tpcc::initial_database(shape, spec.workload.tpcc.seed) {
+        for request in crate::tpcc::load_requests(batch, write_transactions) {
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                let start = now_ns();
+                match session.execute(request.clone()).await {
+                    Ok(reply) => {
+                        if spec.record_history {
+                            loaded.push((request, start, reply, now_ns()));
+                        }
+                        break;
+                    }
+                    Err(e) if attempts >= 20 => anyhow::bail!("loading TPC-C's initial database: {e}"),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
+        }
+    }
+    Ok(loaded)
+}
+
+/// Read what the TPC-C audit needs after the clients stopped, and audit it.
+async fn audit_net<P: Protocol>(session: &snowline_net::Session<P>, shape: &crate::tpcc::Shape) -> crate::tpcc::Audit {
+    async fn read<P: Protocol>(
+        session: &snowline_net::Session<P>,
+        keys: Vec<snowline_core::Key>,
+    ) -> std::collections::BTreeMap<snowline_core::Key, Option<snowline_core::Value>> {
+        let mut state = std::collections::BTreeMap::new();
+        for chunk in keys.chunks(crate::tpcc::AUDIT_CHUNK) {
+            let request = snowline_core::Request::Rot { keys: chunk.to_vec() };
+            let mut reply = None;
+            for _ in 0..20 {
+                match session.execute(request.clone()).await {
+                    Ok(r) => {
+                        reply = Some(r);
+                        break;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
+            for (i, k) in chunk.iter().enumerate() {
+                let value = reply.as_ref().and_then(|r| r.reads.get(i)).and_then(|r| r.value.clone());
+                state.insert(k.clone(), value);
+            }
+        }
+        state
+    }
+    let first = read(session, crate::tpcc::audit_first_keys(shape)).await;
+    let mut state = read(session, crate::tpcc::audit_second_keys(shape, &first)).await;
+    state.extend(first);
+    crate::tpcc::audit(shape, &state)
 }

@@ -48,6 +48,11 @@ impl RunSpec {
         start_ns >= self.warmup_ns && end_ns + self.cooldown_ns <= self.duration_ns
     }
 
+    /// This spec with its clock moved `offset_ns` later: the measured run starts after the load.
+    pub(crate) fn after(&self, offset_ns: u64) -> RunSpec {
+        RunSpec { duration_ns: self.duration_ns + offset_ns, warmup_ns: self.warmup_ns + offset_ns, ..self.clone() }
+    }
+
     pub(crate) fn generator_rng(&self, client_index: usize) -> SmallRng {
         SmallRng::seed_from_u64(self.seed ^ (client_index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
     }
@@ -66,6 +71,8 @@ pub struct RunReport {
     pub converged: Option<bool>,
     /// With final reads: the keys on which datacenters disagreed, with each datacenter's value.
     pub divergent: Vec<(String, Vec<Option<String>>)>,
+    /// The tpcc workload: the 12 consistency conditions checked on the final state.
+    pub tpcc: Option<crate::tpcc::Audit>,
 }
 
 /// Run `spec` in the simulator and return the figures (and the history if asked).
@@ -81,12 +88,24 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
     let generator = Generator::new(spec.workload.clone(), topology).write_transactions(P::OFFERS.write_transactions);
     let mut recorder = HistoryRecorder::new();
     let mut metrics = Metrics::default();
+    let tpcc = generator.tpcc().map(|g| g.shape.clone());
+    // TPC-C: load the initial database through the protocol; the measured run starts after it.
+    let shifted;
+    let spec = match &tpcc {
+        Some(shape) => {
+            load_sim(sim, shape, spec, &mut recorder);
+            shifted = spec.after(sim.now_ns());
+            &shifted
+        }
+        None => spec,
+    };
     let mut clients: BTreeMap<ClientId, ClientLoop> = BTreeMap::new();
     for dc in topology.dc_ids().filter(|dc| spec.loads(*dc)) {
         for _ in 0..spec.clients_per_dc {
             let id = sim.add_client(dc);
             let rng = spec.generator_rng(clients.len());
-            clients.insert(id, ClientLoop::new(dc, recorder.new_process(), rng, spec.retry));
+            let index = clients.len();
+            clients.insert(id, ClientLoop::new(dc, recorder.new_process(), rng, spec.retry).with_index(index));
         }
     }
     // Clients waiting out a retry backoff: (wake time, client).
@@ -175,6 +194,26 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
         }
         converged = Some(divergent.is_empty());
     }
+    let audit = tpcc.map(|shape| {
+        // Let the calls under way finish (they start no new ones), then read the final state.
+        let mut idle_since = sim.now_ns();
+        while clients.values().any(ClientLoop::busy) && sim.now_ns() < idle_since + 60_000_000_000 {
+            match sim.step_until(sim.now_ns() + 1_000_000_000) {
+                Some(done) => {
+                    idle_since = done.time_ns;
+                    let c = clients.get_mut(&done.client).expect("our client");
+                    let mut sink = Sink { spec, metrics: &mut metrics, recorder: &mut recorder };
+                    if let Some(action @ Action::Submit(_)) =
+                        c.on_result(&generator, done.time_ns, done.result, &mut sink)
+                    {
+                        act(sim, &mut sleeping, done.client, action);
+                    }
+                }
+                None => continue,
+            }
+        }
+        audit_sim(sim, &shape)
+    });
     let end = sim.now_ns();
     for c in clients.values_mut() {
         c.finish(end, &mut Sink { spec, metrics: &mut metrics, recorder: &mut recorder });
@@ -186,5 +225,86 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
         sim_events: Some(sim.events_processed()),
         converged,
         divergent,
+        tpcc: audit,
     }
+}
+
+/// Submit `request` from `client` and step the simulator until it completes (or `patience_ns` passes).
+fn await_op<P: Protocol>(
+    sim: &mut Sim<P>,
+    client: ClientId,
+    request: Request,
+    patience_ns: u64,
+) -> Option<(u64, Result<snowline_core::Reply, snowline_core::OpError>)> {
+    sim.submit(client, OpId(0), request);
+    let deadline = sim.now_ns() + patience_ns;
+    while let Some(done) = sim.step_until(deadline) {
+        if done.client == client {
+            return Some((done.time_ns, done.result));
+        }
+    }
+    None
+}
+
+/// TPC-C's initial database, written through the protocol by one loader client (`Update`s of one
+/// partition's rows, or `Put`s where the protocol has no write transactions) and recorded in the history.
+/// An attempt that fails is retried (it is recorded only once it succeeds: a failed one had no effect).
+fn load_sim<P: Protocol>(sim: &mut Sim<P>, shape: &crate::tpcc::Shape, spec: &RunSpec, recorder: &mut HistoryRecorder) {
+    let loader = sim.add_client(0);
+    let process = recorder.new_process();
+    for batch in crate::tpcc::initial_database(shape, spec.workload.tpcc.seed) {
+        for request in crate::tpcc::load_requests(batch, P::OFFERS.write_transactions) {
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                let start = sim.now_ns();
+                let done = await_op(sim, loader, request.clone(), 60_000_000_000);
+                match done {
+                    Some((end, Ok(reply))) => {
+                        if spec.record_history {
+                            recorder.invoke(process, 0, &request, start);
+                            recorder.complete(process, 0, &request, &Ok(reply), end);
+                        }
+                        break;
+                    }
+                    other if attempts < 100 => {
+                        let _ = other;
+                        sim.advance(10_000_000);
+                    }
+                    other => panic!("the TPC-C load failed 100 times: {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+/// Read what the TPC-C audit needs, in read-only transactions of a fresh client after the run, and audit it.
+fn audit_sim<P: Protocol>(sim: &mut Sim<P>, shape: &crate::tpcc::Shape) -> crate::tpcc::Audit {
+    let reader = sim.add_client(0);
+    let mut read = |keys: Vec<snowline_core::Key>| {
+        let mut state = BTreeMap::new();
+        for chunk in keys.chunks(crate::tpcc::AUDIT_CHUNK) {
+            let request = Request::Rot { keys: chunk.to_vec() };
+            let mut attempts = 0;
+            let reply = loop {
+                attempts += 1;
+                match await_op(sim, reader, request.clone(), 60_000_000_000) {
+                    Some((_, Ok(reply))) => break Some(reply),
+                    _ if attempts < 20 => {
+                        sim.advance(10_000_000);
+                    }
+                    _ => break None,
+                }
+            };
+            for (i, k) in chunk.iter().enumerate() {
+                let value = reply.as_ref().and_then(|r| r.reads.get(i)).and_then(|r| r.value.clone());
+                state.insert(k.clone(), value);
+            }
+        }
+        state
+    };
+    let first = read(crate::tpcc::audit_first_keys(shape));
+    let mut state = read(crate::tpcc::audit_second_keys(shape, &first));
+    state.extend(first);
+    crate::tpcc::audit(shape, &state)
 }

@@ -128,6 +128,9 @@ pub enum Pattern {
     /// 0.05 is B, 0 is C), otherwise a GET; keys Zipfian (`zipf`, YCSB's 0.99) over `keys`. What a
     /// linearizable store such as `raft-kv` serves.
     Kv,
+    /// TPC-C's five transactions as stored procedures over a loaded database, audited after the run
+    /// (`crate::tpcc`; parameters in `tpcc`).
+    Tpcc,
 }
 
 /// The three transactional YCSB mixes of the NMSI paper (§V, Fig. 2b).
@@ -162,11 +165,22 @@ impl std::str::FromStr for YcsbMix {
     }
 }
 
-/// What a closed-loop client does next: one request, or an interactive transaction.
+/// What a closed-loop client does next: one request, an interactive transaction, or a stored procedure
+/// call retried on abort.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Job {
     Op(Request),
     Txn(TxnPlan),
+    Call(CallJob),
+}
+
+/// A stored-procedure call. With `token`, `args[0]` is replaced by a token unique to each attempt (the
+/// procedure tags its written values with it, keeping them unique in the history).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallJob {
+    pub procedure: &'static str,
+    pub args: Vec<Value>,
+    pub token: bool,
 }
 
 /// An interactive transaction: `Begin`, one `Read` per round, then `Commit` writing `writes` (each key gets a
@@ -180,7 +194,7 @@ pub struct TxnPlan {
 impl Pattern {
     /// Every pattern's name, as `--workload` takes it.
     pub const NAMES: &'static [&'static str] =
-        &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single", "tomsic-multi", "ycsb-t", "kv"];
+        &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single", "tomsic-multi", "ycsb-t", "kv", "tpcc"];
 
     /// A request of the kind this pattern needs that not every protocol offers (checked up front): every
     /// pattern but the transactional ones writes blindly (PUTs).
@@ -188,6 +202,7 @@ impl Pattern {
         match self {
             Pattern::TomsicMulti { .. } => Some(Request::RotRounds { rounds: vec![] }),
             Pattern::YcsbT { .. } => Some(Request::Begin),
+            Pattern::Tpcc => Some(Request::Call { procedure: "tpcc-new-order".into(), args: Vec::new() }),
             _ => Some(Request::Put { key: "k".into(), value: "v".into() }),
         }
     }
@@ -202,6 +217,7 @@ impl Pattern {
             Pattern::TomsicMulti { .. } => "tomsic-multi",
             Pattern::YcsbT { .. } => "ycsb-t",
             Pattern::Kv => "kv",
+            Pattern::Tpcc => "tpcc",
         }
     }
 }
@@ -218,6 +234,7 @@ impl std::str::FromStr for Pattern {
             "tomsic-multi" => Ok(Pattern::TomsicMulti { rounds: 10 }),
             "ycsb-t" => Ok(Pattern::YcsbT { mix: YcsbMix::A }),
             "kv" => Ok(Pattern::Kv),
+            "tpcc" => Ok(Pattern::Tpcc),
             other => Err(format!("unknown workload {other:?}; valid workloads: {}", Pattern::NAMES.join(", "))),
         }
     }
@@ -248,6 +265,8 @@ pub struct MixedWorkload {
     pub keys_per_partition: usize,
     /// Eiger: columns per key.
     pub columns: usize,
+    /// TPC-C: the set-up, scale and options.
+    pub tpcc: crate::tpcc::TpccSpec,
 }
 
 impl Default for MixedWorkload {
@@ -264,6 +283,7 @@ impl Default for MixedWorkload {
             partitions_per_rot: 4,
             keys_per_partition: 10_000,
             columns: 5,
+            tpcc: crate::tpcc::TpccSpec::default(),
         }
     }
 }
@@ -402,6 +422,7 @@ impl MixedWorkload {
                     return Err(format!("the write ratio must be in [0, 1], not {}", self.write_ratio));
                 }
             }
+            Pattern::Tpcc => self.tpcc.validate()?,
             Pattern::Mixed | Pattern::PhotoAcl { .. } => {}
         }
         Ok(())
@@ -427,6 +448,8 @@ pub struct Generator {
     /// share becomes single-key PUTs.
     write_transactions: bool,
     keys: KeySpace,
+    /// TPC-C's terminals (the tpcc pattern).
+    tpcc: Option<Arc<crate::tpcc::TpccGenerator>>,
 }
 
 impl Generator {
@@ -453,6 +476,7 @@ impl Generator {
                 }
                 KeySpace::PerPartition { zipf: Zipf::new(per, spec.zipf), by_partition: Arc::new(by_partition) }
             }
+            Pattern::Tpcc => KeySpace::Zipf { zipf: Zipf::new(1, 0.0), keys: Arc::new(vec![Key::from("k0")]) },
             _ => KeySpace::Zipf {
                 // YCSB-T mixes B and C pick keys uniformly: a Zipf law of constant 0.
                 zipf: Zipf::new(
@@ -465,7 +489,9 @@ impl Generator {
                 keys: Arc::new((0..spec.keys).map(|i| Key::from(format!("k{i}"))).collect()),
             },
         };
-        Self { spec, keys, write_transactions: true }
+        let tpcc = (spec.pattern == Pattern::Tpcc)
+            .then(|| Arc::new(crate::tpcc::TpccGenerator::new(spec.tpcc.shape(topology), spec.tpcc.seed)));
+        Self { spec, keys, write_transactions: true, tpcc }
     }
 
     /// Issue PUTs instead of multi-key updates when `enabled` is false.
@@ -476,6 +502,11 @@ impl Generator {
 
     pub fn spec(&self) -> &MixedWorkload {
         &self.spec
+    }
+
+    /// TPC-C's terminals, for the tpcc pattern.
+    pub fn tpcc(&self) -> Option<&crate::tpcc::TpccGenerator> {
+        self.tpcc.as_deref()
     }
 
     /// Every key of the key space.
@@ -624,13 +655,16 @@ impl Generator {
                     vec![Request::Rot { keys: vec![key] }]
                 }
             }
-            Pattern::YcsbT { .. } => unreachable!("ycsb-t runs transactions: Generator::next_jobs"),
+            Pattern::YcsbT { .. } | Pattern::Tpcc => unreachable!("transactions: Generator::next_jobs"),
         }
     }
 
     /// The next jobs of client `writer` (see [`Generator::next_batch`]): requests, or for ycsb-t one
-    /// interactive transaction.
-    pub fn next_jobs(&self, rng: &mut SmallRng, writer: u64, seq: u64) -> Vec<Job> {
+    /// interactive transaction, or for tpcc the calls of client number `client` (its home district).
+    pub fn next_jobs(&self, rng: &mut SmallRng, client: usize, writer: u64, seq: u64) -> Vec<Job> {
+        if let Some(tpcc) = &self.tpcc {
+            return tpcc.next_jobs(rng, client, seq + 1);
+        }
         match self.spec.pattern {
             Pattern::YcsbT { mix } => {
                 let (ro, rw, writes, _) = mix.shape();

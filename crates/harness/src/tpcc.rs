@@ -1,0 +1,900 @@
+//! The `tpcc` workload: TPC-C's initial database (the loader), its terminals (the generator) and its
+//! consistency audit (the 12 conditions of TPC-C §3.3.2), over the stored procedures of
+//! [`snowline_core::tpcc`] (which documents the key schema). `docs/WORKLOADS.md` has the whole picture.
+//!
+//! Two set-ups ([`Setup`]):
+//! - `snow` (the default): the SNOW paper's (§6.2) and Rococo's district-sharded TPC-C: one warehouse with
+//!   10 districts per server (`10 × partitions` districts), a district's rows on its server, clients pinned
+//!   to a home district (client `i` → district `i mod districts`) for every transaction, no remote order
+//!   lines or payments (there is no other warehouse), and no New-Order rollback (Rococo's evaluation runs
+//!   without it; `--tpcc-rollback` turns it on).
+//! - `standard`: TPC-C's own: `--tpcc-warehouses W` warehouses of 10 districts; a client's home district
+//!   fixes its warehouse (and Stock-Level's district), New-Order, Payment and Order-Status pick a district of
+//!   the home warehouse at random, 1% of order lines come from a remote warehouse and 15% of Payments pay
+//!   for a customer of a remote warehouse (when there is more than one), and 1% of New-Orders roll back.
+//!   A Delivery is one call per district of the home warehouse.
+//!
+//! Scales ([`Scale`]): `full` is TPC-C's population (100,000 items, 3,000 customers and 3,000 orders per
+//! district, the last 900 undelivered); `small` (for tests) has 1,000 items and 30 customers and 30 orders
+//! per district (the last 9 undelivered), so a simulated run loads in well under a second.
+//!
+//! The mix is 44% New-Order, 44% Payment, 4% each Order-Status, Delivery and Stock-Level (the SNOW paper's;
+//! TPC-C's minimum mix is 45/43/4/4/4). Non-uniform random numbers follow §2.1.6 (NURand with A = 255 for
+//! last names, 1023 for customer ids, 8191 for items; `C` drawn once per run from the seed). Dates
+//! (`O_ENTRY_D`, `OL_DELIVERY_D`) are the client's operation counter.
+
+use crate::workload::{CallJob, Job};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use snowline_core::tpcc::{
+    self, CustomerRow, District, DistrictRow, HistoryEntry, OrderLineRow, OrderRow, Row, StockRow, WarehouseRow,
+};
+use snowline_core::{Key, Topology, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// Which TPC-C set-up (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum Setup {
+    #[default]
+    Snow,
+    Standard,
+}
+
+impl std::str::FromStr for Setup {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "snow" | "rococo" => Ok(Setup::Snow),
+            "standard" => Ok(Setup::Standard),
+            other => Err(format!("unknown TPC-C set-up {other:?}: snow or standard")),
+        }
+    }
+}
+
+/// The population's size (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum Scale {
+    #[default]
+    Full,
+    Small,
+}
+
+impl std::str::FromStr for Scale {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "full" => Ok(Scale::Full),
+            "small" => Ok(Scale::Small),
+            other => Err(format!("unknown TPC-C scale {other:?}: full or small")),
+        }
+    }
+}
+
+/// The `tpcc` workload's parameters as the command line gives them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TpccSpec {
+    pub setup: Setup,
+    /// Warehouses (the standard set-up; the SNOW set-up has one).
+    pub warehouses: u32,
+    pub scale: Scale,
+    /// New-Order's 1% rollback; `None`: the set-up's default (on in standard, off in snow).
+    pub rollback: Option<bool>,
+    /// Seeds the initial database and NURand's constants.
+    pub seed: u64,
+}
+
+/// Everything the loader, the generator and the audit need: the spec resolved against a topology.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Shape {
+    pub setup: Setup,
+    pub warehouses: u32,
+    pub districts_per_warehouse: u32,
+    pub customers: u32,
+    pub orders: u32,
+    /// The first undelivered order of the initial population (2101 at full scale).
+    pub first_undelivered: u32,
+    pub items: u32,
+    pub partitions: u16,
+    pub rollback: bool,
+    pub remote_line: f64,
+    pub remote_payment: f64,
+}
+
+impl TpccSpec {
+    pub fn shape(&self, topology: Topology) -> Shape {
+        let (customers, orders, items) = match self.scale {
+            Scale::Full => (3000, 3000, 100_000),
+            Scale::Small => (30, 30, 1000),
+        };
+        let (warehouses, dpw) = match self.setup {
+            Setup::Snow => (1, 10 * u32::from(topology.partitions)),
+            Setup::Standard => (self.warehouses.max(1), 10),
+        };
+        let multi = warehouses > 1;
+        Shape {
+            setup: self.setup,
+            warehouses,
+            districts_per_warehouse: dpw,
+            customers,
+            orders,
+            first_undelivered: orders - orders * 3 / 10 + 1,
+            items,
+            partitions: topology.partitions,
+            rollback: self.rollback.unwrap_or(self.setup == Setup::Standard),
+            remote_line: if multi { 0.01 } else { 0.0 },
+            remote_payment: if multi { 0.15 } else { 0.0 },
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.setup == Setup::Snow && self.warehouses > 1 {
+            return Err("the snow set-up has one warehouse: --tpcc-warehouses needs --tpcc-setup standard".into());
+        }
+        if self.warehouses > 10_000 {
+            return Err("at most 10000 warehouses".into());
+        }
+        Ok(())
+    }
+}
+
+impl Shape {
+    pub fn districts(&self) -> u64 {
+        u64::from(self.warehouses) * u64::from(self.districts_per_warehouse)
+    }
+
+    fn all_districts(&self) -> impl Iterator<Item = District> + '_ {
+        (0..self.districts()).map(|g| District::of_global(self.districts_per_warehouse, g))
+    }
+}
+
+const SYLLABLES: [&str; 10] = ["BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING"];
+
+/// A customer last name from a number in 0..=999 (§4.3.2.3).
+pub fn last_name(n: u32) -> String {
+    let n = n % 1000;
+    format!("{}{}{}", SYLLABLES[(n / 100) as usize], SYLLABLES[(n / 10 % 10) as usize], SYLLABLES[(n % 10) as usize])
+}
+
+/// NURand(A, x, y) (§2.1.6) with run constant `c`.
+fn nurand(rng: &mut SmallRng, a: u32, c: u32, x: u32, y: u32) -> u32 {
+    (((rng.random_range(0..=a) | rng.random_range(x..=y)) + c) % (y - x + 1)) + x
+}
+
+fn letters(rng: &mut SmallRng, lo: usize, hi: usize) -> String {
+    let n = rng.random_range(lo..=hi);
+    (0..n).map(|_| char::from(b'a' + rng.random_range(0..26u8))).collect()
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Loader
+// ---------------------------------------------------------------------------------------------------------
+
+/// Keys written per loader batch (one `Update` each, all on one partition).
+pub const LOAD_BATCH: usize = 200;
+
+/// The initial database (§4.3.3.1, scaled as the shape says), deterministic by `seed`: batches of at most
+/// [`LOAD_BATCH`] writes, each on one partition.
+pub fn initial_database(shape: &Shape, seed: u64) -> Vec<Vec<(Key, Value)>> {
+    let mut n = 0u64;
+    let mut tag = || {
+        n += 1;
+        format!("load.{n}")
+    };
+    let mut by_partition: BTreeMap<u16, Vec<(Key, Value)>> = BTreeMap::new();
+    let topology = Topology::new(1, shape.partitions);
+    let mut put = |k: Key, v: Value| by_partition.entry(topology.partition_of(&k)).or_default().push((k, v));
+    let dpw = shape.districts_per_warehouse;
+    let c_load = SmallRng::seed_from_u64(seed ^ 0x7c_c1a5).random_range(0..=255);
+    for w in 1..=shape.warehouses {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x1000_0000 ^ u64::from(w));
+        let ytd = i64::from(dpw) * i64::from(shape.customers) * 1000;
+        put(tpcc::warehouse_key(dpw, w), WarehouseRow { ytd, tax: rng.random_range(0..=2000) }.value(&tag()));
+        for i in 1..=shape.items {
+            let s = StockRow { quantity: rng.random_range(10..=100), ytd: 0, order_cnt: 0, remote_cnt: 0 };
+            put(tpcc::stock_key(w, i), s.value(&tag()));
+        }
+    }
+    for h in shape.all_districts() {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x2000_0000 ^ h.global());
+        let district = DistrictRow {
+            next_o_id: shape.orders + 1,
+            ytd: i64::from(shape.customers) * 1000,
+            tax: rng.random_range(0..=2000),
+        };
+        put(h.district_key(), district.value(&tag()));
+        put(h.pointer_key(), tpcc::encode(&shape.first_undelivered.to_string(), &tag()));
+        let mut names: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
+        for c in 1..=shape.customers {
+            let last = last_name(if c <= 1000 { c - 1 } else { nurand(&mut rng, 255, c_load, 0, 999) });
+            let first = letters(&mut rng, 8, 16);
+            names.entry(last.clone()).or_default().push((first.clone(), c));
+            let row = CustomerRow {
+                balance: -1000,
+                ytd_payment: 1000,
+                payment_cnt: 1,
+                delivery_cnt: 0,
+                credit: if rng.random_range(0..10) == 0 { "BC" } else { "GC" }.into(),
+                discount: rng.random_range(0..=5000),
+                last,
+                first,
+                data: letters(&mut rng, 20, 40),
+            };
+            put(h.customer_key(c), row.value(&tag()));
+            let history = tpcc::history_fields(&[HistoryEntry { w: h.w, d: h.d, amount: 1000 }]);
+            put(h.history_key(c), tpcc::encode(&history, &tag()));
+        }
+        for (last, mut firsts) in names {
+            firsts.sort();
+            let ids: Vec<String> = firsts.iter().map(|(_, c)| c.to_string()).collect();
+            put(h.by_name_key(&last), tpcc::encode(&ids.join(" "), &tag()));
+        }
+        // O_C_ID: a random permutation of the customers (repeated if there are more orders than customers).
+        let mut perm: Vec<u32> = (1..=shape.customers).collect();
+        for i in (1..perm.len()).rev() {
+            perm.swap(i, rng.random_range(0..=i));
+        }
+        let mut last_order = BTreeMap::new();
+        for o in 1..=shape.orders {
+            let c = perm[(o as usize - 1) % perm.len()];
+            last_order.insert(c, o);
+            let delivered = o < shape.first_undelivered;
+            let ol_cnt = rng.random_range(5..=15);
+            let order = OrderRow {
+                c_id: c,
+                entry_d: 1,
+                carrier: if delivered { rng.random_range(1..=10) } else { 0 },
+                ol_cnt,
+                all_local: true,
+            };
+            put(h.order_key(o), order.value(&tag()));
+            if !delivered {
+                put(h.new_order_key(o), tpcc::encode(tpcc::NEW_ORDER, &tag()));
+            }
+            for n in 1..=ol_cnt {
+                let line = OrderLineRow {
+                    i_id: rng.random_range(1..=shape.items),
+                    supply_w: h.w,
+                    delivery_d: if delivered { 1 } else { 0 },
+                    qty: 5,
+                    amount: if delivered { 0 } else { rng.random_range(1..=999_999) },
+                };
+                put(h.order_line_key(o, n), line.value(&tag()));
+            }
+        }
+        for (c, o) in last_order {
+            put(h.last_order_key(c), tpcc::encode(&o.to_string(), &tag()));
+        }
+    }
+    by_partition.into_values().flat_map(|rows| rows.chunks(LOAD_BATCH).map(<[_]>::to_vec).collect::<Vec<_>>()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Generator
+// ---------------------------------------------------------------------------------------------------------
+
+/// The terminals: what client `i` runs next.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TpccGenerator {
+    pub shape: Shape,
+    /// NURand's run constants: last names, customer ids, items.
+    c_last: u32,
+    c_id: u32,
+    c_item: u32,
+}
+
+/// The transaction mix: New-Order, Payment, Order-Status, Delivery, Stock-Level (percent).
+pub const MIX: [u32; 5] = [44, 44, 4, 4, 4];
+
+impl TpccGenerator {
+    pub fn new(shape: Shape, seed: u64) -> Self {
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x7c_c1a5);
+        let load: u32 = rng.random_range(0..=255);
+        // §2.1.6.1: the run's C for C_LAST differs from the load's by 65..=119, other than 96 and 112.
+        let c_last = loop {
+            let c: u32 = rng.random_range(0..=255);
+            let delta = c.abs_diff(load);
+            if (65..=119).contains(&delta) && delta != 96 && delta != 112 {
+                break c;
+            }
+        };
+        Self { shape, c_last, c_id: rng.random_range(0..=1023), c_item: rng.random_range(0..=8191) }
+    }
+
+    /// Client `client`'s home district.
+    pub fn home(&self, client: usize) -> District {
+        District::of_global(self.shape.districts_per_warehouse, client as u64 % self.shape.districts())
+    }
+
+    fn customer_id(&self, rng: &mut SmallRng) -> u32 {
+        nurand(rng, 1023, self.c_id, 1, self.shape.customers)
+    }
+
+    fn customer(&self, rng: &mut SmallRng) -> tpcc::Customer {
+        if rng.random_range(0..100) < 60 {
+            let names = self.shape.customers.min(1000) - 1;
+            tpcc::Customer::Name(last_name(nurand(rng, 255, self.c_last, 0, names)))
+        } else {
+            tpcc::Customer::Id(self.customer_id(rng))
+        }
+    }
+
+    /// A district of the home warehouse for New-Order, Payment and Order-Status.
+    fn district(&self, rng: &mut SmallRng, home: District) -> District {
+        match self.shape.setup {
+            Setup::Snow => home,
+            Setup::Standard => District { d: rng.random_range(1..=home.dpw), ..home },
+        }
+    }
+
+    fn other_warehouse(&self, rng: &mut SmallRng, w: u32) -> u32 {
+        let other = rng.random_range(1..self.shape.warehouses.max(2));
+        if other >= w { other + 1 } else { other }
+    }
+
+    /// The next transaction(s) of client `client`; `date` stands for the current date.
+    pub fn next_jobs(&self, rng: &mut SmallRng, client: usize, date: u64) -> Vec<Job> {
+        let home = self.home(client);
+        let s = &self.shape;
+        let d = |x: u32| Value::from(x.to_string());
+        let header = |h: District| vec![d(h.dpw), d(h.w), d(h.d)];
+        let date = date.max(1);
+        let mut roll = rng.random_range(0..100);
+        let mut kind = 0;
+        while roll >= MIX[kind] {
+            roll -= MIX[kind];
+            kind += 1;
+        }
+        let call = |procedure: &'static str, args: Vec<Value>, token: bool| {
+            Job::Call(CallJob {
+                procedure,
+                args: if token { [vec![Value::from("-")], args].concat() } else { args },
+                token,
+            })
+        };
+        match kind {
+            0 => {
+                let h = self.district(rng, home);
+                let c = self.customer_id(rng);
+                let lines = rng.random_range(5..=15usize);
+                let rollback = s.rollback && rng.random_range(0..100) == 0;
+                let mut args = header(h);
+                args.extend([d(c), d(s.items), Value::from(date.to_string())]);
+                let mut seen = BTreeSet::new();
+                for n in 0..lines {
+                    let item = if rollback && n == lines - 1 {
+                        s.items + 1
+                    } else {
+                        let mut i = nurand(rng, 8191, self.c_item, 1, s.items);
+                        while !seen.insert(i) {
+                            i = rng.random_range(1..=s.items);
+                        }
+                        i
+                    };
+                    let supply = if rng.random::<f64>() < s.remote_line { self.other_warehouse(rng, h.w) } else { h.w };
+                    args.extend([d(item), d(supply), d(rng.random_range(1..=10))]);
+                }
+                vec![call("tpcc-new-order", args, true)]
+            }
+            1 => {
+                let h = self.district(rng, home);
+                let (cw, cd) = if rng.random::<f64>() < s.remote_payment {
+                    (self.other_warehouse(rng, h.w), rng.random_range(1..=h.dpw))
+                } else {
+                    (h.w, h.d)
+                };
+                let mut args = header(h);
+                args.extend([d(cw), d(cd), Value::from(self.customer(rng).to_string())]);
+                args.push(Value::from(rng.random_range(100..=500_000u32).to_string()));
+                vec![call("tpcc-payment", args, true)]
+            }
+            2 => {
+                let h = self.district(rng, home);
+                let mut args = header(h);
+                args.push(Value::from(self.customer(rng).to_string()));
+                vec![call("tpcc-order-status", args, false)]
+            }
+            3 => {
+                let carrier = rng.random_range(1..=10);
+                let districts = match s.setup {
+                    Setup::Snow => vec![home],
+                    Setup::Standard => (1..=home.dpw).map(|d| District { d, ..home }).collect(),
+                };
+                districts
+                    .into_iter()
+                    .map(|h| {
+                        let mut args = header(h);
+                        args.extend([d(carrier), Value::from(date.to_string())]);
+                        call("tpcc-delivery", args, true)
+                    })
+                    .collect()
+            }
+            _ => {
+                let mut args = header(home);
+                args.push(d(rng.random_range(10..=20)));
+                vec![call("tpcc-stock-level", args, false)]
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Audit
+// ---------------------------------------------------------------------------------------------------------
+
+/// The initial database's requests for one batch: one `Update`, or (a protocol without write
+/// transactions) one `Put` per row.
+pub fn load_requests(batch: Vec<(Key, Value)>, write_transactions: bool) -> Vec<snowline_core::Request> {
+    use snowline_core::Request;
+    if write_transactions {
+        vec![Request::Update { writes: batch }]
+    } else {
+        batch.into_iter().map(|(key, value)| Request::Put { key, value }).collect()
+    }
+}
+
+/// Keys per read-only transaction of the audit.
+pub const AUDIT_CHUNK: usize = 500;
+
+/// Orders past `D_NEXT_O_ID − 1` the audit reads, to see rows past the counter (a key-value store cannot
+/// scan for them).
+pub const AUDIT_SLACK: u32 = 20;
+
+/// The keys the audit reads first: warehouses, districts, delivery pointers.
+pub fn audit_first_keys(shape: &Shape) -> Vec<Key> {
+    let dpw = shape.districts_per_warehouse;
+    let mut keys: Vec<Key> = (1..=shape.warehouses).map(|w| tpcc::warehouse_key(dpw, w)).collect();
+    for h in shape.all_districts() {
+        keys.extend([h.district_key(), h.pointer_key()]);
+    }
+    keys
+}
+
+/// The keys the audit reads next, given the first: per district, every customer and its history, and
+/// every order up to `D_NEXT_O_ID − 1 +` [`AUDIT_SLACK`] with its new-order and all 15 possible lines.
+pub fn audit_second_keys(shape: &Shape, first: &BTreeMap<Key, Option<Value>>) -> Vec<Key> {
+    let mut keys = Vec::new();
+    for h in shape.all_districts() {
+        let next = first
+            .get(&h.district_key())
+            .and_then(|v| DistrictRow::read(v.as_ref()).ok())
+            .map_or(shape.orders + 1, |d| d.next_o_id.max(1).min(shape.orders.saturating_mul(1000) + 1));
+        for c in 1..=shape.customers {
+            keys.extend([h.customer_key(c), h.history_key(c)]);
+        }
+        for o in 1..next.saturating_add(AUDIT_SLACK) {
+            keys.extend([h.order_key(o), h.new_order_key(o)]);
+            keys.extend((1..=tpcc::MAX_LINES as u32).map(|n| h.order_line_key(o, n)));
+        }
+    }
+    keys
+}
+
+/// One consistency condition's verdict.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Condition {
+    /// 1 to 12 (TPC-C §3.3.2.1 to §3.3.2.12).
+    pub number: u8,
+    pub what: &'static str,
+    /// Instances checked (warehouses, districts, orders, order lines or customers).
+    pub checked: u64,
+    pub violated: u64,
+    /// The first violation, in words.
+    pub example: Option<String>,
+}
+
+/// The audit of a final state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Audit {
+    pub conditions: Vec<Condition>,
+    /// Rows that could not be parsed (each also fails the conditions that need it).
+    pub malformed: Vec<String>,
+    /// Deliveries since the load (the delivery pointers' advance), for condition 11.
+    pub deliveries: u64,
+}
+
+impl Audit {
+    pub fn ok(&self) -> bool {
+        self.malformed.is_empty() && self.conditions.iter().all(|c| c.violated == 0)
+    }
+
+    pub fn violated(&self) -> Vec<u8> {
+        self.conditions.iter().filter(|c| c.violated > 0).map(|c| c.number).collect()
+    }
+}
+
+impl fmt::Display for Audit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = if self.ok() { "all 12 conditions hold" } else { "VIOLATED" };
+        write!(f, "tpcc audit: {verdict}")?;
+        for c in &self.conditions {
+            write!(f, "\n  {:>2} {:<58} ", c.number, c.what)?;
+            match &c.example {
+                None => write!(f, "ok ({} checked)", c.checked)?,
+                Some(e) => write!(f, "VIOLATED {} of {}: {e}", c.violated, c.checked)?,
+            }
+        }
+        for m in self.malformed.iter().take(5) {
+            write!(f, "\n  malformed row: {m}")?;
+        }
+        Ok(())
+    }
+}
+
+struct Tally {
+    conditions: Vec<Condition>,
+}
+
+impl Tally {
+    fn check(&mut self, n: u8, ok: bool, why: impl FnOnce() -> String) {
+        let c = &mut self.conditions[usize::from(n) - 1];
+        c.checked += 1;
+        if !ok {
+            c.violated += 1;
+            if c.example.is_none() {
+                c.example = Some(why());
+            }
+        }
+    }
+}
+
+/// The 12 conditions' descriptions.
+pub const CONDITIONS: [&str; 12] = [
+    "W_YTD = sum(D_YTD)",
+    "D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID)",
+    "max(NO_O_ID) - min(NO_O_ID) + 1 = rows in NEW-ORDER",
+    "sum(O_OL_CNT) = rows in ORDER-LINE, per district",
+    "O_CARRIER_ID null iff a NEW-ORDER row exists",
+    "O_OL_CNT = rows in ORDER-LINE, per order",
+    "OL_DELIVERY_D null iff O_CARRIER_ID null",
+    "W_YTD = sum(H_AMOUNT)",
+    "D_YTD = sum(H_AMOUNT)",
+    "C_BALANCE = sum(delivered OL_AMOUNT) - sum(H_AMOUNT)",
+    "rows in ORDER - rows in NEW-ORDER = initial + deliveries",
+    "C_BALANCE + C_YTD_PAYMENT = sum(delivered OL_AMOUNT)",
+];
+
+/// Check the 12 consistency conditions on `state` (every key the audit read, `None` for absent rows).
+///
+/// Condition 11 as TPC-C states it (`count(ORDER) − count(NEW-ORDER) = 2100`) holds only until the first
+/// Delivery; it is checked in the form that holds after Deliveries too: the difference is the initial one
+/// plus the district's deliveries, counted by how far its delivery pointer advanced.
+pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
+    let mut t = Tally {
+        conditions: CONDITIONS
+            .iter()
+            .enumerate()
+            .map(|(i, what)| Condition { number: i as u8 + 1, what, checked: 0, violated: 0, example: None })
+            .collect(),
+    };
+    let mut malformed = Vec::new();
+    let get = |k: &Key| state.get(k).and_then(Option::as_ref);
+    let parse = |k: &Key| -> Option<Value> { get(k).cloned() };
+    let row = |malformed: &mut Vec<String>, k: &Key, r: Result<(), String>| {
+        if let Err(e) = r {
+            malformed.push(format!("{k}: {e}"));
+        }
+    };
+    let dpw = shape.districts_per_warehouse;
+    // Per (warehouse, district) of payment: sum(H_AMOUNT); per warehouse likewise.
+    let mut h_by_district: BTreeMap<(u32, u32), i64> = BTreeMap::new();
+    // Per customer: delivered OL_AMOUNT.
+    let mut delivered_by_customer: BTreeMap<(u64, u32), i64> = BTreeMap::new();
+    let mut deliveries = 0u64;
+    let mut d_ytd: BTreeMap<(u32, u32), i64> = BTreeMap::new();
+    for h in shape.all_districts() {
+        let district = match parse(&h.district_key()).map(|v| DistrictRow::parse(&v)) {
+            Some(Ok(d)) => Some(d),
+            Some(Err(e)) => {
+                row(&mut malformed, &h.district_key(), Err(e));
+                None
+            }
+            None => {
+                row(&mut malformed, &h.district_key(), Err("missing".into()));
+                None
+            }
+        };
+        if let Some(d) = &district {
+            d_ytd.insert((h.w, h.d), d.ytd);
+        }
+        let next = district.as_ref().map_or(1, |d| d.next_o_id);
+        let pointer = match tpcc::parse_number(get(&h.pointer_key()), "delivery pointer") {
+            Ok(p) => p,
+            Err(e) => {
+                row(&mut malformed, &h.pointer_key(), Err(e));
+                shape.first_undelivered
+            }
+        };
+        deliveries += u64::from(pointer.saturating_sub(shape.first_undelivered));
+        let (mut max_o, mut orders, mut new_orders, mut ol_sum, mut ol_rows) = (0u32, 0u64, 0u64, 0u64, 0u64);
+        let (mut no_min, mut no_max) = (u32::MAX, 0u32);
+        for o in 1..next.saturating_add(AUDIT_SLACK) {
+            let order = match get(&h.order_key(o)).map(|v| OrderRow::parse(v)) {
+                None => None,
+                Some(Ok(order)) => Some(order),
+                Some(Err(e)) => {
+                    row(&mut malformed, &h.order_key(o), Err(e));
+                    None
+                }
+            };
+            let new_order = tpcc::new_order_present(get(&h.new_order_key(o)));
+            if new_order {
+                new_orders += 1;
+                no_min = no_min.min(o);
+                no_max = no_max.max(o);
+            }
+            let mut lines = Vec::new();
+            for n in 1..=tpcc::MAX_LINES as u32 {
+                match get(&h.order_line_key(o, n)).map(|v| OrderLineRow::parse(v)) {
+                    None => {}
+                    Some(Ok(l)) => lines.push((n, l)),
+                    Some(Err(e)) => row(&mut malformed, &h.order_line_key(o, n), Err(e)),
+                }
+            }
+            ol_rows += lines.len() as u64;
+            let Some(order) = order else {
+                if new_order {
+                    t.check(5, false, || format!("district {}/{}: a NEW-ORDER row for missing order {o}", h.w, h.d));
+                }
+                continue;
+            };
+            orders += 1;
+            max_o = o;
+            ol_sum += u64::from(order.ol_cnt);
+            t.check(5, (order.carrier == 0) == new_order, || {
+                format!("order {}/{}/{o}: O_CARRIER_ID {} with NEW-ORDER row {new_order}", h.w, h.d, order.carrier)
+            });
+            t.check(6, order.ol_cnt as usize == lines.len(), || {
+                format!("order {}/{}/{o}: O_OL_CNT {} but {} lines", h.w, h.d, order.ol_cnt, lines.len())
+            });
+            for (n, l) in &lines {
+                t.check(7, (l.delivery_d == 0) == (order.carrier == 0), || {
+                    format!(
+                        "line {}/{}/{o}/{n}: OL_DELIVERY_D {} with O_CARRIER_ID {}",
+                        h.w, h.d, l.delivery_d, order.carrier
+                    )
+                });
+                if l.delivery_d != 0 {
+                    *delivered_by_customer.entry((h.global(), order.c_id)).or_default() += l.amount;
+                }
+            }
+        }
+        let max_no = if new_orders > 0 { no_max } else { max_o };
+        t.check(2, next.saturating_sub(1) == max_o && max_o == max_no, || {
+            format!(
+                "district {}/{}: D_NEXT_O_ID - 1 = {}, max(O_ID) = {max_o}, max(NO_O_ID) = {max_no}",
+                h.w,
+                h.d,
+                next.saturating_sub(1)
+            )
+        });
+        if new_orders > 0 {
+            t.check(3, u64::from(no_max - no_min + 1) == new_orders, || {
+                format!("district {}/{}: NO_O_ID from {no_min} to {no_max} but {new_orders} rows", h.w, h.d)
+            });
+        }
+        t.check(4, ol_sum == ol_rows, || format!("district {}/{}: sum(O_OL_CNT) {ol_sum}, {ol_rows} lines", h.w, h.d));
+        let initial = u64::from(shape.first_undelivered - 1);
+        let moved = u64::from(pointer.saturating_sub(shape.first_undelivered));
+        t.check(11, orders.checked_sub(new_orders) == Some(initial + moved), || {
+            format!(
+                "district {}/{}: {orders} orders - {new_orders} new-orders != {initial} + {moved} deliveries",
+                h.w, h.d
+            )
+        });
+        for c in 1..=shape.customers {
+            let customer = match get(&h.customer_key(c)).map(|v| CustomerRow::parse(v)) {
+                Some(Ok(row)) => row,
+                Some(Err(e)) => {
+                    row(&mut malformed, &h.customer_key(c), Err(e));
+                    continue;
+                }
+                None => {
+                    row(&mut malformed, &h.customer_key(c), Err("missing".into()));
+                    continue;
+                }
+            };
+            let history = match tpcc::parse_history(get(&h.history_key(c))) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    row(&mut malformed, &h.history_key(c), Err(e));
+                    Vec::new()
+                }
+            };
+            let mut paid = 0i64;
+            for e in &history {
+                paid += e.amount;
+                *h_by_district.entry((e.w, e.d)).or_default() += e.amount;
+            }
+            let delivered = delivered_by_customer.get(&(h.global(), c)).copied().unwrap_or(0);
+            t.check(10, customer.balance == delivered - paid, || {
+                format!(
+                    "customer {}/{}/{c}: C_BALANCE {} but delivered {delivered} - paid {paid}",
+                    h.w, h.d, customer.balance
+                )
+            });
+            t.check(12, customer.balance + customer.ytd_payment == delivered, || {
+                format!(
+                    "customer {}/{}/{c}: C_BALANCE {} + C_YTD_PAYMENT {} but delivered {delivered}",
+                    h.w, h.d, customer.balance, customer.ytd_payment
+                )
+            });
+        }
+    }
+    for ((w, d), ytd) in &d_ytd {
+        let h = h_by_district.get(&(*w, *d)).copied().unwrap_or(0);
+        t.check(9, *ytd == h, || format!("district {w}/{d}: D_YTD {ytd} but sum(H_AMOUNT) {h}"));
+    }
+    for w in 1..=shape.warehouses {
+        let key = tpcc::warehouse_key(dpw, w);
+        let wh = match get(&key).map(|v| WarehouseRow::parse(v)) {
+            Some(Ok(wh)) => wh,
+            other => {
+                let e = match other {
+                    Some(Err(e)) => e,
+                    _ => "missing".into(),
+                };
+                row(&mut malformed, &key, Err(e));
+                continue;
+            }
+        };
+        let districts: i64 = d_ytd.range((w, 0)..=(w, u32::MAX)).map(|(_, y)| y).sum();
+        t.check(1, wh.ytd == districts, || format!("warehouse {w}: W_YTD {} but sum(D_YTD) {districts}", wh.ytd));
+        let h: i64 = h_by_district.range((w, 0)..=(w, u32::MAX)).map(|(_, a)| a).sum();
+        t.check(8, wh.ytd == h, || format!("warehouse {w}: W_YTD {} but sum(H_AMOUNT) {h}", wh.ytd));
+    }
+    Audit { conditions: t.conditions, malformed, deliveries }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snowline_core::procedure::{Call, run_all};
+
+    fn small() -> Shape {
+        TpccSpec { scale: Scale::Small, ..Default::default() }.shape(Topology::new(1, 1))
+    }
+
+    fn loaded(shape: &Shape) -> BTreeMap<Key, Value> {
+        initial_database(shape, 5).into_iter().flatten().collect()
+    }
+
+    fn audited(shape: &Shape, db: &BTreeMap<Key, Value>) -> Audit {
+        let first: BTreeMap<Key, Option<Value>> =
+            audit_first_keys(shape).into_iter().map(|k| (k.clone(), db.get(&k).cloned())).collect();
+        let mut all = first.clone();
+        for k in audit_second_keys(shape, &first) {
+            all.insert(k.clone(), db.get(&k).cloned());
+        }
+        audit(shape, &all)
+    }
+
+    #[test]
+    fn the_initial_database_is_consistent_deterministic_and_batched_per_partition() {
+        let shape = TpccSpec { scale: Scale::Small, ..Default::default() }.shape(Topology::new(1, 2));
+        assert_eq!((shape.districts(), shape.first_undelivered), (20, 22));
+        let batches = initial_database(&shape, 5);
+        let t = Topology::new(1, 2);
+        for b in &batches {
+            assert!(b.len() <= LOAD_BATCH && b.iter().all(|(k, _)| t.partition_of(k) == t.partition_of(&b[0].0)));
+        }
+        assert_eq!(batches, initial_database(&shape, 5));
+        let values: BTreeSet<&Value> = batches.iter().flatten().map(|(_, v)| v).collect();
+        assert_eq!(values.len(), batches.iter().map(Vec::len).sum::<usize>(), "values are unique");
+        let a = audited(&shape, &batches.into_iter().flatten().collect());
+        assert!(a.ok(), "{a}");
+        assert!(a.conditions.iter().all(|c| c.checked > 0), "{a}");
+    }
+
+    #[test]
+    fn the_audit_holds_after_transactions_and_catches_inconsistencies() {
+        let shape = small();
+        let mut db = loaded(&shape);
+        let g = TpccGenerator::new(shape.clone(), 5);
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut kinds = BTreeMap::new();
+        for seq in 0..400u64 {
+            for job in g.next_jobs(&mut rng, seq as usize, seq + 1) {
+                let Job::Call(CallJob { procedure, mut args, token }) = job else { panic!("{job:?}") };
+                if token {
+                    args[0] = format!("t{seq}").into();
+                }
+                *kinds.entry(procedure).or_insert(0) += 1;
+                let mut call = Call::start(procedure, args).unwrap();
+                let (_, writes) = run_all(&mut call, |k| db.get(k).cloned()).unwrap();
+                db.extend(writes);
+            }
+        }
+        assert_eq!(kinds.len(), 5, "{kinds:?}");
+        let a = audited(&shape, &db);
+        assert!(a.ok(), "{a}");
+        assert!(a.deliveries > 0);
+        // Break conditions one at a time.
+        let h = District::new(shape.districts_per_warehouse, 1, 3).unwrap();
+        let broken = |f: &dyn Fn(&mut BTreeMap<Key, Value>)| {
+            let mut db = db.clone();
+            f(&mut db);
+            audited(&shape, &db).violated()
+        };
+        // A payment applied to the warehouse only: W_YTD disagrees with the districts and the history.
+        assert_eq!(
+            broken(&|db| {
+                let k = tpcc::warehouse_key(shape.districts_per_warehouse, 1);
+                let mut w = WarehouseRow::read(db.get(&k)).unwrap();
+                w.ytd += 5;
+                db.insert(k, w.value("x"));
+            }),
+            vec![1, 8]
+        );
+        // A lost order: the district's counter runs ahead of its orders.
+        assert_eq!(
+            broken(&|db| {
+                let mut d = DistrictRow::read(db.get(&h.district_key())).unwrap();
+                d.next_o_id += 1;
+                db.insert(h.district_key(), d.value("x"));
+            }),
+            vec![2]
+        );
+        // A delivery that forgot the new-order row.
+        let o = shape.first_undelivered + 3;
+        let got = broken(&|db| {
+            db.insert(h.new_order_key(o), tpcc::encode(tpcc::DELIVERED, "x"));
+        });
+        assert!(got.contains(&3) && got.contains(&5) && got.contains(&11), "{got:?}");
+        // An order line lost.
+        let got = broken(&|db| {
+            db.remove(&h.order_line_key(1, 1));
+        });
+        assert_eq!(got, vec![4, 6]);
+        // A customer credited twice.
+        let got = broken(&|db| {
+            let mut c = CustomerRow::read(db.get(&h.customer_key(2))).unwrap();
+            c.balance += 1;
+            db.insert(h.customer_key(2), c.value("x"));
+        });
+        assert_eq!(got, vec![10, 12]);
+        // A history row lost.
+        let got = broken(&|db| {
+            db.insert(h.history_key(2), tpcc::encode("", "x"));
+        });
+        assert_eq!(got, vec![8, 9, 10]);
+        // A delivered line on an undelivered order.
+        let got = broken(&|db| {
+            let k = h.order_line_key(o, 1);
+            let mut l = OrderLineRow::read(db.get(&k)).unwrap();
+            l.delivery_d = 9;
+            db.insert(k, l.value("x"));
+        });
+        assert!(got.contains(&7), "{got:?}");
+        // Garbage: reported, and the audit fails.
+        let mut bad = db.clone();
+        bad.insert(h.order_key(1), "garbage".into());
+        let a = audited(&shape, &bad);
+        assert!(!a.ok() && !a.malformed.is_empty(), "{a}");
+    }
+
+    #[test]
+    fn the_generator_pins_clients_and_follows_the_mix() {
+        let shape = TpccSpec { scale: Scale::Small, ..Default::default() }.shape(Topology::new(1, 2));
+        let g = TpccGenerator::new(shape.clone(), 3);
+        let mut rng = SmallRng::seed_from_u64(2);
+        let mut counts = BTreeMap::new();
+        for i in 0..10_000u64 {
+            for job in g.next_jobs(&mut rng, 7, i) {
+                let Job::Call(c) = job else { panic!() };
+                assert_eq!(&*c.args[usize::from(c.token) + 2], "8", "client 7's home district is 8: {c:?}");
+                *counts.entry(c.procedure).or_insert(0u32) += 1;
+                assert!(Call::start(c.procedure, c.args).is_ok());
+            }
+        }
+        let share = |p: &str| f64::from(counts[p]) / 10_000.0;
+        assert!((share("tpcc-new-order") - 0.44).abs() < 0.02 && (share("tpcc-payment") - 0.44).abs() < 0.02);
+        assert!((share("tpcc-stock-level") - 0.04).abs() < 0.01, "{counts:?}");
+        // The standard set-up: ten districts per warehouse, remote lines and payments with two warehouses.
+        let spec = TpccSpec { setup: Setup::Standard, warehouses: 2, scale: Scale::Small, ..Default::default() };
+        let shape = spec.shape(Topology::new(1, 4));
+        assert_eq!((shape.districts(), shape.rollback), (20, true));
+        assert!(TpccSpec { warehouses: 2, ..Default::default() }.validate().is_err());
+    }
+}
