@@ -483,6 +483,8 @@ crash_seed_tests! {
     op_survives_crash_seeds: snowline_protocols::Op,
     cv_survives_crash_seeds: snowline_protocols::Cv,
     two_pl_survives_crash_seeds: snowline_protocols::TwoPl,
+    eiger_ps_survives_crash_seeds: snowline_protocols::EigerPs,
+    cops_dw_survives_crash_seeds: snowline_protocols::CopsDw,
 }
 
 #[test]
