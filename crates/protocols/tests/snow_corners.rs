@@ -105,6 +105,7 @@ fn eiger_ps_is_process_ordered_serializable_and_not_strictly_serializable() {
     let commit = done.commit.expect("a commit version").time;
     assert!(run.sim.client(alice).gst() >= commit, "Alice's write returned once her GST reached its commit time");
     assert!(run.sim.client(bob).gst() < commit, "Bob's GST lags");
+    run.sim.advance(MS); // Bob's ROT is invoked strictly after Alice's write completed.
 
     let stale = run.execute(bob, Request::Rot { keys: vec![x.clone(), y.clone()] });
     assert_eq!(values(&stale), vec![Some("x0".into()), Some("y0".into())], "Bob misses Alice's completed write");
@@ -185,7 +186,8 @@ fn cops_dw_is_strictly_serializable_under_concurrent_writes() {
 
     let album_server = Addr::Server(ServerId::new(0, 2));
     let bob_addr = Addr::Client(bob);
-    run.sim.hold(move |e| e.from == bob_addr && e.to == album_server && matches!(e.msg, DwMsg::Read { .. }));
+    let held =
+        run.sim.hold(move |e| e.from == bob_addr && e.to == album_server && matches!(e.msg, DwMsg::Read { .. }));
     let rot = run.submit(bob, Request::Rot { keys: vec![acl.clone(), album.clone()] });
     assert!(run.sim.advance(MS).is_empty(), "Bob waits for the album's partition");
     run.execute(alice, Request::Put { key: acl.clone(), value: "private".into() });
@@ -194,6 +196,7 @@ fn cops_dw_is_strictly_serializable_under_concurrent_writes() {
         run.sim.server(ServerId::new(0, 2)).old_readers().iter().any(|r| r.client == bob),
         "the photo's commit made Bob an old reader of the album's partition"
     );
+    run.sim.stop_holding(held);
     assert_eq!(run.sim.release(|_| true), 1);
     let done = run.sim.advance(MS);
     let [done] = &done[..] else { panic!("{done:?}") };
@@ -202,6 +205,7 @@ fn cops_dw_is_strictly_serializable_under_concurrent_writes() {
     assert_eq!(values(&reply), vec![Some("public".into()), Some("old-photo".into())]);
     assert_eq!((reply.metrics.rounds, reply.metrics.versions_returned, reply.metrics.blocked_ns), (1, 2, 0));
     assert_eq!(reply.reads[1].versions_skipped, 1, "the private photo was there and skipped");
+    run.sim.advance(MS);
     let after = run.execute(bob, Request::Rot { keys: vec![acl.clone(), album.clone()] });
     assert_eq!(values(&after), vec![Some("private".into()), Some("private-photo".into())], "real-time order");
 
