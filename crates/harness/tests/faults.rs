@@ -78,6 +78,16 @@ fn acknowledged(history: &[snowline_core::HistoryEvent], kind: OpKind) -> usize 
     history.iter().filter(|e| e.kind == EventType::Ok).flat_map(|e| &e.value).filter(|op| op.0 == kind).count()
 }
 
+/// A protocol that runs in one datacenter only (COPS-DW) gets the seed's partitions in one datacenter, and no
+/// inter-datacenter partition; returns whether it did.
+fn one_dc<P: Protocol>(config: &mut SimConfig) -> bool {
+    if P::check_topology(&config.topology).is_ok() {
+        return false;
+    }
+    config.topology = Topology::new(1, config.topology.partitions);
+    true
+}
+
 /// How long the final reads wait for quiescence: COPS-DW serializes every write through its writer, two
 /// wide-area round trips each, so the writes queued during the partition take longer to drain.
 fn quiet_ns<P: Protocol>() -> u64 {
@@ -90,10 +100,13 @@ fn check_protocol<P: Protocol>() {
 
 fn check_protocol_with<P: Protocol>(workload: MixedWorkload, seeds: u64) {
     for seed in 0..seeds {
-        let (config, (cut_from, cut_until)) = faulty_config(seed);
+        let (mut config, (cut_from, cut_until)) = faulty_config(seed);
+        let one_dc = one_dc::<P>(&mut config);
         let replay = format!("seed {seed}: {config:?}, partition dc0|dc1 over [{cut_from}, {cut_until}) ns");
         let mut sim: Sim<P> = Sim::new(config);
-        sim.partition_dcs(0, 1, cut_from, cut_until);
+        if !one_dc {
+            sim.partition_dcs(0, 1, cut_from, cut_until);
+        }
         let history = run_and_check(&mut sim, &spec(seed, workload.clone(), 4, quiet_ns::<P>()), &replay);
         let reads = acknowledged(&history, OpKind::Read);
         assert!(reads > 100, "{replay}: only {reads} reads");
@@ -181,12 +194,15 @@ fn multi_shot_rots_keep_the_claims_of_the_tomsic_protocols() {
 fn check_protocol_with_crashes<P: Protocol>() {
     for seed in 0..seeds() {
         let (mut config, (cut_from, cut_until)) = faulty_config(seed);
+        let one_dc = one_dc::<P>(&mut config);
         config.durable = true;
         // COPS-DW queues every write behind the others at its writer: its clients wait longer.
         config.op_timeout_ns = Some(if P::NAME == "cops-dw" { 5_000_000_000 } else { 500_000_000 });
         let topology = config.topology;
         let mut sim: Sim<P> = Sim::new(config);
-        sim.partition_dcs(0, 1, cut_from, cut_until);
+        if !one_dc {
+            sim.partition_dcs(0, 1, cut_from, cut_until);
+        }
         let mut rng = SmallRng::seed_from_u64(seed ^ 0xc4a5);
         let at = rng.random_range(100_000_000..600_000_000);
         let down = rng.random_range(10_000_000..300_000_000);

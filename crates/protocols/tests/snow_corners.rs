@@ -186,8 +186,7 @@ fn cops_dw_is_strictly_serializable_under_concurrent_writes() {
 
     let album_server = Addr::Server(ServerId::new(0, 2));
     let bob_addr = Addr::Client(bob);
-    let held =
-        run.sim.hold(move |e| e.from == bob_addr && e.to == album_server && matches!(e.msg, DwMsg::Read { .. }));
+    let held = run.sim.hold(move |e| e.from == bob_addr && e.to == album_server && matches!(e.msg, DwMsg::Read { .. }));
     let rot = run.submit(bob, Request::Rot { keys: vec![acl.clone(), album.clone()] });
     assert!(run.sim.advance(MS).is_empty(), "Bob waits for the album's partition");
     run.execute(alice, Request::Put { key: acl.clone(), value: "private".into() });
