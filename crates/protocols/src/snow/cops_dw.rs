@@ -163,9 +163,9 @@ impl Protocol for CopsDw {
             Ok(())
         } else {
             Err(format!(
-                "cops-dw runs in one datacenter with one replica of each partition (--dcs 1 --replicas 1), not {} \
-                 datacenters × {} replicas: a write replicated to several would become visible at several moments, \
-                 which strict serializability does not allow",
+                "cops-dw runs in one datacenter with one replica of each partition (--dcs 1), not {} datacenters \
+                 with {} replicas of each partition: a write replicated to several would become visible at several \
+                 moments, which strict serializability does not allow",
                 topology.dcs, topology.replicas
             ))
         }
