@@ -47,6 +47,8 @@ pub const PROTOCOLS: &[&str] = &[
     "psi",
     "rococo",
     "rococo-snow",
+    "eiger-ps",
+    "cops-dw",
 ];
 
 /// What a script did.
@@ -68,6 +70,8 @@ pub fn server_inputs(protocol: &str, data: &[u8]) -> Outcome {
     match protocol {
         "cops" => run::<crate::Cops>(data),
         "cops-snow" => run::<crate::CopsSnow>(data),
+        "eiger-ps" => run::<crate::EigerPs>(data),
+        "cops-dw" => run::<crate::CopsDw>(data),
         "contrarian" => run::<crate::Contrarian>(data),
         "cure" => run::<crate::Cure>(data),
         "av" => run::<crate::Av>(data),

@@ -7,9 +7,11 @@
 pub mod causal;
 pub mod components;
 pub mod fuzz;
+pub mod snow;
 pub mod strong;
 
 pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
+pub use snow::{CopsDw, EigerPs, cops_dw, eiger_ps};
 pub use strong::{
     AmcastKv, Nmsi, Psi, RaftKv, Rc, Rococo, RococoSnow, Ser, Si, TpcKv, TwoPl, Us, amcast_kv, jessy, raft_kv, rococo,
     tpc_kv, twopl,
@@ -49,6 +51,8 @@ macro_rules! __registry {
             [$crate::Psi, aliases ["jessy-psi", "walter"], claims "psi", orders_versions true]
             [$crate::Rococo, aliases [], claims "strict-ser", orders_versions true]
             [$crate::RococoSnow, aliases [], claims "strict-ser", orders_versions true]
+            [$crate::EigerPs, aliases [], claims "pos", orders_versions true]
+            [$crate::CopsDw, aliases [], claims "strict-ser", orders_versions true]
         }
     };
 }

@@ -81,7 +81,8 @@ mod in_the_simulator {
     use proptest::prelude::*;
     use snowline_core::{Addr, ClientId, Message, OpId, Protocol, ProtocolConfig, Request, ServerId, Topology};
     use snowline_protocols::{
-        AmcastKv, Av, Contrarian, Cops, CopsSnow, Cure, Cv, Nmsi, Op, Psi, RaftKv, Rc, Ser, Si, TpcKv, TwoPl, Us,
+        AmcastKv, Av, Contrarian, Cops, CopsDw, CopsSnow, Cure, Cv, EigerPs, Nmsi, Op, Psi, RaftKv, Rc, Ser, Si, TpcKv,
+        TwoPl, Us,
     };
     use snowline_sim::{Sim, SimConfig};
 
@@ -181,6 +182,8 @@ mod in_the_simulator {
     fn well_behaved_runs_refuse_nothing() {
         check::<Cops>(1, &[]);
         check::<CopsSnow>(1, &[]);
+        check::<EigerPs>(1, &[]);
+        check::<CopsDw>(1, &[]);
         check::<Contrarian>(1, &[]);
         check::<Cure>(1, &[]);
         check::<Av>(1, &[]);
@@ -209,6 +212,8 @@ mod in_the_simulator {
         ) {
             check::<Cops>(seed, &forgeries);
             check::<CopsSnow>(seed, &forgeries);
+            check::<EigerPs>(seed, &forgeries);
+            check::<CopsDw>(seed, &forgeries);
             check::<Contrarian>(seed, &forgeries);
             check::<Cure>(seed, &forgeries);
             check::<Av>(seed, &forgeries);
