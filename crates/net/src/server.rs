@@ -1232,7 +1232,7 @@ async fn serve_conn<P: Protocol>(
         Writer::Plain(half) => (Some(Arc::new(SharedWrite::new(half))), None),
         Writer::Tls(half) => (None, Some(half)),
     };
-    let writer: std::pin::Pin<Box<dyn Future<Output = conn::WriteEnd> + Send + '_>> = match (&direct, &mut boxed) {
+    let mut writer: std::pin::Pin<Box<dyn Future<Output = conn::WriteEnd> + Send + '_>> = match (&direct, &mut boxed) {
         (Some(w), _) => Box::pin(conn::shared_write_loop(w, &mut rx, max_frame, &label, &queue)),
         (None, Some(wr)) => Box::pin(conn::write_loop(
             wr,
@@ -1247,7 +1247,6 @@ async fn serve_conn<P: Protocol>(
         )),
         (None, None) => unreachable!("one of the two"),
     };
-    let mut writer = writer;
     let reader = read_conn::<P>(
         rd,
         &label,
