@@ -1,5 +1,5 @@
-//! The client library: [`ClientRuntime`] hosts the protocol's client nodes (one per [`Session`]) in one
-//! driver task and shares one TCP connection per server node among all of them.
+//! The client library: [`ClientRuntime`] hosts the protocol's client nodes (one per [`Session`]) and shares
+//! one TCP connection per server node among all of them.
 //!
 //! ```no_run
 //! # async fn demo<P: snowline_core::Protocol>(
@@ -12,9 +12,17 @@
 //! # Ok(()) }
 //! ```
 //!
-//! * The driver task owns every client node, feeds them one input at a time (driver contract), runs their
-//!   timers, and routes their sends: to servers over lazily opened, reconnecting, batching links (one per
-//!   server node, any datacenter), to other sessions of the same runtime locally.
+//! * The runtime's state — every client node, their timers, the links — sits behind one mutex and is run
+//!   by whichever task has something for it, one input at a time (driver contract): a session's own task
+//!   hands its request to its client node and writes the frames it sends straight to the sockets; a task
+//!   waiting for its reply reads the sockets it sent on and hands what arrives to the client nodes (other
+//!   sessions' replies included). No task hand-off sits between a request and its frame, or between a
+//!   reply's bytes and its session: measured in `docs/RESULTS.md` ("Against redis-server").
+//! * One task per link connects it lazily (sending `Hello` first), reconnects with backoff while frames
+//!   wait, writes what a full socket left over, and reads replies nobody is waiting on; one timer task runs
+//!   the client nodes' timers. Links to servers of another datacenter (emulated latency) and TLS links
+//!   (`[tls] clients = true`) keep the queued writer and reader tasks of `conn.rs`, whose frames a small
+//!   task hands to the state.
 //! * Client ids are `(random 32 bits from OS entropy) << 32 | counter`, unique across client processes;
 //!   the high half is the runtime's prefix, announced in every connection's `Hello`.
 //! * Emulated WAN latency applies to clients too: a frame to a server of another datacenter is held for
@@ -28,52 +36,99 @@
 use crate::NetError;
 use crate::config::{ClusterConfig, Routes};
 use crate::conn::{self, NetIn, OutTx, PeerSpec};
-use crate::frame::Frame;
+use crate::frame::{self, Frame};
 use crate::tls::ClientDialer;
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64};
+use bytes::{Buf, BytesMut};
+use futures::task::AtomicWaker;
 use rand::rngs::SmallRng;
 use snowline_core::{
     Addr, ClientId, ClientNode, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, ProtocolConfig, Reply, Request,
 };
 use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio::sync::{mpsc, oneshot};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::Poll;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::{Duration, Instant};
+use tokio_util::codec::{Decoder, LengthDelimitedCodec};
 
 /// How long [`Session::execute`] waits by default.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Room left in a frame for everything but keys and values.
 const FRAME_OVERHEAD: usize = 4096;
+/// Bytes a direct link's read buffer offers each read.
+const READ_CHUNK: usize = 16 * 1024;
 
-type Completion = oneshot::Sender<Result<Reply, OpError>>;
-
-enum Cmd {
-    NewSession {
-        client: ClientId,
-    },
-    DropSession {
-        client: ClientId,
-    },
-    Request {
-        client: ClientId,
-        op: OpId,
-        request: Request,
-        done: Completion,
-    },
-    /// The application gave up on `op` (timeout): ignore its completion.
-    Abandon {
-        client: ClientId,
-        op: OpId,
-    },
+/// Where an operation's outcome is left for its session. Not a oneshot channel: a session that reads its
+/// own reply completes its own operation, and a wake-up of itself then would only cost the runtime a
+/// needless turn (on a current-thread runtime, an extra `epoll_wait` before the next request).
+#[derive(Default)]
+struct Slot {
+    /// `Some(None)`: the operation was dropped unanswered (the runtime stopped).
+    outcome: Mutex<Option<Option<Result<Reply, OpError>>>>,
+    waker: AtomicWaker,
 }
 
-/// A client library instance: one driver task and its connections. Cheap to share by reference; create
-/// as many [`Session`]s as needed. The driver stops when the runtime and all its sessions are dropped.
+impl Slot {
+    fn finish(&self, outcome: Option<Result<Reply, OpError>>) {
+        *self.outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+        self.waker.wake();
+    }
+
+    /// The outcome, if the operation is over.
+    fn take(&self) -> Option<Option<Result<Reply, OpError>>> {
+        self.outcome.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn poll_outcome(&self, cx: &mut std::task::Context<'_>) -> Poll<Option<Result<Reply, OpError>>> {
+        self.waker.register(cx.waker());
+        match self.take() {
+            Some(outcome) => Poll::Ready(outcome),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// The state's end of a [`Slot`]: delivers the outcome once; dropped unsent, it says the runtime stopped.
+struct Completion(Option<Arc<Slot>>);
+
+impl Completion {
+    fn send(mut self, result: Result<Reply, OpError>) {
+        if let Some(slot) = self.0.take() {
+            slot.finish(Some(result));
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0.take() {
+            slot.finish(None);
+        }
+    }
+}
+
+/// What every task of a runtime shares: the state.
+struct Inner<P: Protocol> {
+    core: Mutex<Core<P>>,
+}
+
+impl<P: Protocol> Inner<P> {
+    /// The state; `None` if a protocol handler panicked while holding it (the runtime is then stopped).
+    fn lock(&self) -> Option<MutexGuard<'_, Core<P>>> {
+        self.core.lock().ok()
+    }
+}
+
+/// A client library instance: its client nodes, connections and tasks. Cheap to share by reference; create
+/// as many [`Session`]s as needed. Its tasks stop when the runtime and all its sessions are dropped.
 pub struct ClientRuntime<P: Protocol> {
-    cmd: mpsc::UnboundedSender<Cmd>,
+    inner: Arc<Inner<P>>,
     prefix: u64,
     next_client: AtomicU64,
     timeout: Duration,
@@ -103,12 +158,37 @@ impl<P: Protocol> ClientRuntime<P> {
             tokio::runtime::Handle::try_current().map_err(|_| NetError::NoRuntime("ClientRuntime::connect"))?;
         // A zero prefix would make the runtime's first ids small and guessable; avoid it.
         let prefix = (os_u64() >> 32).max(1);
-        let (cmd, cmd_rx) = mpsc::unbounded_channel();
         let dialer = crate::tls::client_dialer(config)?;
-        let (driver, net_rx) = Driver::<P>::new(Arc::new(config.clone()), dc, prefix, dialer);
-        handle.spawn(driver.run(net_rx, cmd_rx));
+        let timers_changed = Arc::new(Notify::new());
+        let (net_tx, net_rx) = mpsc::unbounded_channel();
+        let inner = Arc::new_cyclic(|me: &Weak<Inner<P>>| Inner {
+            core: Mutex::new(Core::new(
+                Arc::new(config.clone()),
+                dc,
+                prefix,
+                dialer,
+                net_tx,
+                handle,
+                me.clone(),
+                timers_changed.clone(),
+            )),
+        });
+        {
+            let mut core = inner.lock().expect("new");
+            let weak = Arc::downgrade(&inner);
+            let handle = core.handle.clone();
+            core.tasks.spawn_on(pump_task(weak.clone(), net_rx), &handle);
+            core.tasks.spawn_on(timer_task(weak, timers_changed), &handle);
+            if core.config.topology().replicas > 1 {
+                // In a replica group the member a session asked may not be the one that answers (the group's
+                // leader answers for it), and a server can answer only over a connection the client opened.
+                for node in 0..core.links.len() {
+                    core.link(node, true);
+                }
+            }
+        }
         Ok(Self {
-            cmd,
+            inner,
             prefix,
             next_client: AtomicU64::new(0),
             timeout: DEFAULT_OP_TIMEOUT,
@@ -144,10 +224,12 @@ impl<P: Protocol> ClientRuntime<P> {
     pub fn session(&self) -> Session<P> {
         let n = self.next_client.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff;
         let client = ClientId((self.prefix << 32) | n);
-        let _ = self.cmd.send(Cmd::NewSession { client });
+        if let Some(mut core) = self.inner.lock() {
+            core.new_session(client);
+        }
         Session {
             client,
-            cmd: self.cmd.clone(),
+            inner: self.inner.clone(),
             next_op: AtomicU64::new(0),
             timeout: self.timeout,
             limits: self.limits.clone(),
@@ -160,7 +242,7 @@ impl<P: Protocol> ClientRuntime<P> {
 /// protocol's session guarantees assume one operation at a time per session.
 pub struct Session<P: Protocol> {
     client: ClientId,
-    cmd: mpsc::UnboundedSender<Cmd>,
+    inner: Arc<Inner<P>>,
     next_op: AtomicU64,
     timeout: Duration,
     limits: Arc<Limits>,
@@ -196,16 +278,55 @@ impl<P: Protocol> Session<P> {
             )));
         }
         let op = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
-        let (done, rx) = oneshot::channel();
+        let slot = Arc::new(Slot::default());
+        let done = Completion(Some(slot.clone()));
         let stopped = || OpError::Unknown("the client runtime stopped".into());
-        self.cmd.send(Cmd::Request { client: self.client, op, request, done }).map_err(|_| stopped())?;
-        match tokio::time::timeout(self.timeout, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(stopped()),
+        let mut streams = Vec::new();
+        {
+            let Some(mut core) = self.inner.lock() else { return Err(stopped()) };
+            core.request(self.client, op, request, done);
+            core.streams_of(self.client, &mut streams);
+        }
+        match tokio::time::timeout(self.timeout, self.wait(&slot, streams)).await {
+            Ok(Some(result)) => result,
+            Ok(None) => Err(stopped()),
             Err(_) => {
-                let _ = self.cmd.send(Cmd::Abandon { client: self.client, op });
+                if let Some(mut core) = self.inner.lock() {
+                    core.abandon(self.client, op);
+                }
                 Err(OpError::Unknown(format!("timed out after {:?}", self.timeout)))
             }
+        }
+    }
+
+    /// Wait for the outcome in `slot`, reading the connections the session sent on meanwhile (their link
+    /// tasks read them too, so a reply arriving elsewhere still comes, one task hand-off later).
+    async fn wait(&self, slot: &Slot, mut streams: Vec<Arc<TcpStream>>) -> Option<Result<Reply, OpError>> {
+        loop {
+            if let Some(outcome) = slot.take() {
+                return outcome;
+            }
+            if streams.is_empty() {
+                return std::future::poll_fn(|cx| slot.poll_outcome(cx)).await;
+            }
+            let readable = async {
+                if let [one] = &streams[..] {
+                    let _ = one.readable().await;
+                } else {
+                    let _ = futures::future::select_all(streams.iter().map(|s| Box::pin(s.readable()))).await;
+                }
+            };
+            tokio::select! {
+                biased;
+                outcome = std::future::poll_fn(|cx| slot.poll_outcome(cx)) => return outcome,
+                _ = readable => {}
+            }
+            // An outcome this task's own reading delivers needs no wake-up of this task.
+            drop(slot.waker.take());
+            let mut core = self.inner.lock()?;
+            core.read_links_of(self.client);
+            streams.clear();
+            core.streams_of(self.client, &mut streams);
         }
     }
 }
@@ -253,7 +374,9 @@ impl<P: Protocol> Txn<'_, P> {
 
 impl<P: Protocol> Drop for Session<P> {
     fn drop(&mut self) {
-        let _ = self.cmd.send(Cmd::DropSession { client: self.client });
+        if let Some(mut core) = self.inner.lock() {
+            core.clients.remove(&self.client);
+        }
     }
 }
 
@@ -271,7 +394,36 @@ enum Input {
     Request(OpId, Request),
 }
 
-struct Driver<P: Protocol> {
+enum Event<P: Protocol> {
+    Input(Input),
+    Msg(Addr, P::Msg),
+    Timer(P::Timer),
+}
+
+/// The link to one server node.
+enum Link<M> {
+    /// Plain TCP without emulated latency: frames are written and read by whichever task holds the state.
+    Direct(Direct),
+    /// TLS, or emulated latency: `conn.rs`'s queued writer and reader tasks.
+    Queued(OutTx<M>),
+}
+
+/// A direct link's connection and buffers (its link task: [`direct_link`]).
+struct Direct {
+    /// The connection, once open and its `Hello` written.
+    stream: Option<Arc<TcpStream>>,
+    /// Encoded frames not yet written: queued while connecting, or left over by a full socket.
+    out: BytesMut,
+    /// Bytes read and not yet decoded.
+    rbuf: BytesMut,
+    codec: LengthDelimitedCodec,
+    /// Wakes the link task: there is something to write (or to connect for).
+    wake: Arc<Notify>,
+}
+
+/// The runtime's state: every client node and link. Run under [`Inner::core`] by whichever task has an
+/// input for it; every entry point ends with [`Core::settle`].
+struct Core<P: Protocol> {
     config: Arc<ClusterConfig>,
     /// With `[tls] clients = true`: connections to servers use TLS.
     dialer: Option<ClientDialer>,
@@ -279,135 +431,232 @@ struct Driver<P: Protocol> {
     prefix: u64,
     clients: HashMap<ClientId, ClientState<P>>,
     routes: Routes,
-    peers: Vec<Option<OutTx<P::Msg>>>,
+    links: Vec<Option<Link<P::Msg>>>,
+    /// Direct links with bytes in `out` to try writing at the end of this entry.
+    dirty: Vec<usize>,
+    /// Where queued links report what they read.
     net_tx: mpsc::UnboundedSender<NetIn<P::Msg>>,
     local: VecDeque<(ClientId, Addr, P::Msg)>,
     timers: TimerHeap<ClientId, P::Timer>,
+    /// What the timer task sleeps until (`None`: nothing).
+    timer_armed: Option<Instant>,
+    timers_changed: Arc<Notify>,
     effects: Effects<P>,
+    /// Messages decoded from a direct link, waiting to be handled.
+    inbox: Vec<NetIn<P::Msg>>,
     tasks: JoinSet<()>,
+    handle: tokio::runtime::Handle,
+    me: Weak<Inner<P>>,
     now: Instant,
 }
 
-enum Event<P: Protocol> {
-    Input(Input),
-    Msg(Addr, P::Msg),
-    Timer(P::Timer),
-}
-
-impl<P: Protocol> Driver<P> {
+impl<P: Protocol> Core<P> {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         config: Arc<ClusterConfig>,
         dc: DcId,
         prefix: u64,
         dialer: Option<ClientDialer>,
-    ) -> (Self, mpsc::UnboundedReceiver<NetIn<P::Msg>>) {
+        net_tx: mpsc::UnboundedSender<NetIn<P::Msg>>,
+        handle: tokio::runtime::Handle,
+        me: Weak<Inner<P>>,
+        timers_changed: Arc<Notify>,
+    ) -> Self {
         let routes = config.routes();
-        let (net_tx, net_rx) = mpsc::unbounded_channel();
-        let driver = Self {
+        Self {
             dialer,
             dc,
             prefix,
-            peers: vec![None; config.nodes.len()],
+            links: (0..config.nodes.len()).map(|_| None).collect(),
             config,
             clients: HashMap::new(),
             routes,
+            dirty: Vec::new(),
             net_tx,
             local: VecDeque::new(),
             timers: TimerHeap::new(),
+            timer_armed: None,
+            timers_changed,
             effects: Effects::default(),
+            inbox: Vec::new(),
             tasks: JoinSet::new(),
+            handle,
+            me,
             now: Instant::now(),
+        }
+    }
+
+    fn new_session(&mut self, client: ClientId) {
+        let state = ClientState {
+            node: P::client(client, self.dc, self.config.topology(), &self.config.protocol_config),
+            rng: node_rng(client.0),
+            clock: NodeClock::default(),
+            pending: HashMap::new(),
+            touched: Vec::new(),
         };
-        (driver, net_rx)
+        self.clients.insert(client, state);
+        self.handle(client, Event::Input(Input::Start));
+        self.settle();
     }
-}
 
-impl<P: Protocol> Driver<P> {
-    async fn run(mut self, mut net: mpsc::UnboundedReceiver<NetIn<P::Msg>>, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
-        let d = &mut self;
-        if d.config.topology().replicas > 1 {
-            // In a replica group the member a session asked may not be the one that answers (the group's
-            // leader answers for it), and a server can answer only over a connection the client opened.
-            for node in 0..d.peers.len() {
-                d.link(node, true);
+    fn request(&mut self, client: ClientId, op: OpId, request: Request, done: Completion) {
+        let Some(state) = self.clients.get_mut(&client) else {
+            done.send(Err(OpError::Unknown("session is gone".into())));
+            return;
+        };
+        state.pending.insert(op, done);
+        self.handle(client, Event::Input(Input::Request(op, request)));
+        self.settle();
+    }
+
+    /// The application gave up on `op` (timeout): ignore its completion.
+    fn abandon(&mut self, client: ClientId, op: OpId) {
+        if let Some(state) = self.clients.get_mut(&client) {
+            state.pending.remove(&op);
+            if state.pending.is_empty() {
+                state.touched.clear();
             }
         }
-        let sleep = tokio::time::sleep_until(far_future());
-        let mut sleep = std::pin::pin!(sleep);
-        let mut armed: Option<Instant> = None;
+    }
+
+    /// The open direct connections `client` sent on while its operations are pending.
+    fn streams_of(&self, client: ClientId, out: &mut Vec<Arc<TcpStream>>) {
+        let Some(state) = self.clients.get(&client) else { return };
+        for node in &state.touched {
+            if let Some(Link::Direct(Direct { stream: Some(s), .. })) = &self.links[*node] {
+                out.push(s.clone());
+            }
+        }
+    }
+
+    /// Read what arrived on the direct links `client` sent on, and handle it.
+    fn read_links_of(&mut self, client: ClientId) {
+        let nodes = self.clients.get(&client).map(|s| s.touched.clone()).unwrap_or_default();
+        for node in nodes {
+            self.read_link(node);
+        }
+        self.settle();
+    }
+
+    /// Drain the local queue and write what the inputs queued; the end of every entry point.
+    fn settle(&mut self) {
+        while let Some((client, from, msg)) = self.local.pop_front() {
+            if self.clients.contains_key(&client) {
+                self.handle(client, Event::Msg(from, msg));
+            }
+        }
+        for node in std::mem::take(&mut self.dirty) {
+            self.flush(node);
+        }
+        if let Some(next) = self.timers.next_due()
+            && self.timer_armed.is_none_or(|armed| next < armed)
+        {
+            self.timer_armed = Some(next);
+            self.timers_changed.notify_one();
+        }
+    }
+
+    /// Write what direct link `node` holds, as far as the socket takes it; the rest waits for its link task.
+    fn flush(&mut self, node: usize) {
+        let Some(Link::Direct(d)) = &mut self.links[node] else { return };
+        let Some(stream) = &d.stream else { return };
+        while !d.out.is_empty() {
+            match stream.try_write(&d.out) {
+                Ok(n) => d.out.advance(n),
+                // Full, or broken (the link task's next read finds out): the link task writes the rest.
+                Err(_) => break,
+            }
+        }
+        if !d.out.is_empty() {
+            d.wake.notify_one();
+        }
+    }
+
+    /// Read what direct link `node` has, and handle it. A closed or broken connection, or bad input on it,
+    /// takes the link down (its sessions' pending operations fail; its task reconnects when needed).
+    fn read_link(&mut self, node: usize) {
+        let Some(Link::Direct(d)) = &mut self.links[node] else { return };
+        let Some(stream) = d.stream.clone() else { return };
+        let label = || format!("server node {} ({})", self.config.nodes[node].id, self.config.nodes[node].addr);
+        let mut broken = None;
         loop {
-            let next = d.timers.next_due();
-            if next != armed {
-                sleep.as_mut().reset(next.unwrap_or_else(far_future));
-                armed = next;
-            }
-            tokio::select! {
-                biased;
-                _ = &mut sleep, if armed.is_some() => {
-                    armed = None;
-                    let now = Instant::now();
-                    while let Some((client, timer)) = d.timers.pop_due(now) {
-                        d.handle(client, Event::Timer(timer));
-                    }
+            d.rbuf.reserve(READ_CHUNK);
+            let room = d.rbuf.capacity() - d.rbuf.len();
+            // A short read empties the socket: the closure then reports `WouldBlock`, so that tokio forgets
+            // the readiness now instead of a later read finding out with a syscall (tokio's own `poll_read`
+            // does the same).
+            let read = stream.try_io(tokio::io::Interest::READABLE, || match stream.try_read_buf(&mut d.rbuf) {
+                Ok(n) if n > 0 && n < room => Err(std::io::ErrorKind::WouldBlock.into()),
+                other => other,
+            });
+            match read {
+                Ok(0) => {
+                    broken = Some(format!("connection to {} lost", label()));
+                    break;
                 }
-                cmd = cmds.recv() => {
-                    let Some(cmd) = cmd else { break };
-                    d.on_cmd(cmd);
-                    for _ in 0..1024 {
-                        match cmds.try_recv() {
-                            Ok(cmd) => d.on_cmd(cmd),
-                            Err(_) => break,
-                        }
-                    }
-                }
-                Some(ev) = net.recv() => {
-                    d.on_net(ev);
-                    for _ in 0..1024 {
-                        match net.try_recv() {
-                            Ok(ev) => d.on_net(ev),
-                            Err(_) => break,
-                        }
-                    }
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    eprintln!("warning: {}: read failed: {e}", label());
+                    broken = Some(format!("connection to {} lost", label()));
+                    break;
                 }
             }
-            d.drain_local();
         }
-        // Dropping `d` aborts the link tasks.
+        let mut inbox = std::mem::take(&mut self.inbox);
+        loop {
+            let bytes = match d.codec.decode(&mut d.rbuf) {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("warning: {}: closing connection: {e}", label());
+                    broken.get_or_insert_with(|| format!("connection to {} lost", label()));
+                    break;
+                }
+            };
+            match frame::decode::<P::Msg>(&bytes) {
+                Ok(Frame::Msg { from, to, msg }) => inbox.push(NetIn::Msg { from, to, msg }),
+                Ok(Frame::Refused { client, message }) => inbox.push(NetIn::Refused { client, message }),
+                // A server says why it closes the connection, or why it refused one message.
+                Ok(Frame::Error { message }) => eprintln!("warning: {}: peer reports: {message}", label()),
+                // Clients are never sent sequenced messages or acknowledgements.
+                Ok(Frame::Hello { .. } | Frame::Seq { .. } | Frame::Ack { .. }) => {}
+                Err(e) => {
+                    eprintln!("warning: {}: closing connection: {e}", label());
+                    broken.get_or_insert_with(|| format!("connection to {} lost", label()));
+                    break;
+                }
+            }
+        }
+        if broken.is_some() {
+            d.stream = None;
+            d.out.clear();
+            d.rbuf.clear();
+            d.codec = frame::codec(self.config.max_frame_bytes);
+            d.wake.notify_one();
+        }
+        // Messages already received are handled before the link is reported down.
+        for m in inbox.drain(..) {
+            self.on_net(m);
+        }
+        self.inbox = inbox;
+        if let Some(reason) = broken {
+            self.on_net(NetIn::Down { peer: node, reason });
+        }
     }
 
-    fn on_cmd(&mut self, cmd: Cmd) {
-        match cmd {
-            Cmd::NewSession { client } => {
-                let state = ClientState {
-                    node: P::client(client, self.dc, self.config.topology(), &self.config.protocol_config),
-                    rng: node_rng(client.0),
-                    clock: NodeClock::default(),
-                    pending: HashMap::new(),
-                    touched: Vec::new(),
-                };
-                self.clients.insert(client, state);
-                self.handle(client, Event::Input(Input::Start));
-            }
-            Cmd::DropSession { client } => {
-                self.clients.remove(&client);
-            }
-            Cmd::Request { client, op, request, done } => {
-                let Some(state) = self.clients.get_mut(&client) else {
-                    let _ = done.send(Err(OpError::Unknown("session is gone".into())));
-                    return;
-                };
-                state.pending.insert(op, done);
-                self.handle(client, Event::Input(Input::Request(op, request)));
-            }
-            Cmd::Abandon { client, op } => {
-                if let Some(state) = self.clients.get_mut(&client) {
-                    state.pending.remove(&op);
-                    if state.pending.is_empty() {
-                        state.touched.clear();
-                    }
-                }
-            }
+    /// Whether direct link `node` still runs on `stream`.
+    fn is_current(&self, node: usize, stream: &Arc<TcpStream>) -> bool {
+        matches!(&self.links[node], Some(Link::Direct(Direct { stream: Some(s), .. })) if Arc::ptr_eq(s, stream))
+    }
+
+    fn fire_due_timers(&mut self) {
+        self.timer_armed = None;
+        let now = Instant::now();
+        while let Some((client, timer)) = self.timers.pop_due(now) {
+            self.handle(client, Event::Timer(timer));
         }
+        self.settle();
     }
 
     fn on_net(&mut self, ev: NetIn<P::Msg>) {
@@ -419,7 +668,7 @@ impl<P: Protocol> Driver<P> {
             NetIn::Refused { client, message } => {
                 if let Some(state) = self.clients.get_mut(&client) {
                     for (_, done) in state.pending.drain() {
-                        let _ = done.send(Err(OpError::Rejected(message.clone())));
+                        done.send(Err(OpError::Rejected(message.clone())));
                     }
                     state.touched.clear();
                 }
@@ -428,19 +677,11 @@ impl<P: Protocol> Driver<P> {
                 for state in self.clients.values_mut() {
                     if state.touched.contains(&peer) {
                         for (_, done) in state.pending.drain() {
-                            let _ = done.send(Err(OpError::Unknown(reason.clone())));
+                            done.send(Err(OpError::Unknown(reason.clone())));
                         }
                         state.touched.clear();
                     }
                 }
-            }
-        }
-    }
-
-    fn drain_local(&mut self) {
-        while let Some((client, from, msg)) = self.local.pop_front() {
-            if self.clients.contains_key(&client) {
-                self.handle(client, Event::Msg(from, msg));
             }
         }
     }
@@ -466,7 +707,7 @@ impl<P: Protocol> Driver<P> {
         if let Some(state) = self.clients.get_mut(&client) {
             for (op, result) in effects.completions.drain(..) {
                 if let Some(done) = state.pending.remove(&op) {
-                    let _ = done.send(result);
+                    done.send(result);
                 }
             }
             if state.pending.is_empty() {
@@ -495,34 +736,244 @@ impl<P: Protocol> Driver<P> {
         {
             state.touched.push(node);
         }
+        let frame = Frame::Msg { from: Addr::Client(from), to, msg };
+        let max_frame = self.config.max_frame_bytes;
         let now = self.now;
-        let _ = self.link(node, false).send((now, Frame::Msg { from: Addr::Client(from), to, msg }));
+        match self.link(node, false) {
+            Link::Queued(tx) => {
+                let _ = tx.send((now, frame));
+            }
+            Link::Direct(d) => {
+                let was_empty = d.out.is_empty();
+                if let Err(e) = frame::encode_into(&frame, max_frame, &mut d.out) {
+                    eprintln!(
+                        "warning: client {from}: dropping an outgoing {} message to {s}: {e}",
+                        frame_kind(&frame)
+                    );
+                    return;
+                }
+                if was_empty {
+                    if d.stream.is_some() {
+                        self.dirty.push(node);
+                    } else {
+                        d.wake.notify_one();
+                    }
+                }
+            }
+        }
     }
 
     /// The link to server node `node`, opened on first use.
-    fn link(&mut self, node: usize, eager: bool) -> &OutTx<P::Msg> {
-        if self.peers[node].is_none() {
-            {
-                let peer = &self.config.nodes[node];
+    fn link(&mut self, node: usize, eager: bool) -> &mut Link<P::Msg> {
+        if self.links[node].is_none() {
+            let peer = &self.config.nodes[node];
+            let hello = Frame::Hello { protocol: P::NAME.to_owned(), from: Addr::Client(ClientId(self.prefix << 32)) };
+            let label = format!("server node {} ({})", peer.id, peer.addr);
+            let write_delay = Duration::from_nanos(self.config.latency_ns(self.dc, peer.dc));
+            let read_delay = Duration::from_nanos(self.config.latency_ns(peer.dc, self.dc));
+            let link = if self.dialer.is_none() && write_delay.is_zero() && read_delay.is_zero() {
+                let wake = Arc::new(Notify::new());
+                let spec = DirectSpec {
+                    node,
+                    addr: peer.addr.clone(),
+                    label,
+                    hello,
+                    max_frame: self.config.max_frame_bytes,
+                    wake: wake.clone(),
+                    eager,
+                };
+                self.tasks.spawn_on(direct_link(self.me.clone(), spec), &self.handle);
+                Link::Direct(Direct {
+                    stream: None,
+                    out: BytesMut::new(),
+                    rbuf: BytesMut::new(),
+                    codec: frame::codec(self.config.max_frame_bytes),
+                    wake,
+                })
+            } else {
                 let spec = PeerSpec {
                     peer: node,
                     addr: peer.addr.clone(),
-                    label: format!("server node {} ({})", peer.id, peer.addr),
-                    hello: Frame::Hello {
-                        protocol: P::NAME.to_owned(),
-                        from: Addr::Client(ClientId(self.prefix << 32)),
-                    },
-                    write_delay: Duration::from_nanos(self.config.latency_ns(self.dc, peer.dc)),
-                    read_delay: Duration::from_nanos(self.config.latency_ns(peer.dc, self.dc)),
+                    label,
+                    hello,
+                    write_delay,
+                    read_delay,
                     max_frame: self.config.max_frame_bytes,
                     inbound: Some(self.net_tx.clone()),
                     dial: self.dialer.as_ref().map(|d| d.dial(peer.id)),
                     taken: None,
                     eager,
                 };
-                self.peers[node] = Some(conn::spawn_peer(&mut self.tasks, spec));
+                let _guard = self.handle.enter();
+                Link::Queued(conn::spawn_peer(&mut self.tasks, spec))
+            };
+            self.links[node] = Some(link);
+        }
+        self.links[node].as_mut().expect("opened above")
+    }
+}
+
+fn frame_kind<M: Message>(f: &Frame<M>) -> &'static str {
+    match f {
+        Frame::Msg { msg, .. } => msg.kind(),
+        _ => "control",
+    }
+}
+
+/// What a direct link's task needs.
+struct DirectSpec<M> {
+    node: usize,
+    addr: String,
+    /// For messages: "server node 3 (127.0.0.1:7103)".
+    label: String,
+    hello: Frame<M>,
+    max_frame: usize,
+    wake: Arc<Notify>,
+    /// Connect at once instead of on the first frame (a client that must be reachable by a server it has
+    /// not sent to yet).
+    eager: bool,
+}
+
+/// A direct link's task: connects when there is something to write (or at once if `eager`), writes `Hello`
+/// first on every connection, then reads what nobody waits for and writes what a full socket left over.
+/// Frames queued while disconnected wait; the connection is retried with exponential backoff.
+async fn direct_link<P: Protocol>(inner: Weak<Inner<P>>, spec: DirectSpec<P::Msg>) {
+    // `None`: the runtime is gone.
+    let _ = run_direct_link(inner, spec).await;
+}
+
+async fn run_direct_link<P: Protocol>(inner: Weak<Inner<P>>, spec: DirectSpec<P::Msg>) -> Option<()> {
+    let node = spec.node;
+    let mut backoff = Duration::from_millis(20);
+    let mut failing = false;
+    let mut eager = spec.eager;
+    let mut hello = BytesMut::new();
+    frame::encode_into(&spec.hello, spec.max_frame, &mut hello).expect("a hello fits in any frame");
+    // Whether frames wait to be written (None: the runtime is gone).
+    let waiting = || -> Option<bool> {
+        let inner = inner.upgrade()?;
+        let core = inner.lock()?;
+        Some(matches!(&core.links[node], Some(Link::Direct(d)) if !d.out.is_empty()))
+    };
+    loop {
+        if !std::mem::take(&mut eager) {
+            loop {
+                if waiting()? {
+                    break;
+                }
+                spec.wake.notified().await;
             }
         }
-        self.peers[node].as_ref().expect("opened above")
+        let connected = async {
+            let mut stream = TcpStream::connect(&spec.addr).await?;
+            let _ = stream.set_nodelay(true);
+            stream.write_all(&hello).await?;
+            Ok::<_, std::io::Error>(stream)
+        };
+        let stream = match connected.await {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                // An eager link with nothing to send (a server that may answer this client) is not worth a
+                // warning; the first frame queued on it is.
+                if waiting()? {
+                    if !failing {
+                        eprintln!("warning: {}: cannot connect ({e}); queueing and retrying", spec.label);
+                        let reason = format!("cannot connect to {}: {e}", spec.label);
+                        let inner = inner.upgrade()?;
+                        let mut core = inner.lock()?;
+                        core.on_net(NetIn::Down { peer: node, reason });
+                        core.settle();
+                    }
+                    failing = true;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        if failing {
+            eprintln!("{}: connected", spec.label);
+        }
+        failing = false;
+        let connected_at = Instant::now();
+        {
+            let inner = inner.upgrade()?;
+            let mut core = inner.lock()?;
+            if let Some(Link::Direct(d)) = &mut core.links[node] {
+                d.stream = Some(stream.clone());
+            }
+            core.dirty.push(node);
+            core.settle();
+        }
+        loop {
+            let (current, pending) = {
+                let inner = inner.upgrade()?;
+                let core = inner.lock()?;
+                let pending = matches!(&core.links[node], Some(Link::Direct(d)) if !d.out.is_empty());
+                (core.is_current(node, &stream), pending)
+            };
+            if !current {
+                break;
+            }
+            tokio::select! {
+                biased;
+                _ = stream.readable() => {
+                    let inner = inner.upgrade()?;
+                    let mut core = inner.lock()?;
+                    core.read_link(node);
+                    core.settle();
+                }
+                _ = stream.writable(), if pending => {
+                    let inner = inner.upgrade()?;
+                    let mut core = inner.lock()?;
+                    core.flush(node);
+                }
+                _ = spec.wake.notified() => {}
+            }
+        }
+        // The link went down (reported by `read_link`). A server that keeps closing right away (e.g. refusing
+        // our protocol) is retried ever more slowly.
+        if connected_at.elapsed() > Duration::from_secs(1) {
+            backoff = Duration::from_millis(20);
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Hands what queued links read (TLS, emulated latency) to the state.
+async fn pump_task<P: Protocol>(inner: Weak<Inner<P>>, mut rx: mpsc::UnboundedReceiver<NetIn<P::Msg>>) {
+    while let Some(ev) = rx.recv().await {
+        let Some(inner) = inner.upgrade() else { return };
+        let Some(mut core) = inner.lock() else { return };
+        core.on_net(ev);
+        for _ in 0..1024 {
+            match rx.try_recv() {
+                Ok(ev) => core.on_net(ev),
+                Err(_) => break,
+            }
+        }
+        core.settle();
+    }
+}
+
+/// Runs the client nodes' timers.
+async fn timer_task<P: Protocol>(inner: Weak<Inner<P>>, changed: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(inner) = inner.upgrade() else { return };
+            let Some(mut core) = inner.lock() else { return };
+            let next = core.timers.next_due();
+            core.timer_armed = next;
+            next
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(next.unwrap_or_else(far_future)) => {
+                let Some(inner) = inner.upgrade() else { return };
+                let Some(mut core) = inner.lock() else { return };
+                core.fire_due_timers();
+            }
+            _ = changed.notified() => {}
+        }
     }
 }

@@ -4,7 +4,7 @@
 use crate::frame::{self, Frame};
 use crate::limits::{ConnQueue, HANDSHAKE_TIMEOUT};
 use crate::tls::Dial;
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use futures::StreamExt;
 use snowline_core::{Addr, Message};
 use std::collections::VecDeque;
@@ -135,6 +135,126 @@ pub(crate) async fn write_loop<M: Message>(
                 None => closed = true,
             },
             _ = sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {}
+        }
+    }
+}
+
+/// The write side of a plain TCP connection to a client, shared by its writer task and the server's event
+/// loop: the event loop writes a reply in place when nothing waits ahead of it (no task hand-off on the way
+/// out), and the writer task writes what was queued and what a full socket left over. Every write happens
+/// under `buf`'s lock, so bytes never interleave, and frames keep their order (see [`SharedWrite::write_now`]).
+pub(crate) struct SharedWrite {
+    half: tokio::net::tcp::OwnedWriteHalf,
+    /// Encoded frames not yet written.
+    buf: std::sync::Mutex<BytesMut>,
+    /// Wakes the writer task: `buf` holds what a full socket left over.
+    wake: tokio::sync::Notify,
+}
+
+impl SharedWrite {
+    pub(crate) fn new(half: tokio::net::tcp::OwnedWriteHalf) -> Self {
+        Self { half, buf: std::sync::Mutex::new(BytesMut::new()), wake: tokio::sync::Notify::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BytesMut> {
+        self.buf.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Write as much of `buf` as the socket takes now.
+    fn flush(&self, buf: &mut BytesMut) -> std::io::Result<()> {
+        while !buf.is_empty() {
+            match self.half.try_write(buf) {
+                Ok(n) => buf.advance(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Write `frame` now, if nothing waits ahead of it: none of the connection's queued frames (`queue`
+    /// counts what was queued and not yet taken by the writer task, which takes a frame into `buf` under the
+    /// same lock) and nothing left in `buf`. `false`: queue it instead. What the socket does not take now
+    /// stays in `buf` for the writer task; a write error is left for it to find.
+    pub(crate) fn write_now<M: Message>(
+        &self,
+        frame: &Frame<M>,
+        max_frame: usize,
+        queue: &ConnQueue,
+        label: &str,
+    ) -> bool {
+        let mut buf = self.lock();
+        if !buf.is_empty() || queue.queued() > 0 {
+            return false;
+        }
+        if let Err(e) = frame::encode_into(frame, max_frame, &mut buf) {
+            eprintln!("warning: {label}: dropping an outgoing {}: {e}", describe(frame));
+            return true;
+        }
+        // Queued and taken at once: the slow-reader and linger checks see the progress.
+        queue.push();
+        queue.pop();
+        let _ = self.flush(&mut buf);
+        if !buf.is_empty() {
+            self.wake.notify_one();
+        }
+        true
+    }
+}
+
+/// [`write_loop`] for a [`SharedWrite`] (no emulated latency: a client connection): takes queued frames into
+/// the shared buffer and writes it, waiting for the socket when it is full. When every sender is gone and
+/// everything is written it returns `Drained` (the write half shuts down when the last holder drops it).
+pub(crate) async fn shared_write_loop<M: Message>(
+    w: &SharedWrite,
+    rx: &mut UnboundedReceiver<Out<M>>,
+    max_frame: usize,
+    label: &str,
+    queue: &ConnQueue,
+) -> WriteEnd {
+    let mut closed = false;
+    let mut next: Option<Out<M>> = None;
+    loop {
+        let waiting = {
+            let mut buf = w.lock();
+            let take = |f: Frame<M>, buf: &mut BytesMut| {
+                queue.pop();
+                if let Err(e) = frame::encode_into(&f, max_frame, buf) {
+                    eprintln!("warning: {label}: dropping an outgoing {}: {e}", describe(&f));
+                }
+            };
+            if let Some((_, f)) = next.take() {
+                take(f, &mut buf);
+            }
+            while !closed && buf.len() < MAX_BATCH_BYTES {
+                match rx.try_recv() {
+                    Ok((_, f)) => take(f, &mut buf),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => closed = true,
+                }
+            }
+            if let Err(e) = w.flush(&mut buf) {
+                eprintln!("warning: {label}: write failed, {} bytes of frames lost: {e}", buf.len());
+                return WriteEnd::Broken;
+            }
+            !buf.is_empty()
+        };
+        if closed && !waiting {
+            return WriteEnd::Drained;
+        }
+        tokio::select! {
+            biased;
+            r = w.half.writable(), if waiting => {
+                if let Err(e) = r {
+                    eprintln!("warning: {label}: write failed: {e}");
+                    return WriteEnd::Broken;
+                }
+            }
+            item = rx.recv(), if !closed && !waiting => match item {
+                Some(item) => next = Some(item),
+                None => closed = true,
+            },
+            _ = w.wake.notified() => {}
         }
     }
 }

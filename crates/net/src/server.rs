@@ -8,7 +8,9 @@
 //!   protocol state needs no locks.
 //! * An **accept task** spawns one task per inbound connection. It checks the `Hello` (protocol name),
 //!   then decodes frames and pushes `(from, to, msg)` into the event loop's bounded inbox (a slow event
-//!   loop pushes back on TCP); it also writes what the event loop sends to clients on that connection.
+//!   loop pushes back on TCP); it also writes what the event loop sends to clients on that connection. On
+//!   a plain TCP connection the event loop writes a reply itself when nothing is queued ahead of it
+//!   (`conn::SharedWrite`): the connection task then only writes what a full socket left over.
 //! * One **outbound link task** per peer node, started on the first message to it: it connects lazily,
 //!   sends `Hello`, reconnects with backoff while queueing, and writes everything queued with one write
 //!   call. A link to a node of another datacenter holds each frame for the configured one-way latency
@@ -26,7 +28,7 @@
 
 use crate::NetError;
 use crate::config::{ClusterConfig, Routes};
-use crate::conn::{self, OutTx, PeerSpec, ReadHalf, WriteHalf};
+use crate::conn::{self, OutTx, PeerSpec, ReadHalf, SharedWrite, WriteHalf};
 use crate::frame::{self, Frame};
 use crate::limits::{
     BudgetedCodec, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT,
@@ -59,12 +61,14 @@ const INBOX: usize = 64 * 1024;
 const SHUTDOWN_FLUSH: Duration = Duration::from_millis(500);
 
 enum Inbound<M> {
-    /// A connection completed its handshake; frames to clients on it go to `tx`. `from` is the `Hello`'s.
+    /// A connection completed its handshake; frames to clients on it go to `tx`, or straight to `direct`
+    /// (plain TCP) when nothing is queued. `from` is the `Hello`'s.
     Connected {
         conn: u64,
         from: Addr,
         tx: OutTx<M>,
         queue: Arc<ConnQueue>,
+        direct: Option<Arc<SharedWrite>>,
     },
     Msg {
         conn: u64,
@@ -397,8 +401,9 @@ async fn next_scrape(rx: &mut Option<mpsc::Receiver<Scrape>>) -> Option<Scrape> 
     }
 }
 
-/// An inbound connection as the event loop knows it: its write queue and who its `Hello` said it is.
-type ConnEntry<M> = (OutTx<M>, Arc<ConnQueue>, Addr);
+/// An inbound connection as the event loop knows it: its write queue, who its `Hello` said it is, and its
+/// socket's shared write side (plain TCP: replies are written in place when nothing is queued).
+type ConnEntry<M> = (OutTx<M>, Arc<ConnQueue>, Addr, Option<Arc<SharedWrite>>);
 
 /// What the event loop and every connection task share.
 struct Shared {
@@ -684,7 +689,7 @@ impl<P: Protocol> EventLoop<P> {
 
         let conns = "snowline_connections";
         t.family(conns, "gauge", "Inbound connections past their Hello, by role.");
-        let clients = self.conns.values().filter(|(_, _, from)| matches!(from, Addr::Client(_))).count();
+        let clients = self.conns.values().filter(|(_, _, from, _)| matches!(from, Addr::Client(_))).count();
         t.sample(conns, &[("role", "client")], clients);
         t.sample(conns, &[("role", "server")], self.conns.len() - clients);
         t.single(
@@ -693,7 +698,7 @@ impl<P: Protocol> EventLoop<P> {
             "Inbound connections open, handshake done or not.",
             self.shared.open_conns.load(Ordering::Relaxed),
         );
-        let replies: usize = self.conns.values().map(|(_, q, _)| q.queued()).sum();
+        let replies: usize = self.conns.values().map(|(_, q, _, _)| q.queued()).sum();
         t.single(
             "snowline_reply_queue_frames",
             "gauge",
@@ -878,8 +883,8 @@ impl<P: Protocol> EventLoop<P> {
 
     fn on_inbound(&mut self, ev: Inbound<P::Msg>) {
         match ev {
-            Inbound::Connected { conn, from, tx, queue } => {
-                self.conns.insert(conn, (tx, queue, from));
+            Inbound::Connected { conn, from, tx, queue, direct } => {
+                self.conns.insert(conn, (tx, queue, from, direct));
                 if let Addr::Client(c) = from {
                     self.client_runtimes.insert(c.0 >> 32, conn);
                     self.route_unrouted(c.0 >> 32, conn);
@@ -956,7 +961,7 @@ impl<P: Protocol> EventLoop<P> {
     /// over another runtime's replies; a server's connection speaks only for the servers of its node. The
     /// `Hello` itself was admitted by what the connection's certificate proves (`Shared::admit`).
     fn check_sender(&self, conn: u64, from: Addr, kind: &'static str) -> Result<(), InvalidInput> {
-        let Some((_, _, hello)) = self.conns.get(&conn) else { return Ok(()) };
+        let Some((_, _, hello, _)) = self.conns.get(&conn) else { return Ok(()) };
         let fits = match (*hello, from) {
             (Addr::Client(h), Addr::Client(c)) => h.0 >> 32 == c.0 >> 32,
             (Addr::Server(h), Addr::Server(s)) => {
@@ -981,9 +986,15 @@ impl<P: Protocol> EventLoop<P> {
         self.answer(conn, Frame::Error { message: format!("refused: {e}") });
     }
 
-    /// Queue `frame` on inbound connection `conn` (if it is still open), counted in its reply queue.
+    /// Send `frame` on inbound connection `conn` (if it is still open): written in place when nothing is
+    /// queued ahead of it on a plain TCP connection, else queued for its writer (counted in its reply queue).
     fn answer(&self, conn: u64, frame: Frame<P::Msg>) {
-        if let Some((tx, queue, _)) = self.conns.get(&conn) {
+        if let Some((tx, queue, _, direct)) = self.conns.get(&conn) {
+            if let Some(w) = direct
+                && w.write_now(&frame, self.config.max_frame_bytes, queue, "connection to a client")
+            {
+                return;
+            }
             queue.push();
             let _ = tx.send((self.now, frame));
         }
@@ -1212,24 +1223,43 @@ async fn serve_conn<P: Protocol>(
     shared: Arc<Shared>,
 ) {
     let label = format!("connection from {peer}");
-    let Some((rd, mut wr, caller)) = authenticate(stream, &label, &shared).await else { return };
+    let Some((rd, wr, caller)) = authenticate(stream, &label, &shared).await else { return };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let queue = Arc::new(ConnQueue::default());
     let mut pending = VecDeque::new();
     let mut registered = false;
-    let writer = conn::write_loop(
-        &mut wr,
-        &mut rx,
-        &mut pending,
-        Duration::ZERO,
-        max_frame,
+    let (direct, mut boxed) = match wr {
+        Writer::Plain(half) => (Some(Arc::new(SharedWrite::new(half))), None),
+        Writer::Tls(half) => (None, Some(half)),
+    };
+    let mut writer: std::pin::Pin<Box<dyn Future<Output = conn::WriteEnd> + Send + '_>> = match (&direct, &mut boxed) {
+        (Some(w), _) => Box::pin(conn::shared_write_loop(w, &mut rx, max_frame, &label, &queue)),
+        (None, Some(wr)) => Box::pin(conn::write_loop(
+            wr,
+            &mut rx,
+            &mut pending,
+            Duration::ZERO,
+            max_frame,
+            &label,
+            Some(&queue),
+            None,
+            std::future::pending(),
+        )),
+        (None, None) => unreachable!("one of the two"),
+    };
+    let reader = read_conn::<P>(
+        rd,
         &label,
-        Some(&queue),
-        None,
-        std::future::pending(),
+        caller,
+        conn,
+        &tx,
+        &queue,
+        direct.as_ref(),
+        &inbox,
+        max_frame,
+        &shared,
+        &mut registered,
     );
-    let mut writer = std::pin::pin!(writer);
-    let reader = read_conn::<P>(rd, &label, caller, conn, &tx, &queue, &inbox, max_frame, &shared, &mut registered);
     // The writer future must not be polled again once it has completed.
     let (end, mut writer_done) = tokio::select! {
         end = reader => (end, false),
@@ -1267,7 +1297,13 @@ async fn serve_conn<P: Protocol>(
 
 /// Tell a TLS connection from a plain one by its first byte and complete a TLS handshake: the halves
 /// and who the caller is, or `None` if the connection closed or its handshake failed (logged).
-async fn authenticate(stream: TcpStream, label: &str, shared: &Shared) -> Option<(ReadHalf, WriteHalf, Caller)> {
+/// The write side of an inbound connection: plain TCP's is shared with the event loop.
+enum Writer {
+    Plain(tokio::net::tcp::OwnedWriteHalf),
+    Tls(WriteHalf),
+}
+
+async fn authenticate(stream: TcpStream, label: &str, shared: &Shared) -> Option<(ReadHalf, Writer, Caller)> {
     let mut first = [0u8; 1];
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await {
         Ok(Ok(0)) => return None,
@@ -1279,8 +1315,8 @@ async fn authenticate(stream: TcpStream, label: &str, shared: &Shared) -> Option
         Ok(Ok(_)) | Err(_) => {}
     }
     if first[0] != TLS_HANDSHAKE_BYTE {
-        let (rd, wr) = conn::split_tcp(stream);
-        return Some((rd, wr, Caller::PlainClient));
+        let (rd, wr) = stream.into_split();
+        return Some((Box::new(rd), Writer::Plain(wr), Caller::PlainClient));
     }
     let Some(tls) = &shared.tls else {
         shared.log.warn(|| {
@@ -1295,7 +1331,7 @@ async fn authenticate(stream: TcpStream, label: &str, shared: &Shared) -> Option
                 None => Caller::TlsClient,
             };
             let (rd, wr) = conn::split_tls(stream);
-            Some((rd, wr, caller))
+            Some((rd, Writer::Tls(wr), caller))
         }
         Ok(Err(e)) => {
             shared.log.warn(|| format!("{label}: closing connection: TLS handshake failed: {e}"));
@@ -1316,6 +1352,7 @@ async fn read_conn<P: Protocol>(
     conn: u64,
     tx: &OutTx<P::Msg>,
     queue: &Arc<ConnQueue>,
+    direct: Option<&Arc<SharedWrite>>,
     inbox: &mpsc::Sender<Inbound<P::Msg>>,
     max_frame: usize,
     shared: &Shared,
@@ -1416,7 +1453,8 @@ async fn read_conn<P: Protocol>(
                     return reject(why);
                 }
                 client = matches!(from, Addr::Client(_));
-                let ev = Inbound::Connected { conn, from, tx: tx.clone(), queue: queue.clone() };
+                let ev =
+                    Inbound::Connected { conn, from, tx: tx.clone(), queue: queue.clone(), direct: direct.cloned() };
                 if inbox.send(ev).await.is_err() {
                     return ReadEnd::Closed;
                 }
