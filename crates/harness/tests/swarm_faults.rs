@@ -483,6 +483,7 @@ crash_seed_tests! {
     op_survives_crash_seeds: snowline_protocols::Op,
     cv_survives_crash_seeds: snowline_protocols::Cv,
     two_pl_survives_crash_seeds: snowline_protocols::TwoPl,
+    occ_survives_crash_seeds: snowline_protocols::Occ,
 }
 
 #[test]

@@ -187,6 +187,7 @@ mod in_the_simulator {
         check::<Op>(1, &[]);
         check::<Cv>(1, &[]);
         check::<TwoPl>(1, &[]);
+        check::<snowline_protocols::Occ>(1, &[]);
         check::<RaftKv>(1, &[]);
         check::<AmcastKv>(1, &[]);
         check::<TpcKv>(1, &[]);
@@ -215,6 +216,7 @@ mod in_the_simulator {
             check::<Op>(seed, &forgeries);
             check::<Cv>(seed, &forgeries);
             check::<TwoPl>(seed, &forgeries);
+            check::<snowline_protocols::Occ>(seed, &forgeries);
             check::<RaftKv>(seed, &forgeries);
             check::<AmcastKv>(seed, &forgeries);
             check::<TpcKv>(seed, &forgeries);

@@ -5,6 +5,11 @@
 //! partitions, two-phase commit (Gray 1978) for atomicity across partitions, and wound-wait (Rosenkrantz,
 //! Stearns, Lewis, ACM TODS 1978) against deadlocks.
 //!
+//! The module is generic over its concurrency control ([`SingleCopy`]`<C: `[`ConcurrencyControl`]`>`):
+//! [`TwoPl`] locks ([`Control::Locking`], this doc), [`occ::Occ`] validates ([`Control::Validation`], its
+//! module doc). Placement, the client, the coordinator and two-phase commit are one implementation; reads,
+//! prepares and read-only commits branch on the control.
+//!
 //! # Guarantees
 //!
 //! Strict serializability: every committed transaction held shared locks on what it read and exclusive locks
