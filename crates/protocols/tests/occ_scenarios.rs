@@ -214,14 +214,14 @@ fn a_stored_procedure_whose_read_changed_aborts_at_validation() {
     assert_eq!(values(&end), vec![None], "nothing written");
 }
 
-/// A participant crashes after voting yes: it comes back prepared (its locks restored from its log), the
-/// decision is retransmitted, and the commit is applied.
+/// A participant crashes after voting yes: it comes back prepared, its no-wait locks restored from its log, so
+/// a conflicting writer still aborts (Conflict) until the retransmitted decision is applied; then it commits.
 #[test]
-fn a_participant_that_crashes_while_prepared_applies_the_decision_after_restart() {
+fn a_participant_that_crashes_while_prepared_keeps_its_locks_until_the_decision() {
     let mut sim: Sim<Occ> =
         Sim::new(SimConfig { durable: true, ..SimConfig::exact(1, Topology::new(1, 2), 100_000, WAN_NS) });
     let (x, y) = keys(&sim);
-    let (client, reader) = (sim.add_client(0), sim.add_client(0));
+    let (client, other) = (sim.add_client(0), sim.add_client(0));
     let (mut o, mut r) = (0, 0);
     let p1 = ServerId::new(0, 1);
     let to_p1 = Addr::Server(p1);
@@ -229,10 +229,14 @@ fn a_participant_that_crashes_while_prepared_applies_the_decision_after_restart(
     let commit = ok(&mut sim, client, &mut o, update(&[(&x, "x1"), (&y, "y1")])).commit.expect("a version");
     sim.crash(p1);
     sim.drop_held(|_| true);
-    sim.stop_holding(hold);
     sim.restart(p1);
+    let error = run(&mut sim, other, &mut r, update(&[(&y, "y2")])).expect_err("y is still locked after the restart");
+    assert_eq!(error.abort_cause(), Some(AbortCause::Conflict), "{error}");
+    sim.stop_holding(hold);
+    sim.release(|_| true);
     sim.advance(2 * SECOND);
     assert_eq!(sim.server(p1).value(&y), Some(("y1".into(), commit)), "the decision came again");
-    let end = ok(&mut sim, reader, &mut r, Request::Rot { keys: vec![x, y] });
-    assert_eq!(values(&end), vec![Some("x1".into()), Some("y1".into())]);
+    ok(&mut sim, other, &mut r, update(&[(&y, "y2")]));
+    let end = ok(&mut sim, other, &mut r, Request::Rot { keys: vec![x, y] });
+    assert_eq!(values(&end), vec![Some("x1".into()), Some("y2".into())]);
 }
