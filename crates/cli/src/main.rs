@@ -128,7 +128,7 @@ enum Command {
         keys: Vec<String>,
     },
     /// A transaction: reads (--get K, one round, in order), then writes (--put K=V), committed atomically.
-    /// With a protocol that offers interactive transactions (2pl) it reads and writes under its isolation and
+    /// With a protocol that offers interactive transactions (2pl, occ) it reads and writes under its isolation and
     /// may abort: then it prints the cause and exits 3. Protocols with only blind write transactions (cure,
     /// av, op, cv) take --put alone. Prints JSON: the values read and the commit version.
     Txn {
@@ -194,7 +194,7 @@ enum ClusterCommand {
 
 #[derive(Args, Clone)]
 pub struct ClusterUpArgs {
-    /// The protocol every server runs: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl,
+    /// The protocol every server runs: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, occ,
     /// raft-kv, amcast-kv, tpc-kv, nmsi (jessy), rc (jessy-rc), ser (p-store), us (gmu), si (serrano) or psi (walter) (docs/PROTOCOLS.md).
     #[arg(long, default_value = "cv")]
     pub protocol: String,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// The workload and cluster shape shared by `sim` and `bench`.
 #[derive(Args, Clone, Debug)]
 pub struct WorkloadArgs {
-    /// The protocol: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, raft-kv, amcast-kv, tpc-kv,
+    /// The protocol: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, occ, raft-kv, amcast-kv, tpc-kv,
     /// nmsi (jessy), rc (jessy-rc), ser (p-store), us (gmu), si (serrano) or psi (walter) (docs/PROTOCOLS.md).
     #[arg(long, default_value = "cv")]
     pub protocol: String,

@@ -298,6 +298,11 @@ fn twopl_loses_no_acknowledged_write_when_a_server_is_killed() {
     crash_and_recover::<snowline_protocols::TwoPl>(Crash::OneServer);
 }
 
+#[test]
+fn occ_loses_no_acknowledged_write_when_a_server_is_killed() {
+    crash_and_recover::<snowline_protocols::Occ>(Crash::OneServer);
+}
+
 /// A damaged data file stops the server with an error naming the file; nothing is served from it.
 #[test]
 fn raft_kv_loses_no_acknowledged_write_when_its_leader_is_killed() {

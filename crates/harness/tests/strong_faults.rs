@@ -2,7 +2,7 @@
 //! keys, message delays (jitter, spikes, a slow and then partitioned inter-datacenter link), clock skew, and
 //! for a third of the seeds a participant that crashes mid-run and restarts from its log. Fault parameters are
 //! drawn per seed. Every run's history must pass the checker at the protocol's claimed level (`strict-ser`
-//! for 2PL), transactions must commit despite the contention (aborts are retried until they commit), and
+//! for 2PL and OCC), transactions must commit despite the contention (aborts are retried until they commit), and
 //! after quiescence every datacenter reads the same value for every key.
 //!
 //! `SNOWLINE_STRONG_SEEDS=N` runs N seeds (default 200).
@@ -103,4 +103,10 @@ fn check_protocol(name: &str) {
 #[test]
 fn twopl_is_strictly_serializable_under_contention_delays_and_crashes() {
     check_protocol("2pl");
+}
+
+/// OCC with validation at two-phase commit (Rococo's and SNOW §6.2's baseline) claims strict serializability.
+#[test]
+fn occ_is_strictly_serializable_under_contention_delays_and_crashes() {
+    check_protocol("occ");
 }

@@ -491,6 +491,7 @@ crash_seed_tests! {
     rococo_snow_survives_crash_seeds: snowline_protocols::RococoSnow,
     eiger_ps_survives_crash_seeds: snowline_protocols::EigerPs,
     cops_dw_survives_crash_seeds: snowline_protocols::CopsDw,
+    occ_survives_crash_seeds: snowline_protocols::Occ,
 }
 
 #[test]

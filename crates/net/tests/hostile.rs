@@ -464,6 +464,7 @@ async fn forged_peer_messages_are_refused_by_every_protocol() {
     survives_forgeries::<CopsSnow>(|_, k, v| cops_forgeries(k, v)).await;
     survives_forgeries::<Contrarian>(contrarian_forgeries).await;
     survives_forgeries::<TwoPl>(|_, _, _| twopl_forgeries()).await;
+    survives_forgeries::<snowline_protocols::Occ>(|_, _, _| twopl_forgeries()).await;
     survives_forgeries::<RaftKv>(|_, k, _| raft_forgeries(k)).await;
     survives_forgeries::<AmcastKv>(|_, k, v| amcast_forgeries(k, v)).await;
     survives_forgeries::<TpcKv>(|_, _, v| tpc_forgeries(v)).await;

@@ -17,6 +17,8 @@ pub use strong::{
     tpc_kv, twopl,
 };
 
+pub use strong::{Occ, occ};
+
 #[doc(hidden)]
 pub use snowline_core as __core;
 use snowline_core::Offers;
@@ -40,6 +42,7 @@ macro_rules! __registry {
             [$crate::Op, aliases [], claims "causal", orders_versions false]
             [$crate::Cv, aliases [], claims "rc", orders_versions false]
             [$crate::TwoPl, aliases ["2pl-2pc"], claims "strict-ser", orders_versions true]
+            [$crate::Occ, aliases [], claims "strict-ser", orders_versions true]
             [$crate::RaftKv, aliases ["raft"], claims "strict-ser", orders_versions true]
             [$crate::AmcastKv, aliases ["skeen-kv"], claims "ser", orders_versions true]
             [$crate::TpcKv, aliases ["2pc-kv"], claims "strict-ser", orders_versions true]

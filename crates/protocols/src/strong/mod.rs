@@ -1,7 +1,8 @@
-//! The strong family: read-write transactions that lock, certify, vote and abort (`twopl`; the Jessy
-//! family's `nmsi`, `rc` and `ser` in `jessy`, on `dependence`'s partitioned dependence vectors; Rococo and Rococo-SNOW in `rococo`)
-//!, and linearizable replicated storage (`raft-kv`), storage ordered by atomic multicast
-//! (`amcast-kv`), and its two-phase-commit counterpart (`tpc-kv`).
+//! The strong family: read-write transactions that lock, certify, vote and abort (`twopl`, and `twopl::occ`:
+//! optimistic concurrency control on the same two-phase commit; the Jessy family's `nmsi`, `rc` and `ser` in
+//! `jessy`, on `dependence`'s partitioned dependence vectors; Rococo and Rococo-SNOW in `rococo`), and linearizable replicated
+//! storage (`raft-kv`), storage ordered by atomic multicast (`amcast-kv`), and its two-phase-commit
+//! counterpart (`tpc-kv`).
 
 pub mod amcast_kv;
 pub mod dependence;
@@ -18,3 +19,4 @@ pub use raft_kv::RaftKv;
 pub use rococo::{Rococo, RococoSnow};
 pub use tpc_kv::TpcKv;
 pub use twopl::TwoPl;
+pub use twopl::occ::{self, Occ};

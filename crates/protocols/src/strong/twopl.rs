@@ -5,6 +5,11 @@
 //! partitions, two-phase commit (Gray 1978) for atomicity across partitions, and wound-wait (Rosenkrantz,
 //! Stearns, Lewis, ACM TODS 1978) against deadlocks.
 //!
+//! The module is generic over its concurrency control ([`SingleCopy`]`<C: `[`ConcurrencyControl`]`>`):
+//! [`TwoPl`] locks ([`Control::Locking`], this doc), [`occ::Occ`] validates ([`Control::Validation`], its
+//! module doc). Placement, the client, the coordinator and two-phase commit are one implementation; reads,
+//! prepares and read-only commits branch on the control.
+//!
 //! # Guarantees
 //!
 //! Strict serializability: every committed transaction held shared locks on what it read and exclusive locks
@@ -125,7 +130,10 @@ use snowline_core::{
     Request, ServerId, ServerNode, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::marker::PhantomData;
 use std::ops::Range;
+
+pub mod occ;
 
 /// The datacenter whose servers hold the single copy of every key.
 pub const HOME_DC: DcId = 0;
@@ -137,15 +145,43 @@ pub const SWEEP_EVERY_NS: u64 = 1_000_000_000;
 /// How long a partition remembers why it aborted a transaction (to tell its late requests the cause).
 pub const ABORTED_MEMORY_NS: u64 = 60_000_000_000;
 
-/// Two-phase locking with two-phase commit. See the module docs.
-pub struct TwoPl;
+/// How a protocol of this module keeps concurrent transactions apart at a partition. Everything else —
+/// single-copy placement, the client (read rounds, stored procedures' waves, read-only commits), the
+/// coordinator and two-phase commit — is one implementation for both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Strict two-phase locking with wound-wait: reads lock, prepares lock and wait (`2pl`, this module).
+    Locking,
+    /// Optimistic: reads take no lock, a prepare validates the reads with no-wait locks (`occ`, [`occ`]).
+    Validation,
+}
 
-impl Protocol for TwoPl {
+/// Selects a protocol of this module: its name and its [`Control`].
+pub trait ConcurrencyControl: Send + 'static {
+    const NAME: &'static str;
+    const CONTROL: Control;
+}
+
+/// Two-phase locking: [`Control::Locking`].
+pub struct Pessimistic;
+
+impl ConcurrencyControl for Pessimistic {
     const NAME: &'static str = "2pl";
+    const CONTROL: Control = Control::Locking;
+}
+
+/// Two-phase commit over single-copy partitions, with the concurrency control `C`.
+pub struct SingleCopy<C>(PhantomData<C>);
+
+/// Two-phase locking with two-phase commit. See the module docs.
+pub type TwoPl = SingleCopy<Pessimistic>;
+
+impl<C: ConcurrencyControl> Protocol for SingleCopy<C> {
+    const NAME: &'static str = C::NAME;
     type Msg = TwoPlMsg;
     type Timer = TwoPlTimer;
-    type Server = TwoPlServer;
-    type Client = TwoPlClient;
+    type Server = TwoPlServer<C>;
+    type Client = TwoPlClient<C>;
     const OFFERS: Offers = Offers {
         read_only: true,
         multi_shot_rots: true,
@@ -160,11 +196,11 @@ impl Protocol for TwoPl {
         LinkAssumptions { fifo: true }
     }
 
-    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> TwoPlServer {
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> TwoPlServer<C> {
         TwoPlServer::with_config(id, topology, config)
     }
 
-    fn client(id: ClientId, _dc: DcId, topology: Topology, config: &ProtocolConfig) -> TwoPlClient {
+    fn client(id: ClientId, _dc: DcId, topology: Topology, config: &ProtocolConfig) -> TwoPlClient<C> {
         TwoPlClient::new(id, topology, config.clone())
     }
 }
@@ -202,8 +238,11 @@ pub struct Participant {
     pub partition: PartitionId,
     /// The transaction's writes on this partition (empty: a read-only participant).
     pub writes: Vec<(Key, Value)>,
-    /// The client holds locks there (it read there).
+    /// The client holds locks there (it read there; 2PL).
     pub held: bool,
+    /// The keys the transaction read there, with the versions it read (OCC validates them; 2PL's locks
+    /// make them current, so it sends none).
+    pub reads: Vec<(Key, Version)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -216,8 +255,8 @@ pub enum TwoPlMsg {
     ReadReply { txn: TxnId, result: Result<Vec<ReadResult>, OpError>, blocked_ns: u64 },
     /// Client → coordinator: commit this transaction.
     Commit { txn: TxnId, age: Age, participants: Vec<Participant> },
-    /// Coordinator → participant: lock the writes exclusively and vote.
-    Prepare { txn: TxnId, age: Age, writes: Vec<(Key, Value)>, held: bool },
+    /// Coordinator → participant: lock the writes exclusively and vote (OCC: validate `reads` too).
+    Prepare { txn: TxnId, age: Age, writes: Vec<(Key, Value)>, held: bool, reads: Vec<(Key, Version)> },
     /// Participant → coordinator: yes with a proposed commit time, or no with a cause.
     Vote { txn: TxnId, vote: Result<u64, Abort>, blocked_ns: u64 },
     /// Coordinator → participant: commit with this version, or abort (`None`).
@@ -228,8 +267,12 @@ pub enum TwoPlMsg {
     /// transaction). With `confirm`, answer whether the transaction still held its locks here
     /// ([`TwoPlMsg::Released`]).
     Release { txn: TxnId, confirm: bool },
-    /// Home server → client: the transaction held its locks here until the release, or why not.
+    /// Home server → client: the transaction held its locks here until the release (2PL), or its reads
+    /// here were still current ([`TwoPlMsg::Validate`], OCC); or why not.
     Released { txn: TxnId, result: Result<(), Abort> },
+    /// Client → home server (OCC's read-only commit): answer ([`TwoPlMsg::Released`]) whether these keys
+    /// still have the versions read and no prepared transaction is writing them.
+    Validate { txn: TxnId, reads: Vec<(Key, Version)> },
     /// Participant → coordinator: an older transaction waits for this one, which is prepared here; abort it
     /// if it is not decided yet.
     Wound { txn: TxnId },
@@ -249,6 +292,7 @@ impl Message for TwoPlMsg {
             TwoPlMsg::Ack { .. } => "ack",
             TwoPlMsg::Release { .. } => "release",
             TwoPlMsg::Released { .. } => "released",
+            TwoPlMsg::Validate { .. } => "validate",
             TwoPlMsg::Wound { .. } => "wound",
             TwoPlMsg::Outcome { .. } => "outcome",
         }
@@ -345,7 +389,8 @@ struct Coordinated {
 
 /// A partition server: participant (store, locks) and coordinator.
 #[derive(Serialize, Deserialize)]
-pub struct TwoPlServer {
+#[serde(bound = "")]
+pub struct TwoPlServer<C = Pessimistic> {
     id: ServerId,
     topology: Topology,
     store: BTreeMap<Key, (Value, Version)>,
@@ -361,14 +406,18 @@ pub struct TwoPlServer {
     loopback: VecDeque<(ServerId, TwoPlMsg)>,
     /// The bound on timestamps in messages (`ProtocolConfig::max_clock_ahead_ms`).
     max_clock_ahead_ms: u64,
+    #[serde(skip)]
+    _control: PhantomData<C>,
 }
 
-type Cx<'a> = Ctx<'a, TwoPl>;
+type Cx<'a, C> = Ctx<'a, SingleCopy<C>>;
 
-impl TwoPlServer {
+impl<C: ConcurrencyControl> TwoPlServer<C> {
     pub fn new(id: ServerId, topology: Topology) -> Self {
         Self::with_config(id, topology, &ProtocolConfig::default())
     }
+
+    const OPTIMISTIC: bool = matches!(C::CONTROL, Control::Validation);
 
     pub fn with_config(id: ServerId, topology: Topology, config: &ProtocolConfig) -> Self {
         Self {
@@ -382,6 +431,7 @@ impl TwoPlServer {
             aborted: BTreeMap::new(),
             coordinated: BTreeMap::new(),
             loopback: VecDeque::new(),
+            _control: PhantomData,
         }
     }
 
@@ -420,7 +470,7 @@ impl TwoPlServer {
         self.aborted.get(&txn).map(|(a, _)| a.cause)
     }
 
-    fn send_server(&mut self, cx: &mut Cx<'_>, to: ServerId, msg: TwoPlMsg) {
+    fn send_server(&mut self, cx: &mut Cx<'_, C>, to: ServerId, msg: TwoPlMsg) {
         if to == self.id {
             self.loopback.push_back((self.id, msg));
         } else {
@@ -428,7 +478,7 @@ impl TwoPlServer {
         }
     }
 
-    fn drain_loopback(&mut self, cx: &mut Cx<'_>) {
+    fn drain_loopback(&mut self, cx: &mut Cx<'_, C>) {
         while let Some((from, msg)) = self.loopback.pop_front() {
             self.handle(cx, Addr::Server(from), msg);
         }
@@ -441,12 +491,13 @@ impl TwoPlServer {
         })
     }
 
-    fn handle(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TwoPlMsg) {
+    fn handle(&mut self, cx: &mut Cx<'_, C>, from: Addr, msg: TwoPlMsg) {
         if self.id.dc != HOME_DC {
             let reason = format!(
-                "{} serves nothing: 2pl keeps the single copy of every key in datacenter {HOME_DC} (replica groups \
+                "{} serves nothing: {} keeps the single copy of every key in datacenter {HOME_DC} (replica groups \
                  come later)",
-                self.id
+                self.id,
+                C::NAME
             );
             match (from, msg) {
                 (Addr::Client(c), TwoPlMsg::Read { txn, .. }) => {
@@ -460,15 +511,19 @@ impl TwoPlServer {
             return;
         }
         match (from, msg) {
+            (Addr::Client(c), TwoPlMsg::Read { txn, keys, .. }) if Self::OPTIMISTIC => {
+                self.read_optimistic(cx, c, txn, keys)
+            }
             (Addr::Client(c), TwoPlMsg::Read { txn, age, keys, exclusive, held }) => {
                 self.on_read(cx, c, txn, age, keys, exclusive, held)
             }
+            (Addr::Client(c), TwoPlMsg::Validate { txn, reads }) => self.on_validate(cx, c, txn, reads),
             (Addr::Client(c), TwoPlMsg::Commit { txn, age, participants }) => {
                 self.on_commit(cx, c, txn, age, participants)
             }
             (Addr::Client(c), TwoPlMsg::Release { txn, confirm }) => self.on_release(cx, c, txn, confirm),
-            (Addr::Server(s), TwoPlMsg::Prepare { txn, age, writes, held }) if s.dc == HOME_DC => {
-                self.on_prepare(cx, s, txn, age, writes, held)
+            (Addr::Server(s), TwoPlMsg::Prepare { txn, age, writes, held, reads }) if s.dc == HOME_DC => {
+                self.on_prepare(cx, s, txn, age, writes, held, reads)
             }
             (Addr::Server(s), TwoPlMsg::Vote { txn, vote, blocked_ns }) if s.dc == HOME_DC => {
                 self.on_vote(cx, s, txn, vote, blocked_ns)
@@ -496,22 +551,45 @@ impl TwoPlServer {
             })?;
             Ok(s)
         };
+        // What only one concurrency control sends: OCC's reads lock nothing and it never waits (so never
+        // wounds); 2PL's locks keep what it read current (so it validates nothing).
+        let optimistic = |yes: bool| {
+            check.ensure(yes == Self::OPTIMISTIC, InvalidKind::Unexpected, || format!("{} never sends it", C::NAME))
+        };
+        let versions = |reads: &[(Key, Version)]| reads.iter().try_for_each(|(_, v)| check.version(v, "read version"));
         match msg {
             // The handlers answer a client that names another's transaction with a refusal.
-            TwoPlMsg::Read { age, .. } | TwoPlMsg::Commit { age, .. } => {
+            TwoPlMsg::Read { age, exclusive, .. } => {
+                check.client()?;
+                check.time(age.time, "age")?;
+                check.ensure(!Self::OPTIMISTIC || exclusive.is_empty(), InvalidKind::Malformed, || {
+                    format!("{}'s reads lock nothing", C::NAME)
+                })?;
+            }
+            TwoPlMsg::Commit { age, .. } => {
                 check.client()?;
                 check.time(age.time, "age")?;
             }
             TwoPlMsg::Release { .. } => {
                 check.client()?;
+                optimistic(false)?;
+            }
+            TwoPlMsg::Validate { reads, .. } => {
+                check.client()?;
+                optimistic(true)?;
+                versions(reads)?;
             }
             TwoPlMsg::ReadReply { .. } | TwoPlMsg::Released { .. } | TwoPlMsg::Outcome { .. } => {
                 return Err(check.fail(InvalidKind::Sender, "only a client is sent this"));
             }
             // A participant votes no on writes of another partition.
-            TwoPlMsg::Prepare { age, .. } => {
+            TwoPlMsg::Prepare { age, reads, .. } => {
                 home_server()?;
                 check.time(age.time, "age")?;
+                check.ensure(Self::OPTIMISTIC || reads.is_empty(), InvalidKind::Malformed, || {
+                    format!("{} validates no reads", C::NAME)
+                })?;
+                versions(reads)?;
             }
             TwoPlMsg::Vote { vote, .. } => {
                 home_server()?;
@@ -525,8 +603,12 @@ impl TwoPlServer {
                     check.version(v, "commit version")?;
                 }
             }
-            TwoPlMsg::Ack { .. } | TwoPlMsg::Wound { .. } => {
+            TwoPlMsg::Ack { .. } => {
                 home_server()?;
+            }
+            TwoPlMsg::Wound { .. } => {
+                home_server()?;
+                optimistic(false)?;
             }
         }
         Ok(())
@@ -534,10 +616,23 @@ impl TwoPlServer {
 
     // ---- participant ----
 
+    /// Why a client's read request is refused, if it is: another client's transaction, no key, or a key of
+    /// another partition.
+    fn check_read<'k>(&self, client: ClientId, txn: TxnId, keys: impl Iterator<Item = &'k Key>) -> Result<(), String> {
+        if txn.client != client {
+            return Err(format!("transaction {txn:?} is not client {client}'s"));
+        }
+        let mut keys = keys.peekable();
+        if keys.peek().is_none() {
+            return Err("a read must name at least one key".into());
+        }
+        self.misplaced(keys).map_or(Ok(()), Err)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn on_read(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, C>,
         client: ClientId,
         txn: TxnId,
         age: Age,
@@ -546,16 +641,10 @@ impl TwoPlServer {
         held: bool,
     ) {
         cx.charge((keys.len() + exclusive.len()) as u64);
-        let refuse = |cx: &mut Cx<'_>, error: OpError| {
+        let refuse = |cx: &mut Cx<'_, C>, error: OpError| {
             cx.send(client, TwoPlMsg::ReadReply { txn, result: Err(error), blocked_ns: 0 });
         };
-        if txn.client != client {
-            return refuse(cx, OpError::Rejected(format!("transaction {txn:?} is not client {client}'s")));
-        }
-        if keys.is_empty() && exclusive.is_empty() {
-            return refuse(cx, OpError::Rejected("a read must name at least one key".into()));
-        }
-        if let Some(reason) = self.misplaced(keys.iter().chain(&exclusive)) {
+        if let Err(reason) = self.check_read(client, txn, keys.iter().chain(&exclusive)) {
             return refuse(cx, OpError::Rejected(reason));
         }
         match self.txns.get(&txn) {
@@ -589,16 +678,21 @@ impl TwoPlServer {
         self.request_locks(cx, txn, wanted);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_prepare(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, C>,
         coordinator: ServerId,
         txn: TxnId,
         age: Age,
         writes: Vec<(Key, Value)>,
         held: bool,
+        reads: Vec<(Key, Version)>,
     ) {
-        cx.charge(1 + writes.len() as u64);
+        cx.charge(1 + (writes.len() + reads.len()) as u64);
+        if Self::OPTIMISTIC {
+            return self.prepare_optimistic(cx, coordinator, txn, age, writes, reads);
+        }
         let mut no = |s: &mut Self, cause: AbortCause, detail: String| {
             s.send_server(cx, coordinator, TwoPlMsg::Vote { txn, vote: Err(Abort { cause, detail }), blocked_ns: 0 });
         };
@@ -640,7 +734,7 @@ impl TwoPlServer {
 
     /// Request `wanted` for `txn` (which has a pending request), wounding younger unprepared transactions it
     /// would wait for; the pending request completes when every lock is granted.
-    fn request_locks(&mut self, cx: &mut Cx<'_>, txn: TxnId, wanted: BTreeMap<Key, Mode>) {
+    fn request_locks(&mut self, cx: &mut Cx<'_, C>, txn: TxnId, wanted: BTreeMap<Key, Mode>) {
         let mut dirty = BTreeSet::new();
         for (key, mode) in wanted {
             let Some(t) = self.txns.get(&txn) else { return };
@@ -696,7 +790,7 @@ impl TwoPlServer {
 
     /// Grant, in queue order, the waiters of `keys` compatible with the holders; complete the requests
     /// that have all their locks.
-    fn pump(&mut self, cx: &mut Cx<'_>, keys: BTreeSet<Key>) {
+    fn pump(&mut self, cx: &mut Cx<'_, C>, keys: BTreeSet<Key>) {
         let mut granted = Vec::new();
         for key in keys {
             let Some(lock) = self.locks.get_mut(&key) else { continue };
@@ -728,7 +822,7 @@ impl TwoPlServer {
     }
 
     /// `txn`'s pending request has all its locks: answer the read, or vote yes.
-    fn complete_pending(&mut self, cx: &mut Cx<'_>, txn: TxnId) {
+    fn complete_pending(&mut self, cx: &mut Cx<'_, C>, txn: TxnId) {
         let now = cx.now_ns();
         let Some(pending) = self.txns.get_mut(&txn).and_then(|t| t.pending.take()) else { return };
         let blocked_ns = now.saturating_sub(pending.arrived_ns);
@@ -737,15 +831,26 @@ impl TwoPlServer {
                 let results = keys.into_iter().map(|k| self.read(k)).collect();
                 cx.send(client, TwoPlMsg::ReadReply { txn, result: Ok(results), blocked_ns });
             }
-            Waiting::Prepare { coordinator, writes } => {
-                let time = now.max(self.clock.saturating_add(1));
-                self.clock = time;
-                if let Some(t) = self.txns.get_mut(&txn) {
-                    t.prepared = Some(Prepared { coordinator, writes, wound_sent: false });
-                }
-                self.send_server(cx, coordinator, TwoPlMsg::Vote { txn, vote: Ok(time), blocked_ns });
-            }
+            Waiting::Prepare { coordinator, writes } => self.vote_yes(cx, txn, coordinator, writes, blocked_ns),
         }
+    }
+
+    /// `txn` holds every lock it needs here: it is prepared; vote yes, proposing a commit time above every
+    /// version applied here and every decision seen.
+    fn vote_yes(
+        &mut self,
+        cx: &mut Cx<'_, C>,
+        txn: TxnId,
+        coordinator: ServerId,
+        writes: Vec<(Key, Value)>,
+        blocked_ns: u64,
+    ) {
+        let time = cx.now_ns().max(self.clock.saturating_add(1));
+        self.clock = time;
+        if let Some(t) = self.txns.get_mut(&txn) {
+            t.prepared = Some(Prepared { coordinator, writes, wound_sent: false });
+        }
+        self.send_server(cx, coordinator, TwoPlMsg::Vote { txn, vote: Ok(time), blocked_ns });
     }
 
     fn read(&self, key: Key) -> ReadResult {
@@ -779,7 +884,7 @@ impl TwoPlServer {
 
     /// Abort `txn` here. With `answer` (a wound or a timeout), its waiting request gets the abort (a read) or
     /// a vote no (a prepare), and its later requests learn the cause.
-    fn abort_here(&mut self, cx: &mut Cx<'_>, txn: TxnId, abort: Abort, answer: bool, dirty: &mut BTreeSet<Key>) {
+    fn abort_here(&mut self, cx: &mut Cx<'_, C>, txn: TxnId, abort: Abort, answer: bool, dirty: &mut BTreeSet<Key>) {
         let Some(t) = self.remove(txn, dirty) else { return };
         let now = cx.now_ns();
         if let (true, Some(p)) = (answer, t.pending) {
@@ -799,7 +904,7 @@ impl TwoPlServer {
         }
     }
 
-    fn on_release(&mut self, cx: &mut Cx<'_>, client: ClientId, txn: TxnId, confirm: bool) {
+    fn on_release(&mut self, cx: &mut Cx<'_, C>, client: ClientId, txn: TxnId, confirm: bool) {
         if txn.client != client {
             return; // another client's transaction
         }
@@ -824,7 +929,7 @@ impl TwoPlServer {
         }
     }
 
-    fn on_decide(&mut self, cx: &mut Cx<'_>, coordinator: ServerId, txn: TxnId, commit: Option<Version>) {
+    fn on_decide(&mut self, cx: &mut Cx<'_, C>, coordinator: ServerId, txn: TxnId, commit: Option<Version>) {
         if let Some(v) = commit {
             self.clock = self.clock.max(v.time);
         }
@@ -852,7 +957,7 @@ impl TwoPlServer {
         self.send_server(cx, coordinator, TwoPlMsg::Ack { txn });
     }
 
-    fn sweep(&mut self, cx: &mut Cx<'_>) {
+    fn sweep(&mut self, cx: &mut Cx<'_, C>) {
         cx.set_timer(SWEEP_EVERY_NS, TwoPlTimer::Sweep);
         let now = cx.now_ns();
         let idle: Vec<TxnId> = self
@@ -895,14 +1000,22 @@ impl TwoPlServer {
             if !seen.insert(p.partition) {
                 return Err(format!("partition {} is named twice", p.partition));
             }
-            if let Some((k, _)) = p.writes.iter().find(|(k, _)| self.topology.partition_of(k) != p.partition) {
+            let keys = p.writes.iter().map(|(k, _)| k).chain(p.reads.iter().map(|(k, _)| k));
+            if let Some(k) = keys.into_iter().find(|k| self.topology.partition_of(k) != p.partition) {
                 return Err(format!("key {k:?} does not live on partition {}", p.partition));
             }
         }
         Ok(())
     }
 
-    fn on_commit(&mut self, cx: &mut Cx<'_>, client: ClientId, txn: TxnId, age: Age, participants: Vec<Participant>) {
+    fn on_commit(
+        &mut self,
+        cx: &mut Cx<'_, C>,
+        client: ClientId,
+        txn: TxnId,
+        age: Age,
+        participants: Vec<Participant>,
+    ) {
         cx.charge(participants.len() as u64);
         if let Err(reason) = self.check_commit(client, txn, &participants) {
             cx.send(client, TwoPlMsg::Outcome { txn, result: Err(OpError::Rejected(reason)) });
@@ -915,12 +1028,12 @@ impl TwoPlServer {
         self.coordinated
             .insert(txn, Coordinated { client, votes, blocked_ns: 0, decided: false, unacked: BTreeSet::new() });
         for p in participants {
-            let prepare = TwoPlMsg::Prepare { txn, age, writes: p.writes, held: p.held };
+            let prepare = TwoPlMsg::Prepare { txn, age, writes: p.writes, held: p.held, reads: p.reads };
             self.send_server(cx, home(p.partition), prepare);
         }
     }
 
-    fn on_vote(&mut self, cx: &mut Cx<'_>, from: ServerId, txn: TxnId, vote: Result<u64, Abort>, blocked_ns: u64) {
+    fn on_vote(&mut self, cx: &mut Cx<'_, C>, from: ServerId, txn: TxnId, vote: Result<u64, Abort>, blocked_ns: u64) {
         let Some(c) = self.coordinated.get_mut(&txn) else { return };
         if c.decided {
             return;
@@ -942,7 +1055,7 @@ impl TwoPlServer {
         }
     }
 
-    fn decide(&mut self, cx: &mut Cx<'_>, txn: TxnId, decision: Result<Version, Abort>) {
+    fn decide(&mut self, cx: &mut Cx<'_, C>, txn: TxnId, decision: Result<Version, Abort>) {
         let Some(c) = self.coordinated.get_mut(&txn) else { return };
         c.decided = true;
         c.unacked = c.votes.keys().copied().collect();
@@ -959,7 +1072,7 @@ impl TwoPlServer {
     }
 
     /// A participant asks to abort a transaction it holds prepared, for an older one waiting for it.
-    fn on_wound(&mut self, cx: &mut Cx<'_>, txn: TxnId) {
+    fn on_wound(&mut self, cx: &mut Cx<'_, C>, txn: TxnId) {
         if self.coordinated.get(&txn).is_some_and(|c| !c.decided) {
             self.decide(cx, txn, Err(wounded()));
         }
@@ -976,14 +1089,15 @@ impl TwoPlServer {
     }
 }
 
-impl ServerNode<TwoPl> for TwoPlServer {
-    fn on_start(&mut self, cx: &mut Cx<'_>) {
-        if self.id.dc == HOME_DC {
+impl<C: ConcurrencyControl> ServerNode<SingleCopy<C>> for TwoPlServer<C> {
+    fn on_start(&mut self, cx: &mut Cx<'_, C>) {
+        // OCC holds nothing for a transaction before it is prepared: nothing can idle.
+        if self.id.dc == HOME_DC && !Self::OPTIMISTIC {
             cx.set_timer(SWEEP_EVERY_NS, TwoPlTimer::Sweep);
         }
     }
 
-    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TwoPlMsg) -> Result<(), InvalidInput> {
+    fn on_message(&mut self, cx: &mut Cx<'_, C>, from: Addr, msg: TwoPlMsg) -> Result<(), InvalidInput> {
         cx.charge(1);
         self.validate(cx.now_ns(), from, &msg)?;
         self.handle(cx, from, msg);
@@ -991,7 +1105,7 @@ impl ServerNode<TwoPl> for TwoPlServer {
         Ok(())
     }
 
-    fn on_timer(&mut self, cx: &mut Cx<'_>, timer: TwoPlTimer) {
+    fn on_timer(&mut self, cx: &mut Cx<'_, C>, timer: TwoPlTimer) {
         match timer {
             TwoPlTimer::Sweep => self.sweep(cx),
         }
@@ -1067,13 +1181,17 @@ struct Open {
     contacted: BTreeSet<PartitionId>,
     /// The partition whose answer completed the last read round.
     last_answer: Option<PartitionId>,
+    /// What the transaction read, with the first version read of each key (OCC validates it).
+    read_set: BTreeMap<Key, Version>,
+    /// Read requests answered (one, on one partition: OCC's read-only commit needs no validation).
+    read_messages: u32,
     step: Step,
     /// The current operation's costs.
     metrics: OpMetrics,
 }
 
 /// A client session: runs one transaction at a time.
-pub struct TwoPlClient {
+pub struct TwoPlClient<C = Pessimistic> {
     id: ClientId,
     topology: Topology,
     config: ProtocolConfig,
@@ -1082,12 +1200,15 @@ pub struct TwoPlClient {
     /// The age of the session's last transaction, when it aborted with a non-user cause (the next one reuses
     /// it).
     retry_age: Option<u64>,
+    _control: PhantomData<C>,
 }
 
-impl TwoPlClient {
+impl<C: ConcurrencyControl> TwoPlClient<C> {
     pub fn new(id: ClientId, topology: Topology, config: ProtocolConfig) -> Self {
-        Self { id, topology, config, next_seq: 0, txn: None, retry_age: None }
+        Self { id, topology, config, next_seq: 0, txn: None, retry_age: None, _control: PhantomData }
     }
+
+    const OPTIMISTIC: bool = matches!(C::CONTROL, Control::Validation);
 
     pub fn id(&self) -> ClientId {
         self.id
@@ -1098,7 +1219,7 @@ impl TwoPlClient {
         self.txn.as_ref().map(|t| (t.id, t.age))
     }
 
-    fn open(&mut self, cx: &mut Cx<'_>, purpose: Purpose) {
+    fn open(&mut self, cx: &mut Cx<'_, C>, purpose: Purpose) {
         let id = TxnId { client: self.id, seq: self.next_seq };
         self.next_seq += 1;
         let age = Age { time: self.retry_age.take().unwrap_or(cx.now_ns()), client: self.id };
@@ -1108,6 +1229,8 @@ impl TwoPlClient {
             purpose,
             contacted: BTreeSet::new(),
             last_answer: None,
+            read_set: BTreeMap::new(),
+            read_messages: 0,
             step: Step::Idle,
             metrics: OpMetrics::default(),
         });
@@ -1121,7 +1244,10 @@ impl TwoPlClient {
         };
     }
 
-    fn release(&self, cx: &mut Cx<'_>, t: &Open, except: Option<PartitionId>) {
+    fn release(&self, cx: &mut Cx<'_, C>, t: &Open, except: Option<PartitionId>) {
+        if Self::OPTIMISTIC {
+            return; // OCC's reads hold nothing
+        }
         for p in &t.contacted {
             if Some(*p) != except {
                 cx.send(home(*p), TwoPlMsg::Release { txn: t.id, confirm: false });
@@ -1130,14 +1256,14 @@ impl TwoPlClient {
     }
 
     /// End `t` with an error: release its locks and complete `op`.
-    fn fail(&mut self, cx: &mut Cx<'_>, t: Open, op: OpId, error: OpError, except: Option<PartitionId>) {
+    fn fail(&mut self, cx: &mut Cx<'_, C>, t: Open, op: OpId, error: OpError, except: Option<PartitionId>) {
         self.release(cx, &t, except);
         self.ended(&t, Err(&error));
         cx.complete(op, Err(error));
     }
 
     /// Give up on an operation the runtime no longer waits for (see the module docs).
-    fn abandon(&mut self, cx: &mut Cx<'_>) {
+    fn abandon(&mut self, cx: &mut Cx<'_, C>) {
         let Some(t) = self.txn.take_if(|t| !matches!(t.step, Step::Idle)) else { return };
         let gone = || OpError::Unknown("abandoned: the session sent another request before it completed".into());
         match t.step {
@@ -1152,9 +1278,11 @@ impl TwoPlClient {
     }
 
     /// Send one round of lock-and-read requests: `keys` read under shared locks, `exclusive` locked
-    /// exclusively (read too if also in `keys`).
-    fn send_round(&mut self, cx: &mut Cx<'_>, op: OpId, keys: Vec<Key>, exclusive: Vec<Key>) {
+    /// exclusively (read too if also in `keys`). OCC reads without locks: it sends `keys` only. A round
+    /// with nothing to send (OCC: a stored procedure's wave that only writes) is done at once.
+    fn send_round(&mut self, cx: &mut Cx<'_, C>, op: OpId, keys: Vec<Key>, exclusive: Vec<Key>) {
         let Some(t) = self.txn.as_mut() else { return };
+        let exclusive = if Self::OPTIMISTIC { Vec::new() } else { exclusive };
         let mut per: BTreeMap<PartitionId, (Vec<Key>, Vec<Key>)> = BTreeMap::new();
         let mut slots: BTreeMap<PartitionId, Vec<usize>> = BTreeMap::new();
         for (i, k) in keys.iter().enumerate() {
@@ -1165,20 +1293,24 @@ impl TwoPlClient {
         for k in exclusive {
             per.entry(self.topology.partition_of(&k)).or_default().1.push(k);
         }
-        let waiting = per.keys().copied().collect();
+        let waiting: BTreeSet<PartitionId> = per.keys().copied().collect();
+        let nothing = waiting.is_empty();
         t.last_answer = None;
         for (p, (keys, exclusive)) in per {
             let held = !t.contacted.insert(p);
             cx.send(home(p), TwoPlMsg::Read { txn: t.id, age: t.age, keys, exclusive, held });
         }
-        t.metrics.rounds += 1;
+        t.metrics.rounds += u32::from(!nothing);
         let results = vec![None; keys.len()];
         t.step = Step::Reading { op, round: Round { keys, results, slots, waiting } };
+        if nothing {
+            self.round_done(cx, op);
+        }
     }
 
     fn on_read_reply(
         &mut self,
-        cx: &mut Cx<'_>,
+        cx: &mut Cx<'_, C>,
         from: ServerId,
         txn: TxnId,
         result: Result<Vec<ReadResult>, OpError>,
@@ -1198,6 +1330,10 @@ impl TwoPlClient {
                 if matches {
                     t.metrics.blocked_ns += blocked_ns;
                     t.metrics.versions_returned += results.len() as u32;
+                    t.read_messages += 1;
+                    for r in &results {
+                        t.read_set.entry(r.key.clone()).or_insert(r.version);
+                    }
                     for (i, r) in slots.iter().copied().zip(results) {
                         round.results[i] = Some(r);
                     }
@@ -1217,7 +1353,7 @@ impl TwoPlClient {
     }
 
     /// Every partition of the round answered.
-    fn round_done(&mut self, cx: &mut Cx<'_>, op: OpId) {
+    fn round_done(&mut self, cx: &mut Cx<'_, C>, op: OpId) {
         let Some(mut t) = self.txn.take() else { return };
         let Step::Reading { round, .. } = std::mem::replace(&mut t.step, Step::Idle) else { return };
         let results: Vec<ReadResult> = round.results.into_iter().flatten().collect();
@@ -1304,25 +1440,59 @@ impl TwoPlClient {
         reply
     }
 
-    /// Commit `t` with `writes`: a read-only transaction releases its locks and completes; any other goes
-    /// to its coordinator.
-    fn commit(&mut self, cx: &mut Cx<'_>, op: OpId, mut t: Open, writes: Vec<(Key, Value)>) {
-        let mut parts: BTreeMap<PartitionId, Participant> =
-            t.contacted.iter().map(|p| (*p, Participant { partition: *p, writes: Vec::new(), held: true })).collect();
+    /// Commit `t` with `writes`: a read-only transaction finishes at the client (2PL releases its locks, OCC
+    /// validates its reads unless one request read them all); any other goes to its coordinator.
+    fn commit(&mut self, cx: &mut Cx<'_, C>, op: OpId, mut t: Open, writes: Vec<(Key, Value)>) {
+        // OCC's participants validate what the transaction read on them.
+        let mut reads: BTreeMap<PartitionId, Vec<(Key, Version)>> = BTreeMap::new();
+        if Self::OPTIMISTIC {
+            for (k, v) in &t.read_set {
+                reads.entry(self.topology.partition_of(k)).or_default().push((k.clone(), *v));
+            }
+        }
+        let held = !Self::OPTIMISTIC;
+        let mut parts: BTreeMap<PartitionId, Participant> = t
+            .contacted
+            .iter()
+            .map(|p| {
+                (
+                    *p,
+                    Participant { partition: *p, writes: Vec::new(), held, reads: reads.remove(p).unwrap_or_default() },
+                )
+            })
+            .collect();
         for (k, v) in writes {
             let p = self.topology.partition_of(&k);
-            parts.entry(p).or_insert(Participant { partition: p, writes: Vec::new(), held: false }).writes.push((k, v));
+            let fresh = Participant { partition: p, writes: Vec::new(), held: false, reads: Vec::new() };
+            parts.entry(p).or_insert(fresh).writes.push((k, v));
         }
         if parts.values().all(|p| p.writes.is_empty()) {
-            // Read-only. The partition that answered last held every lock of the transaction when it answered;
-            // each other one confirms that it still held them all when the release arrived, which was later.
-            // (Without the confirmation a transaction wounded at one partition while its read at another was
-            // in flight would return reads that no single moment saw.)
-            let waiting: BTreeSet<PartitionId> =
-                t.contacted.iter().copied().filter(|p| Some(*p) != t.last_answer).collect();
-            for p in &t.contacted {
-                cx.send(home(*p), TwoPlMsg::Release { txn: t.id, confirm: waiting.contains(p) });
-            }
+            let waiting: BTreeSet<PartitionId> = if Self::OPTIMISTIC {
+                // Read-only under OCC. One request read everything (one partition, one round): that read was
+                // atomic and none of its keys was being committed (such a read aborts), so the transaction
+                // takes effect at it. Otherwise every partition read confirms that its keys still have the
+                // versions read and no prepared transaction writes them; every read came before every
+                // confirmation, so all the reads were current together in between (`occ`'s module docs).
+                if t.read_messages <= 1 {
+                    BTreeSet::new()
+                } else {
+                    for p in parts.into_values() {
+                        cx.send(home(p.partition), TwoPlMsg::Validate { txn: t.id, reads: p.reads });
+                    }
+                    t.contacted.clone()
+                }
+            } else {
+                // Read-only under 2PL. The partition that answered last held every lock of the transaction when
+                // it answered; each other one confirms that it still held them all when the release arrived,
+                // which was later. (Without the confirmation a transaction wounded at one partition while its
+                // read at another was in flight would return reads that no single moment saw.)
+                let waiting: BTreeSet<PartitionId> =
+                    t.contacted.iter().copied().filter(|p| Some(*p) != t.last_answer).collect();
+                for p in &t.contacted {
+                    cx.send(home(*p), TwoPlMsg::Release { txn: t.id, confirm: waiting.contains(p) });
+                }
+                waiting
+            };
             if waiting.is_empty() {
                 self.ended(&t, Ok(()));
                 cx.complete(op, Ok(Self::reply(&t, None)));
@@ -1340,7 +1510,7 @@ impl TwoPlClient {
         self.txn = Some(t);
     }
 
-    fn on_released(&mut self, cx: &mut Cx<'_>, from: ServerId, txn: TxnId, result: Result<(), Abort>) {
+    fn on_released(&mut self, cx: &mut Cx<'_, C>, from: ServerId, txn: TxnId, result: Result<(), Abort>) {
         let Some(t) = self.txn.as_mut() else { return };
         let Step::Finishing { waiting, error, .. } = &mut t.step else { return };
         if t.id != txn || from.dc != HOME_DC || !waiting.remove(&from.partition) {
@@ -1368,7 +1538,7 @@ impl TwoPlClient {
         }
     }
 
-    fn on_outcome(&mut self, cx: &mut Cx<'_>, txn: TxnId, result: Result<Reply, OpError>) {
+    fn on_outcome(&mut self, cx: &mut Cx<'_, C>, txn: TxnId, result: Result<Reply, OpError>) {
         let Some(t) = self.txn.take_if(|t| t.id == txn && matches!(t.step, Step::Committing { .. })) else { return };
         let Step::Committing { op } = t.step else { return };
         match result {
@@ -1389,14 +1559,14 @@ impl TwoPlClient {
     }
 }
 
-impl ClientNode<TwoPl> for TwoPlClient {
-    fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
+impl<C: ConcurrencyControl> ClientNode<SingleCopy<C>> for TwoPlClient<C> {
+    fn on_request(&mut self, cx: &mut Cx<'_, C>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {
             cx.complete(op, Err(OpError::Rejected(reason)));
             return;
         }
         self.abandon(cx);
-        let reject = |cx: &mut Cx<'_>, why: &str| cx.complete(op, Err(OpError::Rejected(why.into())));
+        let reject = |cx: &mut Cx<'_, C>, why: &str| cx.complete(op, Err(OpError::Rejected(why.into())));
         const NONE_OPEN: &str = "no open transaction in this session: send Begin first";
         let interactive = matches!(&self.txn, Some(t) if matches!(t.purpose, Purpose::Interactive));
         match request {
@@ -1460,7 +1630,7 @@ impl ClientNode<TwoPl> for TwoPlClient {
         }
     }
 
-    fn on_message(&mut self, cx: &mut Cx<'_>, from: Addr, msg: TwoPlMsg) {
+    fn on_message(&mut self, cx: &mut Cx<'_, C>, from: Addr, msg: TwoPlMsg) {
         match (from, msg) {
             (Addr::Server(s), TwoPlMsg::ReadReply { txn, result, blocked_ns }) => {
                 self.on_read_reply(cx, s, txn, result, blocked_ns)
@@ -1540,7 +1710,7 @@ mod tests {
 
     fn prepare(client: u64, time: u64, writes: &[(&Key, &str)], held: bool) -> TwoPlMsg {
         let writes = writes.iter().map(|(k, v)| ((*k).clone(), Value::from(*v))).collect();
-        TwoPlMsg::Prepare { txn: txn(client), age: age(client, time), writes, held }
+        TwoPlMsg::Prepare { txn: txn(client), age: age(client, time), writes, held, reads: vec![] }
     }
 
     fn c(client: u64) -> Addr {
@@ -1661,8 +1831,8 @@ mod tests {
         let mut tc = server(0);
         let (x, y) = (key(0, "x"), key(1, "y"));
         let participants = vec![
-            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false },
-            Participant { partition: 1, writes: vec![(y, "y1".into())], held: false },
+            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false, reads: vec![] },
+            Participant { partition: 1, writes: vec![(y, "y1".into())], held: false, reads: vec![] },
         ];
         deliver(&mut tc, c(1), TwoPlMsg::Commit { txn: txn(1), age: age(1, 10), participants });
         let out = deliver(&mut tc, COORD, TwoPlMsg::Wound { txn: txn(1) });
@@ -1793,8 +1963,13 @@ mod tests {
         // Commits naming partitions that do not exist or keys on the wrong partition.
         let mut coordinator = server(0);
         for participants in [
-            vec![Participant { partition: 7, writes: vec![], held: true }],
-            vec![Participant { partition: 0, writes: vec![(elsewhere.clone(), "v".into())], held: false }],
+            vec![Participant { partition: 7, writes: vec![], held: true, reads: vec![] }],
+            vec![Participant {
+                partition: 0,
+                writes: vec![(elsewhere.clone(), "v".into())],
+                held: false,
+                reads: vec![],
+            }],
             vec![],
         ] {
             let out = deliver(&mut coordinator, c(1), TwoPlMsg::Commit { txn: txn(1), age: age(1, 1), participants });
@@ -1814,12 +1989,17 @@ mod tests {
         let mut tc = server(0);
         let (x, y) = (key(0, "x"), key(1, "y"));
         let participants = vec![
-            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false },
-            Participant { partition: 1, writes: vec![(y.clone(), "y1".into())], held: true },
+            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false, reads: vec![] },
+            Participant { partition: 1, writes: vec![(y.clone(), "y1".into())], held: true, reads: vec![] },
         ];
         let out = deliver(&mut tc, c(1), TwoPlMsg::Commit { txn: txn(1), age: age(1, 10), participants });
-        let prepare_y =
-            TwoPlMsg::Prepare { txn: txn(1), age: age(1, 10), writes: vec![(y.clone(), "y1".into())], held: true };
+        let prepare_y = TwoPlMsg::Prepare {
+            txn: txn(1),
+            age: age(1, 10),
+            writes: vec![(y.clone(), "y1".into())],
+            held: true,
+            reads: vec![],
+        };
         assert_eq!(out.sends, vec![(Addr::Server(COORD), prepare_y)], "its own partition prepared in place");
         assert!(tc.is_prepared(txn(1)));
         let late = NOW + 1_000;
@@ -1850,8 +2030,8 @@ mod tests {
         let mut tc = server(0);
         let (x, y) = (key(0, "x"), key(1, "y"));
         let participants = vec![
-            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false },
-            Participant { partition: 1, writes: vec![(y, "y1".into())], held: true },
+            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false, reads: vec![] },
+            Participant { partition: 1, writes: vec![(y, "y1".into())], held: true, reads: vec![] },
         ];
         deliver(&mut tc, c(1), TwoPlMsg::Commit { txn: txn(1), age: age(1, 10), participants });
         let out = deliver(&mut tc, COORD, TwoPlMsg::Vote { txn: txn(1), vote: Err(wounded()), blocked_ns: 0 });
@@ -1969,8 +2149,8 @@ mod tests {
         );
         let out = request(&mut cl, NOW, 2, Request::Commit { writes: vec![(x.clone(), "x1".into())] });
         let participants = vec![
-            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false },
-            Participant { partition: 1, writes: vec![], held: true },
+            Participant { partition: 0, writes: vec![(x.clone(), "x1".into())], held: false, reads: vec![] },
+            Participant { partition: 1, writes: vec![], held: true, reads: vec![] },
         ];
         assert_eq!(
             out.sends,
