@@ -1285,11 +1285,12 @@ where
         let result = match c.failed {
             // Outside the contract: a deferred piece failed after the order was decided.
             Some(e) => Err(OpError::Rejected(format!("{}: a deferrable piece failed after commit: {e}", c.procedure))),
+            // The transaction's timestamp is every one of its versions': the checker orders writes by it.
             None => Ok(Reply {
                 reads: c.reads,
                 writes: c.writes,
+                commit: Some(Version { time: c.ts, dc: HOME_DC }),
                 metrics: OpMetrics { rounds: 1, ..Default::default() },
-                ..Default::default()
             }),
         };
         cx.send(Addr::Client(c.client), RccMsg::Outcome { txn, result });
