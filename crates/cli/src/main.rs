@@ -195,7 +195,8 @@ enum ClusterCommand {
 #[derive(Args, Clone)]
 pub struct ClusterUpArgs {
     /// The protocol every server runs: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, occ,
-    /// raft-kv, amcast-kv, tpc-kv, nmsi (jessy), rc (jessy-rc), ser (p-store), us (gmu), si (serrano) or psi (walter) (docs/PROTOCOLS.md).
+    /// raft-kv, amcast-kv, tpc-kv, nmsi (jessy), rc (jessy-rc), ser (p-store), us (gmu), si (serrano),
+    /// psi (walter), rococo, rococo-snow, eiger-ps or cops-dw (docs/PROTOCOLS.md).
     #[arg(long, default_value = "cv")]
     pub protocol: String,
     /// Datacenters.

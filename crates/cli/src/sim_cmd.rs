@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 #[derive(Args, Clone, Debug)]
 pub struct WorkloadArgs {
     /// The protocol: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, occ, raft-kv, amcast-kv, tpc-kv,
-    /// nmsi (jessy), rc (jessy-rc), ser (p-store), us (gmu), si (serrano) or psi (walter) (docs/PROTOCOLS.md).
+    /// nmsi (jessy), rc (jessy-rc), ser (p-store), us (gmu), si (serrano), psi (walter), rococo,
+    /// rococo-snow, eiger-ps or cops-dw (docs/PROTOCOLS.md).
     #[arg(long, default_value = "cv")]
     pub protocol: String,
     /// Datacenters.
