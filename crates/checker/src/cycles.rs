@@ -338,12 +338,15 @@ impl<'a, 'h> Ctx<'a, 'h> {
         let mut reported = vec![false; g.keys.len()];
         for k in 0..g.keys.len() as u32 {
             if let Some(seq) = g.reported_order(k) {
-                reported[k as usize] = true;
                 let seq: Vec<TxnId> = seq.into_iter().filter(|&t| self.inc[t]).collect();
                 for p in seq.windows(2) {
                     order.add(k, p[0], p[1], Why::Reported);
                 }
-                continue;
+                // A partial order (info writers left out) is completed by inference like any other key.
+                if g.reported_total(k) {
+                    reported[k as usize] = true;
+                    continue;
+                }
             }
             if self.level.session_order() {
                 for (v, w) in g.hb_generating(k) {

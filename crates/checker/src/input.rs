@@ -240,9 +240,10 @@ pub(crate) fn fmt_value(v: Option<&Value>) -> String {
 /// A per-key order of versions that a protocol reports (for instance from its commit timestamps), oldest
 /// first. It is not trusted: [`crate::check_with_order`] verifies that every listed value is the final write
 /// of that key by a committed (`ok` or `info`) transaction, that every `ok` transaction's final write of a
-/// listed key and every `info` write that some transaction read is listed, and that the order never
-/// contradicts happens-before (an `inconsistent-commit-order` anomaly; the key then falls back to the
-/// inferred order). Once accepted, it replaces the inferred version order of its keys.
+/// listed key is listed, and that the order never contradicts happens-before (an `inconsistent-commit-order`
+/// anomaly; the key then falls back to the inferred order). Once accepted, it replaces the inferred version
+/// order among the writers it lists; an `info` writer it leaves out (one whose client never learned its
+/// version) is placed by inference, as on a key without a reported order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CommitOrder {
     pub keys: BTreeMap<Key, Vec<Value>>,
@@ -252,47 +253,27 @@ impl History {
     /// The per-key commit order the protocol's versions imply, for histories whose metadata line says
     /// `version_order` (a single-copy protocol whose commit versions totally order each key's writes). For
     /// each key, the final writes of its `ok` writers sorted by their transaction's `version`. A key is left
-    /// out (its order is then inferred) when an `ok` writer of it carries no version, when two of its `ok`
-    /// writers carry the same version, or when an `info` transaction that wrote it was observed by some
-    /// read (it took effect, but carries no version). Unread `info` writes are not listed: they may never have
-    /// taken effect. The order is verified when used ([`crate::check_with_order`]), not trusted.
+    /// out (its order is then inferred) when an `ok` writer of it carries no version or when two of its `ok`
+    /// writers carry the same version. `info` writes carry no version and are not listed: the checker infers
+    /// their place among the listed ones. The order is verified when used ([`crate::check_with_order`]), not
+    /// trusted.
     pub fn commit_order_from_versions(&self) -> CommitOrder {
         // Per key: (version, value) of ok writers; None once the key must be left out.
         let mut per_key: BTreeMap<Key, Option<Vec<(Version, Value)>>> = BTreeMap::new();
-        // The final writes of info transactions: value -> (key, transaction).
-        let mut info_values: HashMap<&Value, (&Key, TxnId)> = HashMap::new();
-        let mut info_keys: HashMap<TxnId, Vec<&Key>> = HashMap::new();
-        for t in self.txns.iter().filter(|t| t.status != TxnStatus::Fail) {
+        for t in self.txns.iter().filter(|t| t.status == TxnStatus::Ok) {
             let mut last: BTreeMap<&Key, &Value> = BTreeMap::new();
             for op in t.ops.iter().filter(|o| o.0 == OpKind::Write) {
                 last.insert(&op.1, op.2.as_ref().expect("validated: writes carry values"));
             }
             for (k, v) in last {
                 let slot = per_key.entry(k.clone()).or_insert_with(|| Some(Vec::new()));
-                match (t.status, t.version) {
-                    (TxnStatus::Ok, Some(ver)) => {
+                match t.version {
+                    Some(ver) => {
                         if let Some(list) = slot {
                             list.push((ver, v.clone()));
                         }
                     }
-                    (TxnStatus::Ok, None) => *slot = None,
-                    _ => {
-                        info_values.insert(v, (k, t.id));
-                        info_keys.entry(t.id).or_default().push(k);
-                    }
-                }
-            }
-        }
-        // An info transaction some read observed took effect: it must be listed, but has no version.
-        for t in self.txns.iter().filter(|t| t.status == TxnStatus::Ok) {
-            for op in t.ops.iter().filter(|o| o.0 == OpKind::Read) {
-                if let Some(&(k, u)) = op.2.as_ref().and_then(|v| info_values.get(v))
-                    && *k == op.1
-                    && u != t.id
-                {
-                    for &k in &info_keys[&u] {
-                        per_key.insert(k.clone(), None);
-                    }
+                    None => *slot = None,
                 }
             }
         }

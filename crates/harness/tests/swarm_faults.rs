@@ -13,6 +13,10 @@
 //! * The causal family (durable servers, so crashed servers come back from their logs and the sequenced links
 //!   resend what partitions drop): its claimed level and convergence after quiescence.
 //! * The same seed gives the same history, byte for byte.
+//!
+//! To study one crash seed: `ONLY_SEED=58 SNOWLINE_LONG_TESTS=1 DUMP_HISTORY=/tmp/h cargo test -p
+//! snowline-harness --test swarm_faults rococo_snow` runs seed 58 alone and writes its history to
+//! `/tmp/h-58.jsonl` (`snowline check` reads it).
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -188,7 +192,11 @@ fn group_protocol_under_swarm_faults<P: Protocol>(durable: bool, seeds: u64) {
 
 fn group_protocol_under_swarm_faults_with<P: Protocol>(durable: bool, seeds: u64, termination: Termination) {
     let (mut crashes, mut dropped, mut writes) = (0, 0, 0);
+    let only: Option<u64> = std::env::var("ONLY_SEED").ok().and_then(|s| s.parse().ok());
     for seed in 0..seeds {
+        if only.is_some_and(|o| o != seed) {
+            continue;
+        }
         let run = group_seed_with::<P>(seed, durable, termination);
         check(P::NAME, &run.history, &run.replay);
         crashes += run.crashes;
@@ -443,6 +451,15 @@ fn durable_seed<P: Protocol>(seed: u64, required: FaultKind) -> (Vec<HistoryEven
     };
     let report = drive_sim(&mut sim, &spec);
     let history = report.history.expect("recorded");
+    if let Ok(path) = std::env::var("DUMP_HISTORY") {
+        // For study: the history as `snowline check` reads it.
+        let mut out = String::new();
+        for e in &history {
+            out.push_str(&serde_json::to_string(e).unwrap());
+            out.push('\n');
+        }
+        std::fs::write(format!("{path}-{seed}.jsonl"), out).unwrap();
+    }
     check(P::NAME, &history, &replay);
     assert_eq!(report.converged, Some(true), "{replay}: datacenters diverge on {:?}", report.divergent);
     assert_eq!(sim.invalid_inputs(), 0, "{replay}: messages refused: {:?}", sim.invalid_examples());

@@ -23,8 +23,11 @@
 //!    committing there); one that has a piece here will get its own commit.
 //! 4. **Execution order.** Every server computes the strongly connected components of the committed
 //!    graph (Tarjan), runs them in topological order, and inside a component orders the transactions
-//!    deterministically: a topological order of the immediate edges (already fixed), ties broken by
-//!    transaction id. The committed graph of a component is the same on every server, so every server
+//!    deterministically: a topological order of the *fixed* edges, ties broken by transaction id. An edge
+//!    is fixed when the parent's access was an immediate piece: that access already ran, so the child
+//!    must follow it whether the child's piece is immediate or deferrable (New-Order's immediate
+//!    `D_NEXT_O_ID` increment and a later Payment's deferred `D_YTD` update of the same district row).
+//!    Deferrable accesses alone are reordered freely inside a component; that is Rococo's point. The committed graph of a component is the same on every server, so every server
 //!    runs the same order; a server answers [`RccMsg::Executed`] with the deferred pieces' outputs, and the
 //!    coordinator answers the client when every server has.
 //!
@@ -64,7 +67,9 @@
 //!     check: R read before T reached that key, so T comes after R), above every parent's timestamp, and
 //!     above the timestamps of the transactions done at its servers on its keys (parents the graph no longer
 //!     names); inside a strongly connected component the members take consecutive timestamps in the
-//!     component's order. Every input is part of the committed graph, so every server gives T the same
+//!     component's order, and a child takes a timestamp above the largest of its parent's whole component
+//!     (the component order may reverse the dispatch order the edges recorded, so the parent's own
+//!     timestamp is not enough). Every input is part of the committed graph, so every server gives T the same
 //!     timestamp, and the timestamps follow the execution order on every key;
 //!   - strict serializability: transactions are serialized in timestamp order, a read-only one at `t_R`
 //!     after the writes of equal timestamp. A read sees exactly the writes with timestamps at most `t_R`: those
@@ -78,10 +83,13 @@
 //!     paper's own insight; the commit wait, and the short wait of a read on a version younger than ε, are
 //!     this implementation's price for one-round reads that compose.
 //!
-//!   Reader registrations are dropped when the read-only transaction completes (its client tells the
-//!   servers it read from, [`RccMsg::RotDone`]) and after [`READERS_HORIZON_NS`] in any case; a read-only
-//!   transaction whose answers come later than half that after its start is discarded by the client and run
-//!   again.
+//!   A server keeps the registrations as one watermark per key, the latest `t_R` read there, and never
+//!   drops it: a writer may reach a server long after a read there ended (a delayed or partitioned
+//!   dispatch) and must still come after it. (A first version kept a record per reader and dropped it when
+//!   the read completed; crash seed 58 found the write that arrived 600 ms late, took a timestamp below a
+//!   finished read's and made a long fork.) Versions older than [`READERS_HORIZON_NS`] are collected, so a
+//!   read-only transaction whose answers come later than half that after its start is discarded by the
+//!   client and run again.
 //!
 //! Read-only stored procedures (TPC-C's Order-Status and Stock-Level) run at the client on the protocol's
 //! read-only algorithm, wave by wave: `rococo-snow` one round per wave; `rococo` repeats the whole
@@ -115,7 +123,8 @@ use std::marker::PhantomData;
 
 /// The datacenter whose servers hold the single copy of every key.
 pub const HOME_DC: DcId = 0;
-/// How long reader records are kept at most (Rococo-SNOW), and how late a ROT's answers may come.
+/// How long superseded versions are kept (Rococo-SNOW reads at its start), and so how late a ROT's answers
+/// may come.
 pub const READERS_HORIZON_NS: u64 = 2_000_000_000;
 /// How long an executed or aborted transaction's vertex is remembered.
 pub const DONE_MEMORY_NS: u64 = 60_000_000_000;
@@ -194,10 +203,6 @@ pub struct TxnId {
     pub seq: u64,
 }
 
-/// Read-only transactions (Rococo-SNOW's readers), each with the time it began (client clock): records
-/// older than [`READERS_HORIZON_NS`] are dropped.
-pub type Readers = BTreeMap<TxnId, u64>;
-
 /// What one server (or the merge of several) knows of a transaction in the dependency graph.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vertex {
@@ -217,6 +222,9 @@ pub struct Vertex {
     /// Its timestamp, from a server where it is done: a server that lacks its ancestors (done at the
     /// sender, so not sent) takes it from here instead of computing it from less.
     pub ts: Option<u64>,
+    /// With `ts`: the largest timestamp of its component. Its children come after the whole component,
+    /// whose order may differ from the order of their dispatch.
+    pub ts_end: Option<u64>,
 }
 
 impl Vertex {
@@ -243,6 +251,7 @@ impl Vertex {
         self.aborted |= other.aborted;
         if self.ts.is_none() {
             self.ts = other.ts;
+            self.ts_end = other.ts_end;
         }
     }
 }
@@ -299,8 +308,6 @@ pub enum RccMsg {
     Inquired { txn: TxnId, graph: Vec<Vertex> },
     /// Client → server: read `keys` for read-only transaction `rot` (`snow`: Rococo-SNOW's readers check).
     RotRead { rot: TxnId, round: u32, keys: Vec<Key>, snow: bool, started_ns: u64 },
-    /// Client → server (Rococo-SNOW): the read-only transaction is complete; drop its reader records.
-    RotDone { rot: TxnId, keys: Vec<Key> },
     /// Server → client.
     RotReply { rot: TxnId, round: u32, reads: Vec<ReadResult>, blocked_ns: u64 },
 }
@@ -319,7 +326,6 @@ impl Message for RccMsg {
             RccMsg::Inquired { .. } => "inquired",
             RccMsg::RotRead { .. } => "rot-read",
             RccMsg::RotReply { .. } => "rot-reply",
-            RccMsg::RotDone { .. } => "rot-done",
         }
     }
 
@@ -371,6 +377,8 @@ struct Node {
     /// Rococo-SNOW: the readers it follows (its component's and every ancestor's), computed when done.
     /// Its timestamp, once done here: above its parents' and its floor, the same on every server.
     ts: u64,
+    /// The largest timestamp of its component, once done here.
+    ts_end: u64,
     /// An inquiry about it is in flight.
     asked: bool,
 }
@@ -446,9 +454,14 @@ pub struct RccServer<F: Flavor> {
     /// Per key, unexecuted transactions with a deferrable access to it (the offline-check test), and those
     /// writing it (what a read-only read waits for).
     deferred_access: BTreeMap<Key, BTreeSet<TxnId>>,
+    /// Per key, unexecuted transactions whose immediate piece accessed it: an edge from one of them is
+    /// fixed (that access already ran), whatever the child's piece.
+    immediate_access: BTreeMap<Key, BTreeSet<TxnId>>,
     writers: BTreeMap<Key, BTreeSet<TxnId>>,
-    /// Rococo-SNOW: per key, registered readers and when.
-    readers: BTreeMap<Key, Readers>,
+    /// Rococo-SNOW: per key, the latest start of a read-only transaction that read it here (the readers
+    /// check as a watermark: a writer dispatched on the key later takes a timestamp above it). Never
+    /// dropped: a writer can arrive here long after the read ended, and must still come after it.
+    read_ts: BTreeMap<Key, u64>,
     /// Per key, the largest timestamp of the transactions done here that accessed it: a transaction
     /// dispatched on the key later comes after them (the graph no longer links it to them).
     carried: BTreeMap<Key, u64>,
@@ -482,8 +495,9 @@ where
             last_write: BTreeMap::new(),
             reads_since: BTreeMap::new(),
             deferred_access: BTreeMap::new(),
+            immediate_access: BTreeMap::new(),
             writers: BTreeMap::new(),
-            readers: BTreeMap::new(),
+            read_ts: BTreeMap::new(),
             carried: BTreeMap::new(),
             parked: Vec::new(),
             inquirers: BTreeMap::new(),
@@ -570,8 +584,13 @@ where
             }
         }
         let snow = F::SNOW;
-        let mut node =
-            self.graph.remove(&txn).unwrap_or_else(|| Node { v: Vertex::new(txn), done_ns: None, ts: 0, asked: false });
+        let mut node = self.graph.remove(&txn).unwrap_or_else(|| Node {
+            v: Vertex::new(txn),
+            done_ns: None,
+            ts: 0,
+            ts_end: 0,
+            asked: false,
+        });
         node.v.servers.insert(self.me());
         node.v.start_ns = node.v.start_ns.max(start_ns);
         let mut local = self.local.remove(&txn).unwrap_or_else(|| Local {
@@ -586,9 +605,14 @@ where
         let mut failure = None;
         for piece in pieces {
             // Dependencies.
+            // An edge is fixed when the parent's access to the key was immediate: it already ran, so the
+            // child follows it whatever the component order (an immediate child of a deferred access was
+            // refused above).
+            let fixed = |s: &Self, k: &Key, p: &TxnId| s.immediate_access.get(k).is_some_and(|t| t.contains(p));
             for k in &piece.reads {
                 if let Some(w) = self.last_write.get(k).copied().filter(|w| *w != txn && !self.is_done(w)) {
-                    *node.v.parents.entry(w).or_default() |= piece.immediate;
+                    let f = fixed(self, k, &w);
+                    *node.v.parents.entry(w).or_default() |= f;
                 }
             }
             for k in &piece.writes {
@@ -596,12 +620,13 @@ where
                 parents.extend(self.reads_since.get(k).into_iter().flatten().copied());
                 for p in parents {
                     if p != txn && !self.is_done(&p) {
-                        *node.v.parents.entry(p).or_default() |= piece.immediate;
+                        let f = fixed(self, k, &p);
+                        *node.v.parents.entry(p).or_default() |= f;
                     }
                 }
                 // Rococo-SNOW's readers check: a writer of a key a read-only transaction registered on comes
                 // after it.
-                if let Some(latest) = self.readers.get(k).filter(|_| snow).and_then(|rs| rs.values().max()) {
+                if let Some(latest) = self.read_ts.get(k).filter(|_| snow) {
                     node.v.floor = node.v.floor.max(latest + 1);
                 }
             }
@@ -620,6 +645,9 @@ where
             }
             local.keys.extend(piece.reads.iter().chain(&piece.writes).cloned());
             if piece.immediate {
+                for k in piece.reads.iter().chain(&piece.writes) {
+                    self.immediate_access.entry(k.clone()).or_default().insert(txn);
+                }
                 if failure.is_some() {
                     continue;
                 }
@@ -685,6 +713,7 @@ where
             let mut v = n.v.clone();
             if n.done_ns.is_some() && !v.aborted {
                 v.ts = Some(n.ts);
+                v.ts_end = Some(n.ts_end);
             }
             out.push(v);
             if n.done_ns.is_some() && t != txn {
@@ -705,7 +734,7 @@ where
             match self.graph.get_mut(&id) {
                 Some(n) => n.v.merge(&v),
                 None => {
-                    self.graph.insert(id, Node { v, done_ns: None, ts: 0, asked: false });
+                    self.graph.insert(id, Node { v, done_ns: None, ts: 0, ts_end: 0, asked: false });
                     self.undone.insert(id);
                 }
             }
@@ -738,7 +767,8 @@ where
             if self.last_write.get(k) == Some(&txn) {
                 self.last_write.remove(k);
             }
-            for map in [&mut self.reads_since, &mut self.deferred_access, &mut self.writers] {
+            for map in [&mut self.reads_since, &mut self.deferred_access, &mut self.immediate_access, &mut self.writers]
+            {
                 if let Some(s) = map.get_mut(k) {
                     s.remove(&txn);
                     if s.is_empty() {
@@ -854,7 +884,7 @@ where
         out
     }
 
-    /// The deterministic order inside a component: immediate edges first (already fixed), ties by id.
+    /// The deterministic order inside a component: a topological order of the fixed edges, ties by id.
     fn order(&self, scc: &[TxnId]) -> Vec<TxnId> {
         let mut remaining: BTreeSet<TxnId> = scc.iter().copied().collect();
         let mut order = Vec::with_capacity(scc.len());
@@ -863,8 +893,10 @@ where
                 .iter()
                 .copied()
                 .find(|t| self.graph[t].v.parents.iter().all(|(p, imm)| !*imm || !remaining.contains(p) || p == t))
-                // A cycle of immediate edges cannot form (one server per transaction's immediate pieces);
-                // should one appear anyway, the id order still gives every server the same order.
+                // Fixed edges follow the real order of immediate accesses at one server, so they form a cycle
+                // only if two transactions each ran an immediate piece on a key the other accesses deferred
+                // later: procedures that can do that fail Rococo's offline check (none registered can; see
+                // `procedure::PROCEDURES`). Should one appear anyway, the id order keeps servers agreeing.
                 .unwrap_or_else(|| *remaining.iter().next().expect("non-empty"));
             remaining.remove(&next);
             order.push(next);
@@ -884,7 +916,7 @@ where
             base = base.max(n.v.start_ns.saturating_add(self.skew_ns)).max(n.v.floor);
             for p in n.v.parents.keys().filter(|p| !scc.contains(p)) {
                 if let Some(pn) = self.graph.get(p) {
-                    base = base.max(pn.ts.saturating_add(1));
+                    base = base.max(pn.ts_end.saturating_add(1));
                 }
             }
         }
@@ -895,12 +927,15 @@ where
         {
             base = known;
         }
+        let shipped_end = scc.iter().filter_map(|t| self.graph[t].v.ts_end).max().unwrap_or(0);
+        let end = base.saturating_add(order.len() as u64 - 1).max(shipped_end);
         for (i, t) in order.into_iter().enumerate() {
             let ts = base.saturating_add(i as u64);
             self.undone.remove(&t);
             if let Some(n) = self.graph.get_mut(&t) {
                 n.done_ns = Some(now);
                 n.ts = ts;
+                n.ts_end = end;
             }
             let aborted = self.graph.get(&t).is_some_and(|n| n.v.aborted);
             if let Some(local) = self.local.get(&t).cloned().filter(|_| !aborted) {
@@ -1012,7 +1047,8 @@ where
         let snow = snow && F::SNOW;
         if snow {
             for k in &keys {
-                self.readers.entry(k.clone()).or_default().insert(rot, started_ns);
+                let t = self.read_ts.entry(k.clone()).or_default();
+                *t = (*t).max(started_ns);
             }
         }
         let waiting: BTreeSet<TxnId> =
@@ -1314,10 +1350,6 @@ where
 
     fn sweep(&mut self, now: u64) {
         self.graph.retain(|_, n| n.done_ns.is_none_or(|d| now.saturating_sub(d) < DONE_MEMORY_NS));
-        for rs in self.readers.values_mut() {
-            rs.retain(|_, at| now.saturating_sub(*at) < READERS_HORIZON_NS);
-        }
-        self.readers.retain(|_, rs| !rs.is_empty());
         // Versions: keep the newest one older than the horizon and everything newer (a read-only read may
         // skip back that far).
         let graph = &self.graph;
@@ -1358,7 +1390,7 @@ where
                     RccMsg::Submit { txn, .. } => {
                         cx.send(Addr::Client(c), RccMsg::Outcome { txn, result: Err(refusal) });
                     }
-                    RccMsg::RotRead { .. } | RccMsg::RotDone { .. } => {}
+                    RccMsg::RotRead { .. } => {}
                     _ => return Err(check.fail(InvalidKind::Sender, "not a client request")),
                 }
                 return Ok(());
@@ -1380,20 +1412,6 @@ where
                 }
                 check.time(started_ns, "the read-only transaction's start")?;
                 self.on_rot_read(cx, client, rot, round, keys, snow, started_ns);
-            }
-            RccMsg::RotDone { rot, keys } => {
-                let client = check.client()?;
-                check.ensure(rot.client == client, InvalidKind::Sender, || "a read of another client".into())?;
-                check.ensure(keys.len() <= MAX_SET, InvalidKind::Malformed, || "too many keys".into())?;
-                for k in &keys {
-                    check.key_on(k, me)?;
-                    if let Some(rs) = self.readers.get_mut(k) {
-                        rs.remove(&rot);
-                        if rs.is_empty() {
-                            self.readers.remove(k);
-                        }
-                    }
-                }
             }
             RccMsg::Dispatch { txn, procedure, args, pieces, start_ns } => {
                 check.time(start_ns, "a transaction's start")?;
@@ -1519,8 +1537,6 @@ struct Rot {
     answers: BTreeMap<Key, ReadResult>,
     waiting: BTreeSet<PartitionId>,
     round: u32,
-    /// Rococo-SNOW: the keys read at each partition, whose reader records go when it completes.
-    touched: BTreeMap<PartitionId, Vec<Key>>,
     /// Rococo: the reads of the previous execution, to compare.
     previous: Option<Vec<ReadResult>>,
     /// The reads of the current execution so far.
@@ -1600,9 +1616,6 @@ where
         }
         rot.waiting = per.keys().copied().collect();
         for (p, keys) in per {
-            if F::SNOW {
-                rot.touched.entry(p).or_default().extend(keys.iter().cloned());
-            }
             let read =
                 RccMsg::RotRead { rot: rot.id, round: rot.round, keys, snow: F::SNOW, started_ns: rot.started_ns };
             cx.send(Addr::Server(home(p)), read);
@@ -1640,16 +1653,13 @@ where
     fn round_done(&mut self, cx: &mut Cx<'_, F>) {
         let Some(Pending::Rot(mut r)) = self.pending.take() else { return };
         if F::SNOW && cx.now_ns().saturating_sub(r.started_ns) > READERS_HORIZON_NS / 2 {
-            // Too late for the readers records to be trusted: start again.
+            // Too late: the versions it reads at its start may have been collected. Start again.
             let call = r.call.take().map(restart);
             let mut fresh = Rot::new(r.op, self.next_txn(), cx.now_ns(), call);
             if fresh.call.is_none() {
                 fresh.keys = std::mem::take(&mut r.keys);
             }
             fresh.metrics = std::mem::take(&mut r.metrics);
-            for (p, keys) in std::mem::take(&mut r.touched) {
-                cx.send(Addr::Server(home(p)), RccMsg::RotDone { rot: r.id, keys: dedup(keys.into_iter()) });
-            }
             return self.start_round(cx, fresh);
         }
         let mut round_reads = Vec::with_capacity(r.keys.len());
@@ -1707,9 +1717,6 @@ where
     }
 
     fn complete_rot(&mut self, cx: &mut Cx<'_, F>, r: Rot) {
-        for (p, keys) in r.touched {
-            cx.send(Addr::Server(home(p)), RccMsg::RotDone { rot: r.id, keys: dedup(keys.into_iter()) });
-        }
         let reply = Reply { reads: r.reads, metrics: r.metrics, ..Default::default() };
         cx.complete(r.op, Ok(reply));
     }
@@ -1738,7 +1745,6 @@ impl Rot {
             call,
             keys,
             answers: BTreeMap::new(),
-            touched: BTreeMap::new(),
             waiting: BTreeSet::new(),
             round: 0,
             previous: None,
