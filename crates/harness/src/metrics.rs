@@ -650,7 +650,11 @@ mod tests {
         m.record(&rot, &Ok(rot_reply(&[0, 0])), 1_000);
         // A write that waited longer does not count as a ROT's wait.
         let update = Request::Update { writes: vec![("a".into(), "1".into()), ("b".into(), "2".into())] };
-        m.record(&update, &Ok(Reply { metrics: OpMetrics { blocked_ns: 9_000, ..Default::default() }, ..Default::default() }), 1);
+        m.record(
+            &update,
+            &Ok(Reply { metrics: OpMetrics { blocked_ns: 9_000, ..Default::default() }, ..Default::default() }),
+            1,
+        );
         m.record(&Request::Put { key: "a".into(), value: "3".into() }, &Ok(Reply::default()), 1);
         m.record_txn_writes(3);
         m.record_txn_writes(1);

@@ -687,9 +687,10 @@ impl Generator {
                 .next_batch(rng, writer, seq)
                 .into_iter()
                 .map(|request| match request {
-                    Request::Put { .. } | Request::Update { .. } if !self.blind_writes => {
-                        Job::Txn(TxnPlan { rounds: Vec::new(), writes: request.writes().into_iter().map(|(k, _)| k).collect() })
-                    }
+                    Request::Put { .. } | Request::Update { .. } if !self.blind_writes => Job::Txn(TxnPlan {
+                        rounds: Vec::new(),
+                        writes: request.writes().into_iter().map(|(k, _)| k).collect(),
+                    }),
                     request => Job::Op(request),
                 })
                 .collect(),
