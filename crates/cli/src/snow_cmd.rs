@@ -7,7 +7,7 @@
 //!
 //! The workload (`snow_table::workload`): the mixed pattern over only 16 keys (Zipf 0.8) on 4 partitions —
 //! 10% GETs, 50% ROTs of 4 keys (most span several partitions), 20% PUTs and 20% write transactions of 3 keys
-//! (PUTs for a protocol without write transactions, interactive transactions for one without blind writes) —
+//! (PUTs for a protocol without write transactions, interactive read-then-write transactions of the same keys for one without blind writes) —
 //! with 8 closed-loop clients per datacenter: few keys and many writes make ROTs meet writes in flight, which
 //! is where blocking, extra rounds and weaker consistency show. Not TPC-C: a plain key-value workload is
 //! what every protocol runs, and what the paper's table is about.

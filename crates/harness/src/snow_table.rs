@@ -30,7 +30,7 @@ pub const PARTITIONS: u16 = 4;
 /// The contended workload: `Pattern::Mixed` over 16 keys (Zipf 0.8) on 4 partitions: 10% GETs, 50% ROTs of
 /// 4 keys (so most ROTs span several partitions), 20% PUTs and 20% write transactions of 3 keys. A protocol
 /// without write transactions issues the latter as PUTs; one without blind writes (`nmsi`, `si`, `psi`)
-/// issues every write as an interactive transaction writing the same keys.
+/// issues every write as an interactive transaction reading, then writing the same keys.
 pub fn workload() -> MixedWorkload {
     MixedWorkload {
         pattern: Pattern::Mixed,

@@ -448,7 +448,9 @@ pub struct Generator {
     /// share becomes single-key PUTs.
     write_transactions: bool,
     /// Whether the protocol takes blind writes; without them (the Jessy family's certifying criteria) every
-    /// PUT and update is issued as an interactive transaction writing the same keys (`Begin`, `Commit`).
+    /// PUT and update is issued as an interactive transaction that reads the keys it writes in one round, then
+    /// writes them (`Begin`, `Read`, `Commit`): a read-modify-write, since a certifying criterion without
+    /// sessions (NMSI) takes a write over an empty snapshot for a conflict with every earlier write of its keys.
     blind_writes: bool,
     keys: KeySpace,
     /// TPC-C's terminals (the tpcc pattern).
@@ -687,10 +689,10 @@ impl Generator {
                 .next_batch(rng, writer, seq)
                 .into_iter()
                 .map(|request| match request {
-                    Request::Put { .. } | Request::Update { .. } if !self.blind_writes => Job::Txn(TxnPlan {
-                        rounds: Vec::new(),
-                        writes: request.writes().into_iter().map(|(k, _)| k).collect(),
-                    }),
+                    Request::Put { .. } | Request::Update { .. } if !self.blind_writes => {
+                        let keys: Vec<Key> = request.writes().into_iter().map(|(k, _)| k).collect();
+                        Job::Txn(TxnPlan { rounds: vec![keys.clone()], writes: keys })
+                    }
                     request => Job::Op(request),
                 })
                 .collect(),
@@ -800,8 +802,8 @@ mod tests {
         let puts = (0..20_000).filter(|seq| g.next(&mut rng, 8, *seq).kind() == "put").count();
         assert!((puts as f64 / 20_000.0 - 0.20).abs() < 0.02, "{puts}");
 
-        // Without blind writes every write is an interactive transaction writing the same keys, and an
-        // update keeps all its keys.
+        // Without blind writes every write is an interactive transaction reading, then writing the same keys,
+        // and an update keeps all its keys.
         let g = g.blind_writes(false);
         let mut widths = std::collections::BTreeSet::new();
         for seq in 0..2_000 {
@@ -809,7 +811,7 @@ mod tests {
                 match job {
                     Job::Op(r) => assert!(r.writes().is_empty(), "{r:?}"),
                     Job::Txn(plan) => {
-                        assert!(plan.rounds.is_empty());
+                        assert_eq!(plan.rounds, [plan.writes.clone()]);
                         widths.insert(plan.writes.len());
                     }
                     Job::Call(c) => panic!("{c:?}"),
