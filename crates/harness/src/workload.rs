@@ -811,7 +811,7 @@ mod tests {
                 match job {
                     Job::Op(r) => assert!(r.writes().is_empty(), "{r:?}"),
                     Job::Txn(plan) => {
-                        assert_eq!(plan.rounds, [plan.writes.clone()]);
+                        assert_eq!(plan.rounds, std::slice::from_ref(&plan.writes));
                         widths.insert(plan.writes.len());
                     }
                     Job::Call(c) => panic!("{c:?}"),
