@@ -281,7 +281,7 @@ fn cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 } else if flags.is_empty() {
                     "none".into()
                 } else {
-                    format!("**{}**", flags.join("; "))
+                    flags.join("; ")
                 },
             ]
         })
@@ -314,7 +314,11 @@ pub fn text_table(rows: &[Row]) -> String {
 pub fn markdown_table(rows: &[Row]) -> String {
     let (header, lines) = cells(rows);
     let mut out = format!("| {} |\n|{}\n", header.join(" | "), " --- |".repeat(header.len()));
-    for l in lines {
+    for mut l in lines {
+        // Disagreements in bold.
+        if let Some(flags) = l.last_mut().filter(|f| !["-", "none"].contains(&f.as_str())) {
+            *flags = format!("**{flags}**");
+        }
         let _ = writeln!(out, "| {} |", l.join(" | "));
     }
     out
@@ -374,6 +378,9 @@ mod tests {
         assert!(Row::new(measured("2pl", "strict-ser", 1.0, 2, 1)).disagreements().is_empty());
         let md = markdown_table(&[Row::new(measured("2pl", "strict-ser", 1.0, 2, 1))]);
         assert!(md.lines().nth(2).unwrap().starts_with("| 2pl | 1 | 0/0 | strict-ser | - |"), "{md}");
+        let md = markdown_table(&[Row::new(measured("cops", "rc", 0.0, 3, 0))]);
+        assert!(md.trim_end().ends_with("| **S: fails causal; O: 3 rounds > 2** |"), "{md}");
+        assert!(text_table(&[Row::new(measured("cops", "rc", 0.0, 3, 0))]).trim_end().ends_with("O: 3 rounds > 2"));
     }
 
     #[test]
