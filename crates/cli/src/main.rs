@@ -12,6 +12,7 @@ mod progress;
 mod redis_baseline;
 mod reproduce;
 mod sim_cmd;
+mod snow_cmd;
 
 use anyhow::{Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -86,6 +87,10 @@ enum Command {
     /// Reproduce a paper's experiment end to end: the sweep, every protocol, the charts, and a summary
     /// beside the paper's figures.
     Reproduce(reproduce::ReproduceArgs),
+    /// The SNOW theorem's table, measured: every protocol with read-only transactions on one contended
+    /// workload in the simulator, its S, N, O and W beside the SNOW paper's cells (Fig. 8), disagreements
+    /// flagged.
+    Snow(snow_cmd::SnowArgs),
     /// Check a recorded history (docs/HISTORY.md) at a consistency level: exit 0 if it holds, 1 with a
     /// witness if not, 2 if the input is not a valid history.
     Check {
@@ -310,6 +315,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(args) => sim_cmd::bench(args),
         Command::BenchMulticast(args) => multicast_bench::run_bench(args),
         Command::Reproduce(args) => reproduce::run(args),
+        Command::Snow(args) => snow_cmd::run(args),
         Command::Put { key, value, value_file } => {
             let value = match (value, value_file) {
                 (Some(v), _) => v,

@@ -10,6 +10,7 @@ pub mod net_run;
 pub mod report;
 pub mod repro;
 pub mod run;
+pub mod snow_table;
 pub mod tpcc;
 pub mod workload;
 

@@ -43,6 +43,12 @@ pub struct Metrics {
     blocked_ops: u64,
     blocked_ns: Histogram<u64>,
     blocked_ns_total: u64,
+    /// Per-ROT maxima (SNOW's N and O): the longest a ROT waited at servers, and the most versions a ROT
+    /// received per key it read.
+    rot_blocked_ns_max: u64,
+    rot_versions_per_key_max: f64,
+    /// Committed operations and transactions that wrote two or more keys (SNOW's W).
+    multi_key_writes: u64,
     readers_check: ReadersCheckTotals,
     /// Snapshot metadata per transaction that reported it, bytes.
     metadata_bytes: Histogram<u64>,
@@ -79,6 +85,9 @@ impl Default for Metrics {
             blocked_ops: 0,
             blocked_ns: histogram(),
             blocked_ns_total: 0,
+            rot_blocked_ns_max: 0,
+            rot_versions_per_key_max: 0.0,
+            multi_key_writes: 0,
             readers_check: ReadersCheckTotals::default(),
             metadata_bytes: Histogram::new(3).expect("valid"),
             aborts: BTreeMap::new(),
@@ -104,8 +113,13 @@ impl Metrics {
                         self.versions_skipped.saturating_record(u64::from(r.versions_skipped));
                     }
                     self.versions_returned += u64::from(reply.metrics.versions_returned);
+                    self.rot_blocked_ns_max = self.rot_blocked_ns_max.max(reply.metrics.blocked_ns);
+                    if !reply.reads.is_empty() {
+                        let per_key = f64::from(reply.metrics.versions_returned) / reply.reads.len() as f64;
+                        self.rot_versions_per_key_max = self.rot_versions_per_key_max.max(per_key);
+                    }
                 } else {
-                    self.keys_written += request.writes().len() as u64;
+                    self.record_txn_writes(request.writes().len());
                 }
                 if reply.metrics.blocked_ns > 0 {
                     self.blocked_ops += 1;
@@ -163,6 +177,7 @@ impl Metrics {
     /// Keys a committed transaction wrote.
     pub fn record_txn_writes(&mut self, keys: usize) {
         self.keys_written += keys as u64;
+        self.multi_key_writes += u64::from(keys >= 2);
     }
 
     /// One aborted attempt of a transaction counted under `kind` (a stored procedure's name): its kind's
@@ -232,6 +247,9 @@ impl Metrics {
         self.keys_written += other.keys_written;
         self.blocked_ops += other.blocked_ops;
         self.blocked_ns_total += other.blocked_ns_total;
+        self.rot_blocked_ns_max = self.rot_blocked_ns_max.max(other.rot_blocked_ns_max);
+        self.rot_versions_per_key_max = self.rot_versions_per_key_max.max(other.rot_versions_per_key_max);
+        self.multi_key_writes += other.multi_key_writes;
         let (t, o) = (&mut self.readers_check, &other.readers_check);
         t.checks += o.checks;
         t.rot_ids_total += o.rot_ids_total;
@@ -337,6 +355,9 @@ impl Metrics {
             versions_returned: self.versions_returned,
             blocked_ops: self.blocked_ops,
             blocked_p99_us: us(&self.blocked_ns, 0.99),
+            max_rot_blocked_us: self.rot_blocked_ns_max as f64 / 1_000.0,
+            max_rot_versions_per_key: self.rot_versions_per_key_max,
+            multi_key_writes: self.multi_key_writes,
         }
     }
 }
@@ -390,6 +411,12 @@ pub struct Summary {
     /// Mean wait of the operations that waited, and the total waited.
     pub blocked_mean_us: f64,
     pub blocked_total_ms: f64,
+    /// The longest one ROT waited at servers (exact, not from a histogram; 0: no ROT ever waited).
+    pub max_rot_blocked_us: f64,
+    /// The most versions one ROT received per key it read (1.0: one version per key; 0: no ROT).
+    pub max_rot_versions_per_key: f64,
+    /// Committed operations and transactions that wrote two or more keys.
+    pub multi_key_writes: u64,
     /// `(versions skipped s, share of key reads that skipped at most s)` for s = 0..=max.
     pub staleness_cdf: Vec<(u64, f64)>,
     /// Mean of (versions skipped + 1) over key reads (Tomsic §5.3.2).
@@ -610,5 +637,30 @@ mod tests {
         assert_eq!((rc.keys_checked_mean, rc.partitions_contacted_mean), (3.0, 2.0));
         assert_eq!((s.blocked_ops, s.blocked_mean_us, s.key_ops_per_s), (1, 4.0, 3.0));
         assert!(Metrics::default().summary(1.0).readers_check.is_none());
+    }
+
+    #[test]
+    fn per_rot_maxima_and_multi_key_writes() {
+        let mut m = Metrics::default();
+        let rot = Request::Rot { keys: vec!["a".into(), "b".into()] };
+        let mut reply = rot_reply(&[0, 0]);
+        reply.metrics.versions_returned = 3;
+        reply.metrics.blocked_ns = 7_000;
+        m.record(&rot, &Ok(reply), 1_000);
+        m.record(&rot, &Ok(rot_reply(&[0, 0])), 1_000);
+        // A write that waited longer does not count as a ROT's wait.
+        let update = Request::Update { writes: vec![("a".into(), "1".into()), ("b".into(), "2".into())] };
+        m.record(
+            &update,
+            &Ok(Reply { metrics: OpMetrics { blocked_ns: 9_000, ..Default::default() }, ..Default::default() }),
+            1,
+        );
+        m.record(&Request::Put { key: "a".into(), value: "3".into() }, &Ok(Reply::default()), 1);
+        m.record_txn_writes(3);
+        m.record_txn_writes(1);
+        let s = m.summary(1.0);
+        assert_eq!((s.max_rot_blocked_us, s.max_rot_versions_per_key, s.multi_key_writes), (7.0, 1.5, 2));
+        let empty = Metrics::default().summary(1.0);
+        assert_eq!((empty.max_rot_blocked_us, empty.max_rot_versions_per_key, empty.multi_key_writes), (0.0, 0.0, 0));
     }
 }

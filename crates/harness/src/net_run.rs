@@ -25,8 +25,9 @@ pub async fn run_net_with<P: Protocol>(
     spec: &RunSpec,
     op_timeout: Duration,
 ) -> anyhow::Result<RunReport> {
-    let generator =
-        Generator::new(spec.workload.clone(), config.topology()).write_transactions(P::OFFERS.write_transactions);
+    let generator = Generator::new(spec.workload.clone(), config.topology())
+        .write_transactions(P::OFFERS.write_transactions)
+        .blind_writes(P::OFFERS.blind_writes || !P::OFFERS.interactive);
     let recorder = RefCell::new(HistoryRecorder::new());
     let metrics = RefCell::new(Metrics::default());
     let mut runtimes = Vec::new();

@@ -85,7 +85,9 @@ pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
 /// scenario holds), then, if asked, quiesce and do the final reads.
 pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
     let topology = sim.topology();
-    let generator = Generator::new(spec.workload.clone(), topology).write_transactions(P::OFFERS.write_transactions);
+    let generator = Generator::new(spec.workload.clone(), topology)
+        .write_transactions(P::OFFERS.write_transactions)
+        .blind_writes(P::OFFERS.blind_writes || !P::OFFERS.interactive);
     let mut recorder = HistoryRecorder::new();
     let mut metrics = Metrics::default();
     let tpcc = generator.tpcc().map(|g| g.shape.clone());

@@ -447,6 +447,11 @@ pub struct Generator {
     /// Whether to issue multi-key updates; without them (protocols lacking write transactions) the update
     /// share becomes single-key PUTs.
     write_transactions: bool,
+    /// Whether the protocol takes blind writes; without them (the Jessy family's certifying criteria) every
+    /// PUT and update is issued as an interactive transaction that reads the keys it writes in one round, then
+    /// writes them (`Begin`, `Read`, `Commit`): a read-modify-write, since a certifying criterion without
+    /// sessions (NMSI) takes a write over an empty snapshot for a conflict with every earlier write of its keys.
+    blind_writes: bool,
     keys: KeySpace,
     /// TPC-C's terminals (the tpcc pattern).
     tpcc: Option<Arc<crate::tpcc::TpccGenerator>>,
@@ -491,12 +496,18 @@ impl Generator {
         };
         let tpcc = (spec.pattern == Pattern::Tpcc)
             .then(|| Arc::new(crate::tpcc::TpccGenerator::new(spec.tpcc.shape(topology), spec.tpcc.seed)));
-        Self { spec, keys, write_transactions: true, tpcc }
+        Self { spec, keys, write_transactions: true, blind_writes: true, tpcc }
     }
 
     /// Issue PUTs instead of multi-key updates when `enabled` is false.
     pub fn write_transactions(mut self, enabled: bool) -> Self {
         self.write_transactions = enabled;
+        self
+    }
+
+    /// Issue writes as interactive transactions when `enabled` is false (see the field).
+    pub fn blind_writes(mut self, enabled: bool) -> Self {
+        self.blind_writes = enabled;
         self
     }
 
@@ -594,7 +605,8 @@ impl Generator {
     }
 
     fn update(&self, keys: Vec<Key>, writer: u64, seq: u64) -> Request {
-        if self.write_transactions {
+        // Without blind writes the update becomes an interactive transaction over all its keys (`next_jobs`).
+        if self.write_transactions || !self.blind_writes {
             Request::Update {
                 writes: keys.into_iter().enumerate().map(|(i, k)| (k, self.value(writer, seq, i))).collect(),
             }
@@ -673,7 +685,17 @@ impl Generator {
                 let writes = if update { keys.iter().take(writes).cloned().collect() } else { Vec::new() };
                 vec![Job::Txn(TxnPlan { rounds: keys.into_iter().map(|k| vec![k]).collect(), writes })]
             }
-            _ => self.next_batch(rng, writer, seq).into_iter().map(Job::Op).collect(),
+            _ => self
+                .next_batch(rng, writer, seq)
+                .into_iter()
+                .map(|request| match request {
+                    Request::Put { .. } | Request::Update { .. } if !self.blind_writes => {
+                        let keys: Vec<Key> = request.writes().into_iter().map(|(k, _)| k).collect();
+                        Job::Txn(TxnPlan { rounds: vec![keys.clone()], writes: keys })
+                    }
+                    request => Job::Op(request),
+                })
+                .collect(),
         }
     }
 
@@ -779,6 +801,24 @@ mod tests {
         let g = g.write_transactions(false);
         let puts = (0..20_000).filter(|seq| g.next(&mut rng, 8, *seq).kind() == "put").count();
         assert!((puts as f64 / 20_000.0 - 0.20).abs() < 0.02, "{puts}");
+
+        // Without blind writes every write is an interactive transaction reading, then writing the same keys,
+        // and an update keeps all its keys.
+        let g = g.blind_writes(false);
+        let mut widths = std::collections::BTreeSet::new();
+        for seq in 0..2_000 {
+            for job in g.next_jobs(&mut rng, 0, 9, seq) {
+                match job {
+                    Job::Op(r) => assert!(r.writes().is_empty(), "{r:?}"),
+                    Job::Txn(plan) => {
+                        assert_eq!(plan.rounds, std::slice::from_ref(&plan.writes));
+                        widths.insert(plan.writes.len());
+                    }
+                    Job::Call(c) => panic!("{c:?}"),
+                }
+            }
+        }
+        assert_eq!(widths.into_iter().collect::<Vec<_>>(), [1, 3]);
     }
 
     #[test]
