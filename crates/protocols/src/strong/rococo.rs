@@ -471,7 +471,8 @@ pub struct RccServer<F: Flavor> {
     coordinated: BTreeMap<TxnId, Coordinated>,
     #[serde(skip)]
     loopback: VecDeque<(ServerId, RccMsg)>,
-    max_clock_ahead_ms: u64,
+    /// What input checks need (`max_clock_ahead_ms`).
+    config: ProtocolConfig,
     /// Rococo-SNOW: the bound on clock differences (`ProtocolConfig::max_clock_skew_us`).
     skew_ns: u64,
     #[serde(skip)]
@@ -503,7 +504,7 @@ where
             inquirers: BTreeMap::new(),
             coordinated: BTreeMap::new(),
             loopback: VecDeque::new(),
-            max_clock_ahead_ms: config.max_clock_ahead_ms,
+            config: config.clone(),
             skew_ns: config.max_clock_skew_us.saturating_mul(1_000),
             _flavor: PhantomData,
         }
@@ -1376,8 +1377,7 @@ where
     }
 
     fn handle(&mut self, cx: &mut Cx<'_, F>, from: Addr, msg: RccMsg) -> Result<(), InvalidInput> {
-        let config = ProtocolConfig { max_clock_ahead_ms: self.max_clock_ahead_ms, ..ProtocolConfig::default() };
-        let check = Check::new(&self.topology, &config, cx.now_ns(), from, msg.kind());
+        let check = Check::new(&self.topology, &self.config, cx.now_ns(), from, msg.kind());
         let me = self.me();
         if self.id.dc != HOME_DC {
             if let Addr::Client(c) = from {
