@@ -269,6 +269,7 @@ impl WorkloadArgs {
             summary: report.summary,
             sim_events: report.sim_events,
             wall_s,
+            tpcc: report.tpcc,
         }
     }
 }
