@@ -5,6 +5,7 @@ use snowline_harness::report::RunRecord;
 use snowline_harness::repro::{
     STOCK_LEVEL_WAVES, new_order_tps, per_server, stock_level_commit_rate, stock_level_p50_us,
 };
+use snowline_harness::tpcc::Scale;
 use snowline_harness::{Experiment, Paper, Runtime};
 use snowline_protocols::{Rococo, RococoSnow};
 
@@ -13,9 +14,10 @@ fn a_tiny_snow_rococo_sweep_records_new_orders_stock_levels_and_the_audit() {
     let mut e = Experiment::new(Paper::SnowRococo, Runtime::Sim, true);
     assert_eq!(e.protocols, ["rococo-snow", "rococo", "2pl", "occ"]);
     e.protocols = vec!["rococo-snow".into(), "rococo".into()];
-    // 2 servers (20 districts), 1 and 20 concurrent requests per server; short runs.
+    // 2 servers (20 districts) with the small population, 1 and 5 concurrent requests per server; short runs.
     e.variants[0].topology.partitions = 2;
-    e.clients = vec![2, 40];
+    e.variants[0].workload.tpcc.scale = Scale::Small;
+    e.clients = vec![2, 10];
     e.duration_ns = 250_000_000;
     e.warmup_ns = 50_000_000;
     e.cooldown_ns = 0;
