@@ -1,4 +1,4 @@
-//! `snowline reproduce contrarian|tomsic|snow-cops|nmsi`: a paper's experiment end to end — the client sweep for
+//! `snowline reproduce contrarian|tomsic|snow-cops|nmsi|snow-rococo`: a paper's experiment end to end — the client sweep for
 //! every protocol and variant, in the simulator or on real local clusters, then the results directory, the
 //! charts and a summary putting the paper's headline figures beside snowline's.
 
@@ -13,8 +13,9 @@ use std::time::Instant;
 
 #[derive(Args, Clone, Debug)]
 pub struct ReproduceArgs {
-    /// contrarian (Contrarian §5.2, Fig. 4), tomsic (Tomsic §5.3.2, Fig. 4), snow-cops (SNOW §6.1, Fig. 5) or
-    /// nmsi (NMSI §V, Figs. 1, 3, 4: the criteria this build has of nmsi, rc, ser, us, si, psi).
+    /// contrarian (Contrarian §5.2, Fig. 4), tomsic (Tomsic §5.3.2, Fig. 4), snow-cops (SNOW §6.1, Fig. 5),
+    /// nmsi (NMSI §V, Figs. 1, 3, 4: the criteria this build has of nmsi, rc, ser, us, si, psi) or snow-rococo
+    /// (SNOW §6.2, Fig. 7: rococo-snow, rococo, 2pl and occ on TPC-C over the concurrent requests per server).
     pub paper: Paper,
     /// sim: the papers' set-ups in the simulator; real: real server processes, scaled down to this machine.
     #[arg(long, default_value = "sim")]
@@ -29,7 +30,8 @@ pub struct ReproduceArgs {
     /// this build has.
     #[arg(long, value_delimiter = ',', hide = true)]
     pub protocols: Vec<String>,
-    /// Replace the client sweep (clients per loaded datacenter).
+    /// Replace the client sweep (clients per loaded datacenter; snow-rococo: clients in all, spread over the
+    /// servers).
     #[arg(long, value_delimiter = ',')]
     pub clients: Vec<usize>,
 }
@@ -70,42 +72,13 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         };
         let record = exp.record(variant, clients, report, &protocol, t.elapsed().as_secs_f64());
         report::write_run(&out, &record)?;
-        let [p50, p95, ..] = record.rot_latency_us();
-        progress.suspend(|| {
-            if exp.paper == Paper::Nmsi {
-                let s = &record.summary;
-                let t = s.update_termination.as_ref();
-                println!(
-                    "{:<16} {:<5} {:>5} clients: {:>8.0} txn/s, update termination mean {} p95 {}, update aborts {:.2}% ({:.1} s)",
-                    record.variant,
-                    record.protocol,
-                    record.clients_total,
-                    s.committed_txns_per_s,
-                    t.map_or("-".into(), |t| report::fmt_us(t.mean_us)),
-                    t.map_or("-".into(), |t| report::fmt_us(t.p95_us)),
-                    s.update_abort_rate * 100.0,
-                    record.wall_s
-                );
-                return;
-            }
-            println!(
-                "{:<10} {:<11} {:>5} clients: {:>10.0} ops/s, ROT p50 {} p95 {}, fresh {:.2}% ({:.1} s)",
-                record.variant,
-                record.protocol,
-                record.clients_total,
-                record.summary.ops_per_s,
-                report::fmt_us(p50),
-                report::fmt_us(p95),
-                record.summary.fresh_read_share * 100.0,
-                record.wall_s
-            )
-        });
+        progress.suspend(|| println!("{}", exp.point_line(&record)));
         records.push(record);
         progress.inc(1);
     }
     progress.finish_and_clear();
     report::write_all(&out, &records)?;
-    let table = if exp.paper == Paper::Nmsi { report::txn_table(&records) } else { report::table(&records) };
+    let table = exp.table(&records);
     std::fs::write(out.join("table.txt"), &table)?;
     let charts = exp.charts(&records, &out)?;
     let headline = exp.headline(&records);

@@ -94,8 +94,9 @@ pub struct WorkloadArgs {
     /// tpcc, standard set-up: warehouses.
     #[arg(long, default_value_t = 1)]
     pub tpcc_warehouses: u32,
-    /// tpcc: the population: full (TPC-C's: 100,000 items, 3,000 customers and orders per district) or small
-    /// (1,000 items, 30 customers and orders per district: for tests).
+    /// tpcc: the population: full (TPC-C's: 100,000 items, 3,000 customers and orders per district), small
+    /// (1,000 items, 30 customers and orders per district: for tests) or items (100,000 items, 30 customers and
+    /// orders per district: full-scale stock contention, quick to load).
     #[arg(long, default_value = "full")]
     pub tpcc_scale: snowline_harness::tpcc::Scale,
     /// tpcc: New-Order's 1% rollback (an unused item) on or off (default: on in standard, off in snow).
@@ -269,6 +270,7 @@ impl WorkloadArgs {
             summary: report.summary,
             sim_events: report.sim_events,
             wall_s,
+            tpcc: report.tpcc,
         }
     }
 }

@@ -19,11 +19,13 @@ struct KindStats {
     info: u64,
     /// Aborted attempts (of transactions counted under this kind).
     aborted: u64,
+    /// Protocol rounds (`OpMetrics::rounds`) of the committed stored-procedure calls counted here, summed.
+    rounds: u64,
 }
 
 impl KindStats {
     fn new() -> Self {
-        KindStats { latency_ns: histogram(), ok: 0, fail: 0, info: 0, aborted: 0 }
+        KindStats { latency_ns: histogram(), ok: 0, fail: 0, info: 0, aborted: 0, rounds: 0 }
     }
 }
 
@@ -186,6 +188,12 @@ impl Metrics {
         self.kinds.entry(kind).or_insert_with(KindStats::new).aborted += 1;
     }
 
+    /// The protocol rounds a committed stored-procedure call of `kind` reported (a read-only procedure that
+    /// a protocol runs again until two executions agree reports every round of every execution).
+    pub fn record_kind_rounds(&mut self, kind: &'static str, rounds: u32) {
+        self.kinds.entry(kind).or_insert_with(KindStats::new).rounds += u64::from(rounds);
+    }
+
     /// One aborted transaction attempt.
     pub fn record_abort(&mut self, cause: AbortCause) {
         *self.aborts.entry(cause).or_insert(0) += 1;
@@ -231,6 +239,7 @@ impl Metrics {
                     mine.fail += s.fail;
                     mine.info += s.info;
                     mine.aborted += s.aborted;
+                    mine.rounds += s.rounds;
                 }
                 None => {
                     self.kinds.insert(k, s.clone());
@@ -295,6 +304,7 @@ impl Metrics {
             fail: s.fail,
             info: s.info,
             aborted: s.aborted,
+            rounds_mean: if s.ok == 0 { 0.0 } else { s.rounds as f64 / s.ok as f64 },
             ops_per_s: s.ok as f64 / seconds,
             p50_us: us(&s.latency_ns, 0.50),
             p95_us: us(&s.latency_ns, 0.95),
@@ -371,6 +381,8 @@ pub struct KindSummary {
     pub info: u64,
     /// Aborted attempts (retried or not) of the transactions counted here.
     pub aborted: u64,
+    /// Stored-procedure calls: mean protocol rounds (`OpMetrics::rounds`) per committed call; 0 otherwise.
+    pub rounds_mean: f64,
     pub ops_per_s: f64,
     pub p50_us: f64,
     pub p95_us: f64,

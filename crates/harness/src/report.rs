@@ -29,6 +29,9 @@ pub struct RunRecord {
     pub sim_events: Option<u64>,
     /// Wall-clock seconds the run took (the simulator's speed, the real runtime's length).
     pub wall_s: f64,
+    /// The tpcc workload: the 12 consistency conditions checked on the final state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpcc: Option<crate::tpcc::Audit>,
 }
 
 impl RunRecord {
@@ -298,6 +301,7 @@ mod tests {
             clients_total: 3,
             summary: m.summary(1.0),
             sim_events: Some(10),
+            tpcc: None,
             wall_s: 0.5,
         };
         let header_fields = csv_header().split(',').count();

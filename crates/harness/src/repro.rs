@@ -16,6 +16,12 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 mod nmsi;
+mod snow_rococo;
+
+pub use snow_rococo::{
+    PROTOCOLS as SNOW_ROCOCO_PROTOCOLS, STOCK_LEVEL_WAVES, new_order_tps, per_server, stock_level_attempts,
+    stock_level_commit_rate, stock_level_p50_us,
+};
 
 /// Which runtime runs the points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +62,9 @@ pub enum Paper {
     /// NMSI (Saeida Ardekani et al., SRDS 2013) §V, Figs. 1, 3, 4: NMSI against RC, SER, US, SI and PSI on
     /// transactional YCSB, groups of three replicas each at one site.
     Nmsi,
+    /// SNOW §6.2, Fig. 7: Rococo-SNOW, Rococo, 2PL and OCC on Rococo's district-sharded TPC-C over the
+    /// concurrent requests per server.
+    SnowRococo,
 }
 
 impl std::str::FromStr for Paper {
@@ -66,7 +75,10 @@ impl std::str::FromStr for Paper {
             "tomsic" => Ok(Paper::Tomsic),
             "snow-cops" => Ok(Paper::SnowCops),
             "nmsi" => Ok(Paper::Nmsi),
-            other => Err(format!("unknown reproduction {other:?}; valid: contrarian, tomsic, snow-cops, nmsi")),
+            "snow-rococo" => Ok(Paper::SnowRococo),
+            other => {
+                Err(format!("unknown reproduction {other:?}; valid: contrarian, tomsic, snow-cops, nmsi, snow-rococo"))
+            }
         }
     }
 }
@@ -78,6 +90,7 @@ impl Paper {
             Paper::Tomsic => "tomsic",
             Paper::SnowCops => "snow-cops",
             Paper::Nmsi => "nmsi",
+            Paper::SnowRococo => "snow-rococo",
         }
     }
 
@@ -88,6 +101,7 @@ impl Paper {
             Paper::Tomsic => &["cure", "av", "op", "cv"],
             Paper::SnowCops => &["cops-snow", "cops"],
             Paper::Nmsi => &NMSI_PROTOCOLS,
+            Paper::SnowRococo => &SNOW_ROCOCO_PROTOCOLS,
         };
         names.iter().map(|s| s.to_string()).collect()
     }
@@ -401,6 +415,11 @@ impl Experiment {
                 };
                 (variants, clients, None, d.0, d.1, d.2)
             }
+            Paper::SnowRococo => {
+                let (variants, per_server, [run, warmup, cooldown]) = snow_rococo::setup(sim, quick, &mut notes);
+                let servers = usize::from(variants[0].topology.partitions);
+                (variants, per_server.iter().map(|n| n * servers).collect(), None, run, warmup, cooldown)
+            }
         };
         if sim {
             notes.push(format!(
@@ -519,6 +538,7 @@ impl Experiment {
             summary: report.summary,
             sim_events: report.sim_events,
             wall_s,
+            tpcc: report.tpcc,
         }
     }
 
@@ -541,6 +561,51 @@ impl Experiment {
             let _ = write!(s, "\n- {n}");
         }
         s
+    }
+
+    /// The line printed for one finished point.
+    pub fn point_line(&self, record: &RunRecord) -> String {
+        let s = &record.summary;
+        match self.paper {
+            Paper::SnowRococo => self.snow_rococo_line(record),
+            Paper::Nmsi => {
+                let t = s.update_termination.as_ref();
+                format!(
+                    "{:<16} {:<5} {:>5} clients: {:>8.0} txn/s, update termination mean {} p95 {}, update aborts {:.2}% ({:.1} s)",
+                    record.variant,
+                    record.protocol,
+                    record.clients_total,
+                    s.committed_txns_per_s,
+                    t.map_or("-".into(), |t| fmt_us(t.mean_us)),
+                    t.map_or("-".into(), |t| fmt_us(t.p95_us)),
+                    s.update_abort_rate * 100.0,
+                    record.wall_s
+                )
+            }
+            _ => {
+                let [p50, p95, ..] = record.rot_latency_us();
+                format!(
+                    "{:<10} {:<11} {:>5} clients: {:>10.0} ops/s, ROT p50 {} p95 {}, fresh {:.2}% ({:.1} s)",
+                    record.variant,
+                    record.protocol,
+                    record.clients_total,
+                    s.ops_per_s,
+                    fmt_us(p50),
+                    fmt_us(p95),
+                    s.fresh_read_share * 100.0,
+                    record.wall_s
+                )
+            }
+        }
+    }
+
+    /// The table of every run, printed and written as `table.txt`.
+    pub fn table(&self, records: &[RunRecord]) -> String {
+        match self.paper {
+            Paper::SnowRococo => self.snow_rococo_table(records),
+            Paper::Nmsi => crate::report::txn_table(records),
+            _ => crate::report::table(records),
+        }
     }
 
     /// Draw the paper's charts from the finished runs into `dir`; returns the files written.
@@ -766,6 +831,11 @@ impl Experiment {
                     draw(&name, chart)?;
                 }
             }
+            Paper::SnowRococo => {
+                for (name, chart) in self.snow_rococo_charts(records) {
+                    draw(&name, chart)?;
+                }
+            }
         }
         Ok(written)
     }
@@ -918,6 +988,7 @@ impl Experiment {
                 );
             }
             Paper::Nmsi => out = self.nmsi_headline(records),
+            Paper::SnowRococo => out = self.snow_rococo_headline(records),
         }
         out
     }
@@ -1009,6 +1080,7 @@ mod tests {
             summary: m.summary(1.0),
             sim_events: None,
             wall_s: 0.0,
+            tpcc: None,
         }
     }
 
@@ -1025,7 +1097,7 @@ mod tests {
 
     #[test]
     fn experiments_are_well_formed_in_both_runtimes() {
-        for paper in [Paper::Contrarian, Paper::Tomsic, Paper::SnowCops, Paper::Nmsi] {
+        for paper in [Paper::Contrarian, Paper::Tomsic, Paper::SnowCops, Paper::Nmsi, Paper::SnowRococo] {
             for runtime in [Runtime::Sim, Runtime::Real] {
                 for quick in [true, false] {
                     let e = Experiment::new(paper, runtime, quick);
