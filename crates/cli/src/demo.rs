@@ -34,7 +34,8 @@ pub struct DemoArgs {
 struct Row {
     protocol: String,
     report: RunReport,
-    visible_after_ms: f64,
+    /// `None`: a one-datacenter protocol, no other datacenter to see the write.
+    visible_after_ms: Option<f64>,
     verdict: String,
 }
 
@@ -81,8 +82,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
         let (report, visible_after_ms) =
             result.with_context(|| format!("{name} (server logs in {})", dir.display()))?;
         let _ = std::fs::remove_dir_all(&dir); // a temporary cluster directory: logs are kept only on failure
-        if topology.dcs > 1 {
-            println!("a PUT in dc0 was readable in dc1 after {visible_after_ms:.1} ms");
+        if let Some(ms) = visible_after_ms {
+            println!("a PUT in dc0 was readable in dc1 after {ms:.1} ms");
         }
         println!("{}", report.summary);
         let level = crate::check_cmd::resolve_level("claimed", name)?;
@@ -132,10 +133,13 @@ pub fn run(args: DemoArgs) -> Result<()> {
 }
 
 /// Show one write crossing datacenters, then run the workload.
-async fn demo_one<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> Result<(RunReport, f64)> {
-    // One datacenter (cops-dw): nothing crosses datacenters; the table shows NaN.
-    let visible_after_ms =
-        if config.dcs > 1 { crate::client_cmd::visibility_ms::<P>(config, 1, "demo-key").await?[0] } else { f64::NAN };
+async fn demo_one<P: Protocol>(config: &ClusterConfig, spec: &RunSpec) -> Result<(RunReport, Option<f64>)> {
+    // One datacenter (cops-dw): nothing crosses datacenters; the table shows "-".
+    let visible_after_ms = if config.dcs > 1 {
+        Some(crate::client_cmd::visibility_ms::<P>(config, 1, "demo-key").await?[0])
+    } else {
+        None
+    };
     let report = snowline_harness::net_run::run_net::<P>(config, spec).await?;
     Ok((report, visible_after_ms))
 }
@@ -164,7 +168,7 @@ fn table(rows: &[Row]) -> String {
         let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
         let _ = writeln!(
             t,
-            "{:<12} {:>11} {:>11} {:>10.0} {:>8.2} {:>10} {:>8} {:>8.2} {:>11.1} {:>16}",
+            "{:<12} {:>11} {:>11} {:>10.0} {:>8.2} {:>10} {:>8} {:>8.2} {:>11} {:>16}",
             r.protocol,
             us(rot.map(|k| k.p50_us)),
             us(rot.map(|k| k.p95_us)),
@@ -173,7 +177,7 @@ fn table(rows: &[Row]) -> String {
             s.max_rot_rounds,
             s.blocked_ops,
             s.abort_rate * 100.0,
-            r.visible_after_ms,
+            us(r.visible_after_ms),
             r.verdict
         );
     }
