@@ -104,3 +104,35 @@ fn rococo_needs_more_than_one_round_under_the_same_interleaving() {
     assert!(v == ["x0", "y0"] || v == ["x1", "y1"], "a mix of old and new: {v:?}");
     assert!(reply.metrics.rounds > 1, "rounds: {}", reply.metrics.rounds);
 }
+
+/// Crash seed 58's pattern: a write's piece reaches a server long after a read-only transaction read there
+/// and ended. The write must still take a timestamp above the read's (the readers check is a watermark
+/// kept for good), or another read-only transaction that sees the write at its other server would order it
+/// before a read that did not see it (the long fork the seed found, when the read's record was dropped as
+/// it completed). Timestamps are server clock readings; in this exact-clock simulation, every clock is the
+/// simulated time plus one offset, which the first commit measures.
+#[test]
+fn a_write_reaching_a_server_after_a_read_there_ended_still_comes_after_it() {
+    const EPSILON_NS: u64 = 2_100_000; // `max_clock_skew_us`' default: the commit wait
+    let mut sim = sim::<RococoSnow>();
+    let (x, y) = keys(&sim);
+    let (setup, writer, reader) = (sim.add_client(0), sim.add_client(0), sim.add_client(0));
+    let setup_at = sim.now_ns();
+    let first = ok(&mut sim, setup, 1, update(&[(&x, "x0"), (&y, "y0")]));
+    // The first write's timestamp is its start (its arrival, one 100 µs hop after the submit) plus ε.
+    let offset = first.commit.expect("a commit version").time - EPSILON_NS - setup_at;
+    // W is coordinated at y's server; its piece for x is held for 20 ms.
+    sim.hold(dispatch_of(writer));
+    sim.submit(writer, OpId(1), update(&[(&y, "y1"), (&x, "x1")]));
+    sim.advance(5_000_000);
+    let read_at = sim.now_ns() + offset;
+    let read = ok(&mut sim, reader, 1, Request::Rot { keys: vec![x.clone()] });
+    assert_eq!(values(&read), ["x0"], "W had not reached x's server");
+    sim.advance(15_000_000);
+    assert_eq!(sim.release(dispatch_of(writer)), 1, "W's piece for x was held");
+    let done = sim.run_until(sim.now_ns() + SECOND);
+    let w = done.iter().find(|c| c.client == writer).expect("the write completes");
+    let ts = w.result.as_ref().expect("committed").commit.expect("a commit version").time;
+    // Without the watermark W's timestamp would be its own start plus ε, about 3 ms below the read's.
+    assert!(ts + 500_000 > read_at, "W's timestamp {ts} is not above the finished read's start {read_at}");
+}
