@@ -27,8 +27,8 @@
 //!    is fixed when the parent's access was an immediate piece: that access already ran, so the child
 //!    must follow it whether the child's piece is immediate or deferrable (New-Order's immediate
 //!    `D_NEXT_O_ID` increment and a later Payment's deferred `D_YTD` update of the same district row).
-//!    Deferrable accesses alone are reordered freely inside a component; that is Rococo's point. The committed graph of a component is the same on every server, so every server
-//!    runs the same order; a server answers [`RccMsg::Executed`] with the deferred pieces' outputs, and the
+//!    Deferrable accesses alone are reordered freely inside a component; that is Rococo's point. The
+//!    committed graph of a component is the same on every server, so every server runs the same order; a server answers [`RccMsg::Executed`] with the deferred pieces' outputs, and the
 //!    coordinator answers the client when every server has.
 //!
 //! Rococo's offline check (§3.3 of its paper) admits only procedures whose immediate accesses cannot
@@ -207,7 +207,7 @@ pub struct TxnId {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vertex {
     pub id: Option<TxnId>,
-    /// Its coordinator had every piece dispatched: `parents`, `servers` and `readers` are final.
+    /// Its coordinator had every piece dispatched: `parents`, `servers` and `floor` are final.
     pub committing: bool,
     pub aborted: bool,
     /// Partitions it has pieces on (as far as known).
@@ -374,7 +374,6 @@ struct Node {
     v: Vertex,
     /// Executed here (or processed, for a transaction with no piece here), or aborted; when.
     done_ns: Option<u64>,
-    /// Rococo-SNOW: the readers it follows (its component's and every ancestor's), computed when done.
     /// Its timestamp, once done here: above its parents' and its floor, the same on every server.
     ts: u64,
     /// The largest timestamp of its component, once done here.
@@ -908,7 +907,6 @@ where
     fn execute(&mut self, cx: &mut Cx<'_, F>, scc: Vec<TxnId>) {
         let now = cx.now_ns();
         let order = self.order(&scc);
-        // Rococo-SNOW: the readers the whole component follows.
         // The component's timestamps: above every member's start and floor and every parent's, then one
         // apart in the order. Every input is part of the committed graph, so every server computes the same.
         let mut base = 1;
