@@ -28,8 +28,9 @@
 //!    must follow it whether the child's piece is immediate or deferrable (New-Order's immediate
 //!    `D_NEXT_O_ID` increment and a later Payment's deferred `D_YTD` update of the same district row).
 //!    Deferrable accesses alone are reordered freely inside a component; that is Rococo's point. The
-//!    committed graph of a component is the same on every server, so every server runs the same order; a server answers [`RccMsg::Executed`] with the deferred pieces' outputs, and the
-//!    coordinator answers the client when every server has.
+//!    committed graph of a component is the same on every server, so every server runs the same order; a
+//!    server answers [`RccMsg::Executed`] with the deferred pieces' outputs, and the coordinator answers the
+//!    client when every server has.
 //!
 //! Rococo's offline check (§3.3 of its paper) admits only procedures whose immediate accesses cannot
 //! be reordered: here an immediate piece may not touch a key with an unexecuted *deferrable* access of
