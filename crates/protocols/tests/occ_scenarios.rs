@@ -2,46 +2,18 @@
 //! conflicting transactions aborts and why, read-only transactions that must not return what no single
 //! moment saw, stored procedures, and a crash while prepared.
 
-use snowline_core::{
-    AbortCause, Addr, ClientId, Key, Message, OpError, OpId, Reply, Request, ServerId, Topology, Value,
-};
+use snowline_core::{AbortCause, Addr, Message, OpError, OpId, Request, ServerId};
 use snowline_protocols::Occ;
 use snowline_sim::{Sim, SimConfig};
 
-const WAN_NS: u64 = 10_000_000;
-const SECOND: u64 = 1_000_000_000;
+mod common;
+
+use common::{SECOND, keys, ok, run, update, values};
 
 fn sim(dcs: u16, partitions: u16) -> Sim<Occ> {
-    Sim::new(SimConfig::exact(1, Topology::new(dcs, partitions), 100_000, WAN_NS))
+    common::sim(dcs, partitions)
 }
 
-/// Run `request` to completion (within a second of virtual time) and return its result.
-fn run(sim: &mut Sim<Occ>, client: ClientId, op: &mut u64, request: Request) -> Result<Reply, OpError> {
-    *op += 1;
-    sim.execute(client, OpId(*op), request, SECOND).expect("the operation completes within a second")
-}
-
-fn ok(sim: &mut Sim<Occ>, client: ClientId, op: &mut u64, request: Request) -> Reply {
-    run(sim, client, op, request).expect("the operation succeeds")
-}
-
-fn values(reply: &Reply) -> Vec<Option<Value>> {
-    reply.reads.iter().map(|r| r.value.clone()).collect()
-}
-
-/// A key on partition 0 and one on partition 1.
-fn keys(sim: &Sim<Occ>) -> (Key, Key) {
-    let topo = sim.topology();
-    (topo.key_on(0, "x").into(), topo.key_on(1, "y").into())
-}
-
-fn update(pairs: &[(&Key, &str)]) -> Request {
-    Request::Update { writes: pairs.iter().map(|(k, v)| ((*k).clone(), Value::from(*v))).collect() }
-}
-
-/// Two transactions read x and y and each writes both: the first to commit wins; the second fails
-/// validation at commit (what it read changed: cause Certification), whatever order they read in. Reads took
-/// no locks, so neither waited. Retried, the loser reads the winner's writes and commits.
 #[test]
 fn validation_aborts_the_later_committer_of_two_conflicting_transactions() {
     let mut sim = sim(1, 2);
@@ -218,8 +190,7 @@ fn a_stored_procedure_whose_read_changed_aborts_at_validation() {
 /// a conflicting writer still aborts (Conflict) until the retransmitted decision is applied; then it commits.
 #[test]
 fn a_participant_that_crashes_while_prepared_keeps_its_locks_until_the_decision() {
-    let mut sim: Sim<Occ> =
-        Sim::new(SimConfig { durable: true, ..SimConfig::exact(1, Topology::new(1, 2), 100_000, WAN_NS) });
+    let mut sim: Sim<Occ> = Sim::new(SimConfig { durable: true, ..common::config(1, 2) });
     let (x, y) = keys(&sim);
     let (client, other) = (sim.add_client(0), sim.add_client(0));
     let (mut o, mut r) = (0, 0);

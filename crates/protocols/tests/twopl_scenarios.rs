@@ -1,45 +1,25 @@
 //! Two-phase locking with two-phase commit in the simulator: deadlocks, contention, crashes, stored
 //! procedures and user aborts.
 
-use snowline_core::{
-    AbortCause, Addr, ClientId, Key, Message, OpError, OpId, Reply, Request, ServerId, Topology, Value,
-};
+use snowline_core::{AbortCause, Addr, ClientId, Message, OpError, OpId, Request, ServerId, Topology, Value};
 use snowline_protocols::TwoPl;
 use snowline_sim::{Sim, SimConfig};
 use std::collections::BTreeMap;
 
-const WAN_NS: u64 = 10_000_000;
-const SECOND: u64 = 1_000_000_000;
+mod common;
+
+use common::{SECOND, WAN_NS, keys, ok, run, values};
 
 fn sim(dcs: u16, partitions: u16) -> Sim<TwoPl> {
-    Sim::new(SimConfig::exact(1, Topology::new(dcs, partitions), 100_000, WAN_NS))
+    common::sim(dcs, partitions)
 }
 
 fn durable_sim() -> Sim<TwoPl> {
-    Sim::new(SimConfig { durable: true, ..SimConfig::exact(1, Topology::new(1, 2), 100_000, WAN_NS) })
-}
-
-/// Run `request` to completion (within a second of virtual time) and return its result.
-fn run(sim: &mut Sim<TwoPl>, client: ClientId, op: &mut u64, request: Request) -> Result<Reply, OpError> {
-    *op += 1;
-    sim.execute(client, OpId(*op), request, SECOND).expect("the operation completes within a second")
-}
-
-fn ok(sim: &mut Sim<TwoPl>, client: ClientId, op: &mut u64, request: Request) -> Reply {
-    run(sim, client, op, request).expect("the operation succeeds")
-}
-
-fn values(reply: &Reply) -> Vec<Option<Value>> {
-    reply.reads.iter().map(|r| r.value.clone()).collect()
+    Sim::new(SimConfig { durable: true, ..common::config(1, 2) })
 }
 
 fn text(v: &Option<Value>) -> &str {
     v.as_deref().unwrap_or("")
-}
-
-fn keys(sim: &Sim<TwoPl>) -> (Key, Key) {
-    let topo = sim.topology();
-    (topo.key_on(0, "x").into(), topo.key_on(1, "y").into())
 }
 
 /// The classic deadlock: T1 reads x, T2 reads y, then T1 writes y and T2 writes x, both committing at once.
