@@ -23,7 +23,7 @@ pub fn check_recorded(history: &[HistoryEvent], level: Level, protocol: &str) ->
     Ok(check_validated(&h, level, snowline_protocols::lookup(protocol)?.orders_versions))
 }
 
-fn check_validated(history: &snowline_checker::History, level: Level, version_order: bool) -> Verdict {
+pub fn check_validated(history: &snowline_checker::History, level: Level, version_order: bool) -> Verdict {
     if version_order {
         snowline_checker::check_with_versions(history, level)
     } else {

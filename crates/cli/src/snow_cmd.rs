@@ -77,9 +77,19 @@ pub fn run(args: SnowArgs) -> Result<()> {
     for name in names {
         progress.set_message(name);
         let t = Instant::now();
+        // The history is validated once, then checked at each level in turn.
+        let orders_versions = snowline_protocols::lookup(name)?.orders_versions;
+        let mut validated = None;
         let mut check = |history: &[snowline_core::HistoryEvent], level: &str| -> Result<bool> {
             let level = check_cmd::resolve_level(level, name)?;
-            Ok(check_cmd::check_recorded(history, level, name)?.ok)
+            let h = match &mut validated {
+                Some(h) => h,
+                slot => slot.insert(
+                    snowline_checker::validate(history)
+                        .map_err(|e| anyhow::anyhow!("the recorded history is invalid: {e}"))?,
+                ),
+            };
+            Ok(check_cmd::check_validated(h, level, orders_versions).ok)
         };
         let measured = with_protocol!(name, P => snow_table::measure::<P>(args.seed, args.quick, &mut check))?
             .with_context(|| format!("measuring {name}"))?;
