@@ -560,14 +560,37 @@ impl<P: Protocol> Core<P> {
     fn flush(&mut self, node: usize) {
         let Some(Link::Direct(d)) = &mut self.links[node] else { return };
         let Some(stream) = &d.stream else { return };
+        let mut failed = None;
         while !d.out.is_empty() {
             match stream.try_write(&d.out) {
                 Ok(n) => d.out.advance(n),
-                // Full, or broken (the link task's next read finds out): the link task writes the rest.
-                Err(_) => break,
+                // Full: the link task writes the rest once the socket is writable.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                // Broken: tokio keeps a socket that failed this way writable, so leaving the rest to the link
+                // task would spin it; the link goes down now.
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
         }
-        if !d.out.is_empty() {
+        if let Some(e) = failed {
+            let label = format!("server node {} ({})", self.config.nodes[node].id, self.config.nodes[node].addr);
+            eprintln!("warning: {label}: write failed: {e}");
+            self.reset_link(node);
+            self.on_net(NetIn::Down { peer: node, reason: format!("connection to {label} lost") });
+        } else if !d.out.is_empty() {
+            d.wake.notify_one();
+        }
+    }
+
+    /// Forget direct link `node`'s connection: its task reconnects when needed.
+    fn reset_link(&mut self, node: usize) {
+        if let Some(Link::Direct(d)) = &mut self.links[node] {
+            d.stream = None;
+            d.out.clear();
+            d.rbuf.clear();
+            d.codec = frame::codec(self.config.max_frame_bytes);
             d.wake.notify_one();
         }
     }
@@ -629,11 +652,7 @@ impl<P: Protocol> Core<P> {
             }
         }
         if broken.is_some() {
-            d.stream = None;
-            d.out.clear();
-            d.rbuf.clear();
-            d.codec = frame::codec(self.config.max_frame_bytes);
-            d.wake.notify_one();
+            self.reset_link(node);
         }
         // Messages already received are handled before the link is reported down.
         for m in inbox.drain(..) {
