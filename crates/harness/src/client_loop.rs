@@ -291,6 +291,15 @@ impl ClientLoop {
         Action::Submit(Request::Begin)
     }
 
+    /// The driver is about to send the submitted request, at `now`: a single operation's latency runs from
+    /// here, so it leaves out the time the workload took to make the request (its history invoke, recorded
+    /// earlier, still comes before the send).
+    pub fn submitted(&mut self, now: u64) {
+        if let State::Op { start, .. } = &mut self.state {
+            *start = now;
+        }
+    }
+
     /// Hand back the result of the submitted request; returns the next action unless the client must wait
     /// for nothing (then the driver calls [`ClientLoop::next`]).
     pub fn on_result(

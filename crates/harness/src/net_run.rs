@@ -75,6 +75,7 @@ pub async fn run_net_with<P: Protocol>(
                 while let Some(a) = action.take() {
                     match a {
                         Action::Submit(request) => {
+                            client.submitted(now_ns());
                             let mut result = Some(session.execute(request).await);
                             action = sink(&mut |s| {
                                 let now = now_ns();
