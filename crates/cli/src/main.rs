@@ -272,9 +272,40 @@ fn main() {
             .map(|id| id.as_str().to_owned())
             .collect();
     }
-    if let Err(e) = run(cli) {
+    if let Err(e) = refuse_client_flags(&matches).and_then(|()| run(cli)) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// `--cluster` and `--dc` choose where the client commands connect; any other command would ignore them
+/// (`bench` and `demo` start clusters of their own), so giving them there is refused rather than ignored.
+/// `SNOWLINE_CLUSTER` in the environment is not: it stays set while other commands run.
+fn refuse_client_flags(matches: &clap::ArgMatches) -> Result<()> {
+    const CLIENT_COMMANDS: [&str; 4] = ["put", "get", "rot", "txn"];
+    let Some((name, _)) = matches.subcommand() else { return Ok(()) };
+    if CLIENT_COMMANDS.contains(&name) {
+        return Ok(());
+    }
+    let mut m = matches;
+    loop {
+        for flag in ["cluster", "dc"] {
+            if m.value_source(flag) == Some(clap::parser::ValueSource::CommandLine) {
+                anyhow::bail!(
+                    "--{flag} is for the client commands ({}); `snowline {name}` does not use it{}",
+                    CLIENT_COMMANDS.join(", "),
+                    match name {
+                        "bench" | "demo" | "reproduce" => ": it starts and stops a cluster of its own",
+                        "cluster" => ": cluster commands take --dir",
+                        _ => "",
+                    }
+                );
+            }
+        }
+        match m.subcommand() {
+            Some((_, sub)) => m = sub,
+            None => return Ok(()),
+        }
     }
 }
 

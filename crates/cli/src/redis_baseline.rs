@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 pub struct RedisGet {
     pub version: String,
     pub connections: usize,
+    pub requests: u64,
     pub requests_per_s: f64,
     pub p50_us: f64,
     pub p95_us: f64,
@@ -72,6 +73,7 @@ pub fn measure_get(
         .ok_or_else(|| anyhow::anyhow!("redis-benchmark printed no GET line we understand:\n{text}"))?;
     figures.version = version;
     figures.connections = connections;
+    figures.requests = requests;
     figures.rust_client = Some(time_gets(port, requests)?);
     Ok(Some(figures))
 }
@@ -118,6 +120,7 @@ fn parse_csv(text: &str) -> Option<RedisGet> {
     Some(RedisGet {
         version: String::new(),
         connections: 0,
+        requests: 0,
         requests_per_s: rps,
         p50_us: p50 * 1000.0,
         p95_us: p95 * 1000.0,

@@ -577,6 +577,12 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let seed = rand_seed();
     let placement = args.pin.place()?;
     placement.pin_clients()?;
+    // redis is measured before and after snowline's runs: on a shared machine, load that comes or goes during
+    // the command weighs on both sides of the comparison.
+    let redis_before = match args.vs_redis {
+        true => Some(measure_redis(&args.run.clients, topology.dcs as usize, &placement)?),
+        false => None,
+    };
     let progress = crate::progress::bar((args.run.clients.len() * settings) as u64);
     let mut records = Vec::new();
     let mut costs = Vec::new();
@@ -649,8 +655,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         progress.inc(1);
     }
     progress.finish_and_clear();
-    if args.vs_redis {
-        compare_with_redis(&costs, topology.dcs as usize, &placement)?;
+    if let Some(before) = redis_before {
+        let after = measure_redis(&args.run.clients, topology.dcs as usize, &placement)?;
+        compare_with_redis(&costs, before.zip(after), &placement);
     }
     if settings > 1 {
         println!("\n{}", setting_costs(&costs));
@@ -659,61 +666,78 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     write_sweep(&args.run, &records)
 }
 
-/// `--vs-redis`: redis-server's GET latency under as many connections as the last run had clients, beside
-/// that run's single-key reads.
-fn compare_with_redis(costs: &[Setting], dcs: usize, pin: &crate::pinning::Placement) -> Result<()> {
-    let Some(last) = costs.last() else { return Ok(()) };
-    let connections = last.clients * dcs;
+/// `--vs-redis`: redis-server's GET latency under as many connections as the last run has clients; `None`
+/// if redis is not installed.
+fn measure_redis(
+    clients: &[usize],
+    dcs: usize,
+    pin: &crate::pinning::Placement,
+) -> Result<Option<crate::redis_baseline::RedisGet>> {
+    let connections = clients.last().copied().unwrap_or(1) * dcs;
     let requests = (20_000 * connections as u64).min(200_000);
-    let Some(redis) = crate::redis_baseline::measure_get(connections, requests, pin)? else {
+    crate::redis_baseline::measure_get(connections, requests, pin)
+}
+
+/// `--vs-redis`: the last run's single-key reads beside redis-server's GETs, measured before and after
+/// snowline's runs (each ratio is to the mean of the two).
+fn compare_with_redis(
+    costs: &[Setting],
+    redis: Option<(crate::redis_baseline::RedisGet, crate::redis_baseline::RedisGet)>,
+    pin: &crate::pinning::Placement,
+) {
+    let Some(last) = costs.last() else { return };
+    let Some((before, after)) = redis else {
         println!("\nredis-server / redis-benchmark not installed (apt-get install redis-server): comparison skipped");
-        return Ok(());
+        return;
     };
+    let mean = |f: fn(&crate::redis_baseline::RedisGet) -> f64| (f(&before) + f(&after)) / 2.0;
     println!(
-        "\nredis-server {} GET (redis-benchmark, {} connection{}, {} requests): p50 {:.1} µs, p95 {:.1} µs, \
-         p99 {:.1} µs, {:.0} requests/s; {}",
-        redis.version,
-        redis.connections,
-        if redis.connections == 1 { "" } else { "s" },
-        requests,
-        redis.p50_us,
-        redis.p95_us,
-        redis.p99_us,
-        redis.requests_per_s,
+        "\nredis-server {} GET (redis-benchmark, {} connection{}, {} requests, before / after snowline): p50 {:.1} / \
+         {:.1} µs, p95 {:.1} / {:.1} µs, p99 {:.1} / {:.1} µs, {:.0} / {:.0} requests/s; {}",
+        before.version,
+        before.connections,
+        if before.connections == 1 { "" } else { "s" },
+        before.requests,
+        before.p50_us,
+        after.p50_us,
+        before.p95_us,
+        after.p95_us,
+        before.p99_us,
+        after.p99_us,
+        before.requests_per_s,
+        after.requests_per_s,
         pin
     );
-    if let Some((p50, p95)) = redis.rust_client {
+    let rust = before.rust_client.zip(after.rust_client).map(|(b, a)| ((b.0 + a.0) / 2.0, (b.1 + a.1) / 2.0));
+    if let (Some(b), Some(a)) = (before.rust_client, after.rust_client) {
         println!(
-            "redis-server {} GET (a blocking Rust client in this process, 1 connection, {} requests): p50 {:.1} µs, \
-             p95 {:.1} µs",
-            redis.version, requests, p50, p95
+            "redis-server {} GET (a blocking Rust client in this process, 1 connection, {} requests, before / after \
+             snowline): p50 {:.1} / {:.1} µs, p95 {:.1} / {:.1} µs",
+            before.version, before.requests, b.0, a.0, b.1, a.1
         );
     }
-    let ours = ["get", "rot"].iter().find_map(|k| last.summary.kind(k));
-    match ours {
-        Some(k) => {
-            println!(
-                "snowline {} ({}, {} clients): p50 {:.1} µs = {:.2}× redis-benchmark's, p95 {:.1} µs = {:.2}×",
-                k.kind,
-                last.label,
-                connections,
-                k.p50_us,
-                k.p50_us / redis.p50_us,
-                k.p95_us,
-                k.p95_us / redis.p95_us
-            );
-            if let Some((p50, p95)) = redis.rust_client {
-                println!(
-                    "snowline {} against redis-server timed the same way (Rust client): p50 {:.2}×, p95 {:.2}×",
-                    k.kind,
-                    k.p50_us / p50,
-                    k.p95_us / p95
-                );
-            }
-        }
-        None => println!("(the workload had no single-key reads to compare: use --workload kv --write-ratio 0)"),
+    let Some(k) = ["get", "rot"].iter().find_map(|k| last.summary.kind(k)) else {
+        println!("(the workload had no single-key reads to compare: use --workload kv --write-ratio 0)");
+        return;
+    };
+    println!(
+        "snowline {} ({}, {} clients): p50 {:.1} µs = {:.2}× redis-benchmark's, p95 {:.1} µs = {:.2}×",
+        k.kind,
+        last.label,
+        before.connections,
+        k.p50_us,
+        k.p50_us / mean(|r| r.p50_us),
+        k.p95_us,
+        k.p95_us / mean(|r| r.p95_us)
+    );
+    if let Some((p50, p95)) = rust {
+        println!(
+            "snowline {} against redis-server timed the same way (Rust client): p50 {:.2}×, p95 {:.2}×",
+            k.kind,
+            k.p50_us / p50,
+            k.p95_us / p95
+        );
     }
-    Ok(())
 }
 
 /// One benchmarked setting (storage and peer authentication) at one client count.

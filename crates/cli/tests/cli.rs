@@ -31,6 +31,20 @@ fn unknown_protocol_is_a_clear_error_listing_the_valid_ones() {
     assert!(t.contains("unknown protocol \"paxos\"") && t.contains("cv"), "{t}");
 }
 
+/// `bench --cluster DIR` once benchmarked a cluster of its own and ignored DIR without a word.
+#[test]
+fn client_flags_are_refused_by_commands_that_would_ignore_them() {
+    let o = snowline(&["bench", "--cluster", "/tmp/some-cluster", "--protocol", "cops", "--duration", "1s"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("--cluster is for the client commands") && t.contains("its own"), "{t}");
+    let o = snowline(&["--dc", "1", "sim", "--protocol", "cops", "--duration", "10ms"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--dc is for the client commands"), "{}", text(&o));
+    let o = snowline(&["cluster", "status", "--cluster", "/tmp/some-cluster", "--dir", "/tmp/some-cluster"]);
+    assert!(text(&o).contains("cluster commands take --dir"), "{}", text(&o));
+}
+
 #[test]
 fn missing_and_invalid_configs_are_clear_errors() {
     let o = snowline(&["server", "--config", "/nonexistent/cluster.toml", "--node", "0"]);

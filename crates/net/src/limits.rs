@@ -17,8 +17,8 @@ pub const MAX_QUEUED_REPLIES: usize = 1024;
 /// A connection that is not being read (its reply queue full) and whose client takes none of its replies
 /// for this long is dropped.
 pub const SLOW_READER_TIMEOUT: Duration = Duration::from_secs(30);
-/// A frame whose first bytes have arrived must be complete this long after the previous frame (or the
-/// connection's start); otherwise the connection is closed with an `Error` frame.
+/// How often a connection is checked for a stalled frame: one found incomplete at two checks in a row,
+/// with no frame completed in between (so after 10–20 s), closes the connection with an `Error` frame.
 pub const PARTIAL_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection must send its `Hello` within this long.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

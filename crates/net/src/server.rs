@@ -1468,7 +1468,11 @@ async fn read_conn<P: Protocol>(
         ReadEnd::Closed
     };
     let mut last_frame = Instant::now();
-    let mut check_at = last_frame + if *registered { PARTIAL_FRAME_TIMEOUT } else { HANDSHAKE_TIMEOUT };
+    // One timer, re-armed only when it fires (not per frame: that cost a timer-wheel insertion and removal
+    // per request): every PARTIAL_FRAME_TIMEOUT it checks for a stalled frame and idleness.
+    let check =
+        tokio::time::sleep_until(last_frame + if *registered { PARTIAL_FRAME_TIMEOUT } else { HANDSHAKE_TIMEOUT });
+    let mut check = std::pin::pin!(check);
     // A partial frame was buffered at the last check and no frame has completed since.
     let mut partial_seen = false;
     // Only client connections time out when idle: a peer's link may be quiet for long, and closing it under
@@ -1494,11 +1498,11 @@ async fn read_conn<P: Protocol>(
                 }
             }
             last_frame = Instant::now();
-            check_at = last_frame + PARTIAL_FRAME_TIMEOUT;
+            check.as_mut().reset(last_frame + PARTIAL_FRAME_TIMEOUT);
         }
         let next = tokio::select! {
             next = frames.next() => next,
-            _ = tokio::time::sleep_until(check_at) => {
+            _ = check.as_mut() => {
                 if !*registered {
                     return reject(format!("no Hello within {HANDSHAKE_TIMEOUT:?}"));
                 }
@@ -1513,7 +1517,7 @@ async fn read_conn<P: Protocol>(
                 } else if client && last_frame.elapsed() >= IDLE_TIMEOUT {
                     return reject(format!("idle for {IDLE_TIMEOUT:?}"));
                 }
-                check_at = Instant::now() + PARTIAL_FRAME_TIMEOUT;
+                check.as_mut().reset(Instant::now() + PARTIAL_FRAME_TIMEOUT);
                 continue;
             }
         };
@@ -1533,7 +1537,6 @@ async fn read_conn<P: Protocol>(
             }
         };
         last_frame = Instant::now();
-        check_at = last_frame + PARTIAL_FRAME_TIMEOUT;
         partial_seen = false;
         let frame = match frame::decode::<P::Msg>(&bytes) {
             Ok(f) => f,
