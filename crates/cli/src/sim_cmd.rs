@@ -373,9 +373,10 @@ pub struct BenchArgs {
     /// datacenters, how soon a write in dc0 is visible in dc1).
     #[arg(long, value_delimiter = ',', default_value = "tls")]
     pub peers: Vec<PeerAuth>,
-    /// Also run redis-server with redis-benchmark (GET, one connection per snowline client) in the same
-    /// command and print its latency beside snowline's GET (or ROT) latency; skipped with a note when they
-    /// are not installed (`apt-get install redis-server`).
+    /// Also run redis-server with redis-benchmark (GET, one connection per snowline client) and a Rust
+    /// client in the same command, before and after snowline's runs, and print its latency beside
+    /// snowline's GET (or ROT) latency; skipped with a note when they are not installed
+    /// (`apt-get install redis-server`).
     #[arg(long)]
     pub vs_redis: bool,
     /// Pin processes to CPUs: off (the scheduler places them), split (servers on the first CPU, this
