@@ -1,14 +1,14 @@
 #!/bin/bash
 # Idle cost of a local cluster (docs/DURABILITY.md, "An idle cluster").
-# usage: scripts/idle-cost.sh BIN LABEL PROTOCOL...  (BIN: a snowline binary, e.g. target/debug/snowline)
-# For each protocol, durable and in memory: start `cluster up --dcs 2 --partitions 2 --background`, let the
+# usage: [DCS=N] scripts/idle-cost.sh BIN LABEL PROTOCOL...  (BIN: a snowline binary, e.g. target/debug/snowline)
+# For each protocol, durable and in memory: start `cluster up --dcs ${DCS:-2} --partitions 2 --background`, let the
 # periodic duties back off for 25 s, then print the bytes the four servers wrote and the CPU they used over 20 s.
-BIN=$1; LABEL=$2; shift 2
+BIN=$1; LABEL=$2; shift 2; DCS=${DCS:-2}
 for proto in "$@"; do
   for mode in durable memory; do
     d=/tmp/idle-$LABEL-$proto-$mode; rm -rf $d
     extra=""; [ $mode = durable ] && extra="--data-dir $d/data"
-    if ! out=$($BIN cluster up --protocol $proto --dcs 2 --partitions 2 --dir $d $extra --background 2>&1); then
+    if ! out=$($BIN cluster up --protocol $proto --dcs $DCS --partitions 2 --dir $d $extra --background 2>&1); then
       # e.g. a protocol without a durable mode: say why and go on.
       echo "$LABEL $proto $mode not started: $(echo "$out" | tail -1)"
       continue

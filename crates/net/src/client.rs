@@ -638,12 +638,7 @@ impl<P: Protocol> Core<P> {
                 }
             };
             match frame::decode::<P::Msg>(&bytes) {
-                Ok(Frame::Msg { from, to, msg }) => inbox.push(NetIn::Msg { from, to, msg }),
-                Ok(Frame::Refused { client, message }) => inbox.push(NetIn::Refused { client, message }),
-                // A server says why it closes the connection, or why it refused one message.
-                Ok(Frame::Error { message }) => eprintln!("warning: {}: peer reports: {message}", label()),
-                // Clients are never sent sequenced messages or acknowledgements.
-                Ok(Frame::Hello { .. } | Frame::Seq { .. } | Frame::Ack { .. }) => {}
+                Ok(f) => inbox.extend(conn::for_client(f, &label())),
                 Err(e) => {
                     eprintln!("warning: {}: closing connection: {e}", label());
                     broken.get_or_insert_with(|| format!("connection to {} lost", label()));
@@ -863,8 +858,7 @@ async fn direct_link<P: Protocol>(inner: Weak<Inner<P>>, spec: DirectSpec<P::Msg
 
 async fn run_direct_link<P: Protocol>(inner: Weak<Inner<P>>, spec: DirectSpec<P::Msg>) -> Option<()> {
     let node = spec.node;
-    let mut backoff = Duration::from_millis(20);
-    let mut failing = false;
+    let mut redial = conn::Redial::new();
     let mut eager = spec.eager;
     let mut hello = BytesMut::new();
     frame::encode_into(&spec.hello, spec.max_frame, &mut hello).expect("a hello fits in any frame");
@@ -892,29 +886,18 @@ async fn run_direct_link<P: Protocol>(inner: Weak<Inner<P>>, spec: DirectSpec<P:
         let stream = match connected.await {
             Ok(s) => Arc::new(s),
             Err(e) => {
-                // An eager link with nothing to send (a server that may answer this client) is not worth a
-                // warning; the first frame queued on it is.
-                if waiting()? {
-                    if !failing {
-                        eprintln!("warning: {}: cannot connect ({e}); queueing and retrying", spec.label);
-                        let reason = format!("cannot connect to {}: {e}", spec.label);
-                        let inner = inner.upgrade()?;
-                        let mut core = inner.lock()?;
-                        core.on_net(NetIn::Down { peer: node, reason });
-                        core.settle();
-                    }
-                    failing = true;
+                if redial.failed(&spec.label, &e, waiting()?) {
+                    let reason = format!("cannot connect to {}: {e}", spec.label);
+                    let inner = inner.upgrade()?;
+                    let mut core = inner.lock()?;
+                    core.on_net(NetIn::Down { peer: node, reason });
+                    core.settle();
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                redial.pause().await;
                 continue;
             }
         };
-        if failing {
-            eprintln!("{}: connected", spec.label);
-        }
-        failing = false;
-        let connected_at = Instant::now();
+        redial.connected(&spec.label);
         {
             let inner = inner.upgrade()?;
             let mut core = inner.lock()?;
@@ -950,13 +933,8 @@ async fn run_direct_link<P: Protocol>(inner: Weak<Inner<P>>, spec: DirectSpec<P:
                 _ = spec.wake.notified() => {}
             }
         }
-        // The link went down (reported by `read_link`). A server that keeps closing right away (e.g. refusing
-        // our protocol) is retried ever more slowly.
-        if connected_at.elapsed() > Duration::from_secs(1) {
-            backoff = Duration::from_millis(20);
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
+        // The link went down (reported by `read_link`).
+        redial.pause().await;
     }
 }
 

@@ -322,10 +322,73 @@ pub(crate) fn spawn_peer<M: Message>(tasks: &mut tokio::task::JoinSet<()>, spec:
     tx
 }
 
+/// How an outbound link (a server's peer link, a client's link) redials: exponential backoff between
+/// attempts (20 ms doubling to 1 s, short again after a connection that lasted), one warning per outage
+/// and a line when it ends.
+pub(crate) struct Redial {
+    backoff: Duration,
+    failing: bool,
+    connected_at: Option<Instant>,
+}
+
+impl Redial {
+    pub(crate) fn new() -> Self {
+        Redial { backoff: Duration::from_millis(20), failing: false, connected_at: None }
+    }
+
+    /// A connection attempt failed. An outage that matters (frames wait) is warned about once; true the
+    /// first time, when the caller reports the link down.
+    pub(crate) fn failed(&mut self, label: &str, e: &std::io::Error, frames_wait: bool) -> bool {
+        if !frames_wait {
+            // An eager link with nothing to send (a server that may answer this client) is not worth a
+            // warning; the first frame queued on it is.
+            return false;
+        }
+        let first = !self.failing;
+        if first {
+            eprintln!("warning: {label}: cannot connect ({e}); queueing and retrying");
+        }
+        self.failing = true;
+        first
+    }
+
+    pub(crate) fn connected(&mut self, label: &str) {
+        if self.failing {
+            eprintln!("{label}: connected");
+        }
+        self.failing = false;
+        self.connected_at = Some(Instant::now());
+    }
+
+    /// Wait before the next attempt. A peer that keeps closing right away (e.g. refusing our protocol) is
+    /// retried ever more slowly.
+    pub(crate) async fn pause(&mut self) {
+        if self.connected_at.take().is_some_and(|t| t.elapsed() > Duration::from_secs(1)) {
+            self.backoff = Duration::from_millis(20);
+        }
+        sleep(self.backoff).await;
+        self.backoff = (self.backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// What an outbound link does with a frame a server sent back: a message or refusal for the client state
+/// (`Some`); an `Error` frame is logged; sequenced frames and acknowledgements never go to clients.
+pub(crate) fn for_client<M>(frame: Frame<M>, label: &str) -> Option<NetIn<M>> {
+    match frame {
+        Frame::Msg { from, to, msg } => Some(NetIn::Msg { from, to, msg }),
+        Frame::Refused { client, message } => Some(NetIn::Refused { client, message }),
+        // A server says why it closes the connection, or why it refused one message.
+        Frame::Error { message } => {
+            eprintln!("warning: {label}: peer reports: {message}");
+            None
+        }
+        Frame::Hello { .. } | Frame::Seq { .. } | Frame::Ack { .. } => None,
+    }
+}
+
 async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<M>>) {
     let mut pending: VecDeque<Out<M>> = VecDeque::new();
-    let mut backoff = Duration::from_millis(20);
-    let mut failing = false;
+    let mut redial = Redial::new();
     let mut eager = spec.eager;
     loop {
         if pending.is_empty() && !std::mem::take(&mut eager) {
@@ -337,34 +400,22 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
         let (rd, mut wr) = match connect(&spec.addr, spec.dial.as_ref()).await {
             Ok(halves) => halves,
             Err(e) => {
-                // An eager link with nothing to send (a server that may answer this client) is not worth a
-                // warning; the first frame queued on it is.
-                if !pending.is_empty() {
-                    if !failing {
-                        eprintln!("warning: {}: cannot connect ({e}); queueing and retrying", spec.label);
-                        if let Some(inbound) = &spec.inbound {
-                            let reason = format!("cannot connect to {}: {e}", spec.label);
-                            let _ = inbound.send(NetIn::Down { peer: spec.peer, reason });
-                        }
-                    }
-                    failing = true;
+                if redial.failed(&spec.label, &e, !pending.is_empty())
+                    && let Some(inbound) = &spec.inbound
+                {
+                    let reason = format!("cannot connect to {}: {e}", spec.label);
+                    let _ = inbound.send(NetIn::Down { peer: spec.peer, reason });
                 }
-                sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                redial.pause().await;
                 continue;
             }
         };
-        if failing {
-            eprintln!("{}: connected", spec.label);
-        }
-        failing = false;
-        let connected_at = Instant::now();
+        redial.connected(&spec.label);
         let mut hello = BytesMut::new();
         frame::encode_into(&spec.hello, spec.max_frame, &mut hello).expect("a hello fits in any frame");
         if let Err(e) = wr.write_all(&hello).await {
             eprintln!("warning: {}: handshake failed: {e}", spec.label);
-            sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
+            redial.pause().await;
             continue;
         }
         let reader =
@@ -392,12 +443,7 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
             let reason = format!("connection to {} lost", spec.label);
             let _ = inbound.send(NetIn::Down { peer: spec.peer, reason });
         }
-        // A peer that keeps closing right away (e.g. refusing our protocol) is retried ever more slowly.
-        if connected_at.elapsed() > Duration::from_secs(1) {
-            backoff = Duration::from_millis(20);
-        }
-        sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
+        redial.pause().await;
     }
 }
 
@@ -436,16 +482,9 @@ async fn read_peer<M: Message>(
                 break;
             }
         };
-        let m = match frame::decode::<M>(&bytes) {
-            Ok(Frame::Msg { from, to, msg }) => NetIn::Msg { from, to, msg },
-            Ok(Frame::Refused { client, message }) => NetIn::Refused { client, message },
-            // A server says why it closes the connection, or why it refused one message.
-            Ok(Frame::Error { message }) => {
-                eprintln!("warning: {label}: peer reports: {message}");
-                continue;
-            }
-            // Clients are never sent sequenced messages or acknowledgements.
-            Ok(Frame::Hello { .. } | Frame::Seq { .. } | Frame::Ack { .. }) => continue,
+        let m = match frame::decode::<M>(&bytes).map(|f| for_client(f, &label)) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
             Err(e) => {
                 eprintln!("warning: {label}: closing connection: {e}");
                 break;
