@@ -116,6 +116,9 @@ pub struct ReadResult {
 pub struct OpMetrics {
     /// Rounds of client- or coordinator-to-partition requests the operation needed.
     pub rounds: u32,
+    /// How many times a read-only transaction ran whole (Rococo runs one again until two consecutive
+    /// executions agree); 0 where the protocol does not count them.
+    pub executions: u32,
     /// Versions the servers sent back (a one-version ROT returns one per key).
     pub versions_returned: u32,
     /// Total time the operation's requests waited at servers (Cure blocks; minimal-delay protocols don't).

@@ -21,11 +21,13 @@ struct KindStats {
     aborted: u64,
     /// Protocol rounds (`OpMetrics::rounds`) of the committed stored-procedure calls counted here, summed.
     rounds: u64,
+    /// Their executions (`OpMetrics::executions`), summed.
+    executions: u64,
 }
 
 impl KindStats {
     fn new() -> Self {
-        KindStats { latency_ns: histogram(), ok: 0, fail: 0, info: 0, aborted: 0, rounds: 0 }
+        KindStats { latency_ns: histogram(), ok: 0, fail: 0, info: 0, aborted: 0, rounds: 0, executions: 0 }
     }
 }
 
@@ -188,10 +190,13 @@ impl Metrics {
         self.kinds.entry(kind).or_insert_with(KindStats::new).aborted += 1;
     }
 
-    /// The protocol rounds a committed stored-procedure call of `kind` reported (a read-only procedure that
-    /// a protocol runs again until two executions agree reports every round of every execution).
-    pub fn record_kind_rounds(&mut self, kind: &'static str, rounds: u32) {
-        self.kinds.entry(kind).or_insert_with(KindStats::new).rounds += u64::from(rounds);
+    /// The protocol rounds and executions a committed stored-procedure call of `kind` reported (a read-only
+    /// procedure that a protocol runs again until two executions agree reports every round of every
+    /// execution).
+    pub fn record_kind_rounds(&mut self, kind: &'static str, metrics: &snowline_core::OpMetrics) {
+        let k = self.kinds.entry(kind).or_insert_with(KindStats::new);
+        k.rounds += u64::from(metrics.rounds);
+        k.executions += u64::from(metrics.executions);
     }
 
     /// One aborted transaction attempt.
@@ -240,6 +245,7 @@ impl Metrics {
                     mine.info += s.info;
                     mine.aborted += s.aborted;
                     mine.rounds += s.rounds;
+                    mine.executions += s.executions;
                 }
                 None => {
                     self.kinds.insert(k, s.clone());
@@ -305,6 +311,7 @@ impl Metrics {
             info: s.info,
             aborted: s.aborted,
             rounds_mean: if s.ok == 0 { 0.0 } else { s.rounds as f64 / s.ok as f64 },
+            executions_mean: if s.ok == 0 { 0.0 } else { s.executions as f64 / s.ok as f64 },
             ops_per_s: s.ok as f64 / seconds,
             p50_us: us(&s.latency_ns, 0.50),
             p95_us: us(&s.latency_ns, 0.95),
@@ -383,6 +390,9 @@ pub struct KindSummary {
     pub aborted: u64,
     /// Stored-procedure calls: mean protocol rounds (`OpMetrics::rounds`) per committed call; 0 otherwise.
     pub rounds_mean: f64,
+    /// Read-only stored-procedure calls: mean executions (`OpMetrics::executions`) per committed call; 0 where
+    /// the protocol does not count them.
+    pub executions_mean: f64,
     pub ops_per_s: f64,
     pub p50_us: f64,
     pub p95_us: f64,

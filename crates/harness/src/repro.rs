@@ -19,8 +19,8 @@ mod nmsi;
 mod snow_rococo;
 
 pub use snow_rococo::{
-    PROTOCOLS as SNOW_ROCOCO_PROTOCOLS, STOCK_LEVEL_WAVES, new_order_tps, per_server, stock_level_attempts,
-    stock_level_commit_rate, stock_level_p50_us,
+    PROTOCOLS as SNOW_ROCOCO_PROTOCOLS, new_order_tps, per_server, stock_level_attempts, stock_level_commit_rate,
+    stock_level_p50_us,
 };
 
 /// Which runtime runs the points.

@@ -2,9 +2,7 @@
 //! protocols, through the reproduction's own set-up, records, table, charts and headline.
 
 use snowline_harness::report::RunRecord;
-use snowline_harness::repro::{
-    STOCK_LEVEL_WAVES, new_order_tps, per_server, stock_level_commit_rate, stock_level_p50_us,
-};
+use snowline_harness::repro::{new_order_tps, per_server, stock_level_commit_rate, stock_level_p50_us};
 use snowline_harness::tpcc::Scale;
 use snowline_harness::{Experiment, Paper, Runtime};
 use snowline_protocols::{Rococo, RococoSnow};
@@ -38,14 +36,17 @@ fn a_tiny_snow_rococo_sweep_records_new_orders_stock_levels_and_the_audit() {
         assert!(rate > 0.0 && rate <= 1.0, "{at}: commit rate {rate}");
         let audit = r.tpcc.as_ref().unwrap_or_else(|| panic!("{at}: not audited"));
         assert!(audit.conditions.len() == 12 && audit.conditions.iter().all(|c| c.checked > 0), "{at}: {audit}");
-        // A Stock-Level execution is one round per wave; Rococo runs at least two executions, Rococo-SNOW one.
-        let rounds = r.summary.kind("tpcc-stock-level").expect("committed").rounds_mean;
-        let least = STOCK_LEVEL_WAVES as f64 * if r.protocol == "rococo" { 2.0 } else { 1.0 };
-        assert!(rounds >= least, "{at}: {rounds} rounds per Stock-Level");
+        // Rococo runs a read-only procedure at least twice, Rococo-SNOW once; each execution is one round
+        // per wave of Stock-Level's plan (D_NEXT_O_ID, the last 20 orders, their lines, the stock reads).
+        let k = r.summary.kind("tpcc-stock-level").expect("committed");
+        let least = if r.protocol == "rococo" { 2.0 } else { 1.0 };
+        assert!(k.executions_mean >= least, "{at}: {} executions per Stock-Level", k.executions_mean);
+        // (More when Rococo-SNOW restarts a read that ran past its readers horizon.)
+        assert!(k.rounds_mean >= 4.0 * k.executions_mean, "{at}: {} rounds per Stock-Level", k.rounds_mean);
     }
     let low_snow = &records[0];
     assert_eq!((low_snow.protocol.as_str(), per_server(low_snow)), ("rococo-snow", 1.0));
-    assert_eq!(low_snow.summary.kind("tpcc-stock-level").expect("committed").rounds_mean, STOCK_LEVEL_WAVES as f64);
+    assert_eq!(low_snow.summary.kind("tpcc-stock-level").expect("committed").executions_mean, 1.0);
     let table = e.table(&records);
     assert!(table.contains("rococo-snow") && table.contains("12/12 ok"), "{table}");
     let headline = e.headline(&records);

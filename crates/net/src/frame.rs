@@ -157,6 +157,7 @@ mod tests {
                 commit: Some(Version { time: 9, dc: 1 }),
                 metrics: OpMetrics {
                     rounds: 2,
+                    executions: 1,
                     versions_returned: 1,
                     blocked_ns: 5,
                     readers_check: None,

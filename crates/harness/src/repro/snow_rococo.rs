@@ -17,10 +17,6 @@ pub const PROTOCOLS: [&str; 4] = ["rococo-snow", "rococo", "2pl", "occ"];
 const NEW_ORDER: &str = "tpcc-new-order";
 const STOCK_LEVEL: &str = "tpcc-stock-level";
 
-/// Rounds of one execution of `tpcc-stock-level` run as client read rounds, one per wave of its plan
-/// (`crates/core/src/tpcc.rs`): `D_NEXT_O_ID`, the last 20 orders, their lines, the stock reads.
-pub const STOCK_LEVEL_WAVES: u32 = 4;
-
 /// The set-up: `(variants, concurrent requests per server swept, seconds of run, warm-up, cool-down)`,
 /// with its notes.
 pub(super) fn setup(sim: bool, quick: bool, notes: &mut Vec<String>) -> (Vec<Variant>, Vec<usize>, [f64; 3]) {
@@ -62,11 +58,11 @@ pub(super) fn setup(sim: bool, quick: bool, notes: &mut Vec<String>) -> (Vec<Var
     notes.push(format!(
         "Stock-Level commit rate = committed calls / attempts. Rococo runs a read-only procedure until two \
          consecutive executions agree: every execution after the first is an attempt, committing when it agrees \
-         with the one before (the paper's \"abort\" = another round); executions = protocol rounds / \
-         {STOCK_LEVEL_WAVES} (its waves), and a call given up after {MAX_ROT_ROUNDS} rounds (harness-retried) counts \
-         its {} failed attempts. Rococo-SNOW: each execution is an attempt (one, unless a stale readers record \
-         restarts it). 2PL and OCC: the harness's attempts (aborted ones are retried)",
-        MAX_ROT_ROUNDS / STOCK_LEVEL_WAVES - 1
+         with the one before (the paper's \"abort\" = another round); executions as the protocol reports them \
+         per call, and a call given up after {MAX_ROT_ROUNDS} rounds (harness-retried) counts as many failed \
+         attempts as executions fit in those rounds (at the committed calls' rounds per execution), less one. \
+         Rococo-SNOW: each execution is an attempt (one, unless a stale readers record restarts it). 2PL and OCC: \
+         the harness's attempts (aborted ones are retried)"
     ));
     let d = match (sim, quick) {
         (true, true) => [0.3, 0.1, 0.02],
@@ -91,8 +87,10 @@ pub fn stock_level_p50_us(r: &RunRecord) -> Option<f64> {
 pub fn stock_level_attempts(r: &RunRecord) -> Option<(f64, f64)> {
     let k = r.summary.kind(STOCK_LEVEL)?;
     let (ok, aborted) = (k.ok as f64, k.aborted as f64);
-    let executions = k.rounds_mean / f64::from(STOCK_LEVEL_WAVES);
-    let per_give_up = f64::from(MAX_ROT_ROUNDS / STOCK_LEVEL_WAVES - 1);
+    let executions = k.executions_mean;
+    // Rounds per execution (the procedure's waves), as the committed calls ran them.
+    let waves = if executions > 0.0 { (k.rounds_mean / executions).max(1.0) } else { 1.0 };
+    let per_give_up = (f64::from(MAX_ROT_ROUNDS) / waves).floor() - 1.0;
     let attempts = match r.protocol.as_str() {
         "rococo" => ok * (executions - 1.0).max(1.0) + aborted * per_give_up,
         "rococo-snow" => ok * executions.max(1.0) + aborted,
@@ -205,7 +203,7 @@ impl Experiment {
             "protocol", "req/srv", "clients", "New-Order/s", "txn/s", "SL p50", "SL commit %", "SL execs", "audit"
         );
         for r in records {
-            let execs = r.summary.kind(STOCK_LEVEL).map(|k| k.rounds_mean / f64::from(STOCK_LEVEL_WAVES));
+            let execs = r.summary.kind(STOCK_LEVEL).map(|k| k.executions_mean);
             let _ = writeln!(
                 t,
                 "{:<12} {:>8.0} {:>8} {:>12.0} {:>10.0} {:>10} {:>12} {:>10} {:>9}",

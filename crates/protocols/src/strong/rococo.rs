@@ -1692,6 +1692,7 @@ where
             r.reads = round_reads;
         }
         // One execution is complete.
+        r.metrics.executions += 1;
         if F::SNOW {
             return self.complete_rot(cx, *r);
         }
