@@ -243,8 +243,44 @@ impl WorkloadArgs {
             self.warmup + self.cooldown < self.duration,
             "--warmup plus --cooldown must be shorter than --duration"
         );
+        self.refuse_unused_workload_flags()?;
         self.workload().validate(self.topology()?).map_err(|e| anyhow::anyhow!(e))?;
         Ok(())
+    }
+
+    /// A workload flag the chosen workload does not read is refused, not ignored (`--write-ratio 0.3` on the
+    /// mixed workload once ran the default mix without a word).
+    fn refuse_unused_workload_flags(&self) -> Result<()> {
+        use snowline_harness::Pattern;
+        let pattern = self.pattern();
+        let name = pattern.name();
+        let uses = |flag: &str| match flag {
+            "write-ratio" => {
+                matches!(pattern, Pattern::Contrarian | Pattern::Eiger | Pattern::YcsbT { .. } | Pattern::Kv)
+            }
+            "partitions-per-rot" | "keys-per-partition" => pattern == Pattern::Contrarian,
+            "keys-per-op" => {
+                matches!(pattern, Pattern::Eiger | Pattern::TomsicSingle | Pattern::TomsicMulti { .. } | Pattern::Mixed)
+            }
+            "update-keys" => matches!(pattern, Pattern::TomsicSingle | Pattern::TomsicMulti { .. } | Pattern::Mixed),
+            "columns" => pattern == Pattern::Eiger,
+            _ => true,
+        };
+        let given = [
+            ("write-ratio", self.write_ratio.is_some()),
+            ("partitions-per-rot", self.partitions_per_rot.is_some()),
+            ("keys-per-partition", self.keys_per_partition.is_some()),
+            ("keys-per-op", self.keys_per_op.is_some()),
+            ("update-keys", self.update_keys.is_some()),
+            ("columns", self.columns.is_some()),
+        ];
+        match given.iter().find(|(flag, given)| *given && !uses(flag)) {
+            Some((flag, _)) => anyhow::bail!(
+                "--{flag} does not apply to the {name} workload (--help says which workloads read it; choose one \
+                 with --workload)"
+            ),
+            None => Ok(()),
+        }
     }
 
     pub fn topology(&self) -> Result<Topology> {

@@ -45,6 +45,18 @@ fn client_flags_are_refused_by_commands_that_would_ignore_them() {
     assert!(text(&o).contains("cluster commands take --dir"), "{}", text(&o));
 }
 
+/// `sim --write-ratio 0.3` on the default mixed workload once ran the mixed workload's own mix.
+#[test]
+fn workload_flags_the_workload_does_not_read_are_refused() {
+    let o = snowline(&["sim", "--protocol", "cops", "--write-ratio", "0.3", "--duration", "10ms"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--write-ratio does not apply to the mixed workload"), "{}", text(&o));
+    let o = snowline(&["sim", "--protocol", "cops", "--workload", "kv", "--partitions-per-rot", "2"]);
+    assert!(text(&o).contains("--partitions-per-rot does not apply to the kv workload"), "{}", text(&o));
+    let o = snowline(&["sim", "--protocol", "cops", "--workload", "kv", "--write-ratio", "0.3", "--duration", "10ms"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
 #[test]
 fn missing_and_invalid_configs_are_clear_errors() {
     let o = snowline(&["server", "--config", "/nonexistent/cluster.toml", "--node", "0"]);
