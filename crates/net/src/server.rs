@@ -123,6 +123,9 @@ impl<P: Protocol> Handoff<P> {
             Handoff::InPlace { server, rearm } => {
                 let _wake = WakeOnPanic(rearm);
                 let Ok(mut server) = server.lock() else { return false };
+                if server.stopping {
+                    return false;
+                }
                 server.on_inbound(ev);
                 server.drain_local();
                 if server.deadline_moved_up() {
@@ -406,6 +409,7 @@ pub async fn run_server_with<P: Protocol>(
     // the event loop itself until the accept task is aborted below).
     let (mut tasks, peers) = {
         let mut server = lock()?;
+        server.stopping = true;
         (std::mem::take(&mut server.tasks), std::mem::take(&mut server.peers))
     };
     drop(peers);
@@ -473,6 +477,8 @@ struct EventLoop<P: Protocol> {
     timed: bool,
     /// The deadline the event loop's task sleeps until (`next_deadline` when it last looked).
     armed: Option<Instant>,
+    /// Shutting down: connection tasks hand in nothing more (as the inbox is no longer read then).
+    stopping: bool,
 }
 
 /// An outbound link to a peer node: its queue, and what was queued and taken for the backlog metric.
@@ -684,6 +690,7 @@ impl<P: Protocol> EventLoop<P> {
             counters: Counters::default(),
             timed: false,
             armed: None,
+            stopping: false,
         }
     }
 
