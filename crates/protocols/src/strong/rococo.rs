@@ -27,7 +27,11 @@
 //!    is fixed when the parent's access was an immediate piece: that access already ran, so the child
 //!    must follow it whether the child's piece is immediate or deferrable (New-Order's immediate
 //!    `D_NEXT_O_ID` increment and a later Payment's deferred `D_YTD` update of the same district row).
-//!    Deferrable accesses alone are reordered freely inside a component; that is Rococo's point. The
+//!    Such an edge comes from every undone transaction whose immediate access to the key conflicts (one
+//!    of the two writes), not only from the last writer: a second Payment's last writer is the first
+//!    Payment, whose deferred update may be ordered after it, so without its own fixed edge to the
+//!    New-Order it could come before the write it has already seen (found at three terminals per
+//!    district). Deferrable accesses alone are reordered freely inside a component; that is Rococo's point. The
 //!    committed graph of a component is the same on every server, so every server runs the same order; a
 //!    server answers [`RccMsg::Executed`] with the deferred pieces' outputs, and the coordinator answers the
 //!    client when every server has.
@@ -610,6 +614,26 @@ where
             // child follows it whatever the component order (an immediate child of a deferred access was
             // refused above).
             let fixed = |s: &Self, k: &Key, p: &TxnId| s.immediate_access.get(k).is_some_and(|t| t.contains(p));
+            // Every undone transaction whose immediate access to a key conflicts with this one precedes it,
+            // fixed: that access already ran, and no order inside a component can move it. The last-writer
+            // edge alone is not enough: a deferred writer between the two (a Payment after a New-Order's
+            // immediate `D_NEXT_O_ID`) may be reordered after this transaction, which would then come before
+            // the immediate write it has already seen.
+            let earlier_immediate = |s: &Self, k: &Key, writes: bool| -> Vec<TxnId> {
+                s.immediate_access
+                    .get(k)
+                    .into_iter()
+                    .flatten()
+                    .filter(|t| **t != txn && !s.is_done(t))
+                    .filter(|t| writes || s.writers.get(k).is_some_and(|w| w.contains(*t)))
+                    .copied()
+                    .collect()
+            };
+            for (k, writes) in piece.reads.iter().map(|k| (k, false)).chain(piece.writes.iter().map(|k| (k, true))) {
+                for t in earlier_immediate(self, k, writes) {
+                    node.v.parents.insert(t, true);
+                }
+            }
             for k in &piece.reads {
                 if let Some(w) = self.last_write.get(k).copied().filter(|w| *w != txn && !self.is_done(w)) {
                     let f = fixed(self, k, &w);
