@@ -254,28 +254,22 @@ impl WorkloadArgs {
         use snowline_harness::Pattern;
         let pattern = self.pattern();
         let name = pattern.name();
-        let uses = |flag: &str| match flag {
-            "write-ratio" => {
-                matches!(pattern, Pattern::Contrarian | Pattern::Eiger | Pattern::YcsbT { .. } | Pattern::Kv)
-            }
-            "partitions-per-rot" | "keys-per-partition" => pattern == Pattern::Contrarian,
-            "keys-per-op" => {
-                matches!(pattern, Pattern::Eiger | Pattern::TomsicSingle | Pattern::TomsicMulti { .. } | Pattern::Mixed)
-            }
-            "update-keys" => matches!(pattern, Pattern::TomsicSingle | Pattern::TomsicMulti { .. } | Pattern::Mixed),
-            "columns" => pattern == Pattern::Eiger,
-            _ => true,
-        };
-        let given = [
-            ("write-ratio", self.write_ratio.is_some()),
-            ("partitions-per-rot", self.partitions_per_rot.is_some()),
-            ("keys-per-partition", self.keys_per_partition.is_some()),
-            ("keys-per-op", self.keys_per_op.is_some()),
-            ("update-keys", self.update_keys.is_some()),
-            ("columns", self.columns.is_some()),
+        let mixed_or_tomsic = matches!(pattern, Pattern::Mixed | Pattern::TomsicSingle | Pattern::TomsicMulti { .. });
+        // (flag, given, read by this workload)
+        let flags = [
+            (
+                "write-ratio",
+                self.write_ratio.is_some(),
+                matches!(pattern, Pattern::Contrarian | Pattern::Eiger | Pattern::YcsbT { .. } | Pattern::Kv),
+            ),
+            ("partitions-per-rot", self.partitions_per_rot.is_some(), pattern == Pattern::Contrarian),
+            ("keys-per-partition", self.keys_per_partition.is_some(), pattern == Pattern::Contrarian),
+            ("keys-per-op", self.keys_per_op.is_some(), mixed_or_tomsic || pattern == Pattern::Eiger),
+            ("update-keys", self.update_keys.is_some(), mixed_or_tomsic),
+            ("columns", self.columns.is_some(), pattern == Pattern::Eiger),
         ];
-        match given.iter().find(|(flag, given)| *given && !uses(flag)) {
-            Some((flag, _)) => anyhow::bail!(
+        match flags.iter().find(|(_, given, read)| *given && !read) {
+            Some((flag, ..)) => anyhow::bail!(
                 "--{flag} does not apply to the {name} workload (--help says which workloads read it; choose one \
                  with --workload)"
             ),

@@ -275,7 +275,7 @@ impl ClientLoop {
         }
         if sink.spec.measured(c.first_start, now) {
             if let Ok(reply) = &result {
-                sink.metrics.record_kind_rounds(kind, &reply.metrics);
+                sink.metrics.record_kind_call(kind, &reply.metrics);
             }
             sink.metrics.record_txn(kind, &result.map(|_| ()), now - c.first_start, c.attempts);
         }

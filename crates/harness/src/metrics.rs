@@ -193,7 +193,7 @@ impl Metrics {
     /// The protocol rounds and executions a committed stored-procedure call of `kind` reported (a read-only
     /// procedure that a protocol runs again until two executions agree reports every round of every
     /// execution).
-    pub fn record_kind_rounds(&mut self, kind: &'static str, metrics: &snowline_core::OpMetrics) {
+    pub fn record_kind_call(&mut self, kind: &'static str, metrics: &snowline_core::OpMetrics) {
         let k = self.kinds.entry(kind).or_insert_with(KindStats::new);
         k.rounds += u64::from(metrics.rounds);
         k.executions += u64::from(metrics.executions);

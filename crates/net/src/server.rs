@@ -336,26 +336,28 @@ pub async fn run_server_with<P: Protocol>(
     let mut shutdown = std::pin::pin!(shutdown);
     let sleep = tokio::time::sleep_until(far_future());
     let mut sleep = std::pin::pin!(sleep);
-    let mut armed: Option<Instant> = None;
     let commit_done = lock()?.durable.as_ref().map(|d| Arc::clone(&d.committed));
     let mut tick = tokio::time::interval(DURABLE_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        {
+        // `EventLoop::armed` is the one record of what `sleep` waits for: connection tasks compare their
+        // timers with it.
+        let armed = {
             let mut server = lock()?;
             let next = server.next_deadline();
-            if next != armed {
+            if next != server.armed {
                 sleep.as_mut().reset(next.unwrap_or_else(far_future));
-                armed = next;
                 server.armed = next;
             }
-        }
+            server.armed
+        };
         tokio::select! {
             biased;
             _ = &mut shutdown => break,
             _ = &mut sleep, if armed.is_some() => {
-                armed = None;
-                lock()?.fire_due_timers()?;
+                let mut server = lock()?;
+                server.armed = None;
+                server.fire_due_timers()?;
             }
             _ = rearm.notified() => {}
             scrape = next_scrape(&mut scrapes) => match scrape {
