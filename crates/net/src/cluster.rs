@@ -794,17 +794,30 @@ pub fn process_stats(pid: u32) -> Option<ProcessStats> {
     })
 }
 
-/// A base port `b` such that `b..b + 64` could all be bound on 127.0.0.1 just now (random in 20000–60000).
+/// A base port `b` such that `b..b + 64` could all be bound on 127.0.0.1 just now (random, below the kernel's ephemeral range where there is room).
 pub fn free_base_port() -> u16 {
     free_port_range(64)
 }
 
-/// A base port `b` such that `b..b + count` could all be bound on 127.0.0.1 just now.
+/// The first port of the kernel's ephemeral range (Linux), if it can be read.
+fn ephemeral_low() -> Option<u64> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
+/// A base port `b` such that `b..b + count` could all be bound on 127.0.0.1 just now. Chosen below the
+/// kernel's ephemeral range where there is room: a port in that range may be taken by any outgoing
+/// connection between this check and the server's bind (seen as a test's node failing with "Address already
+/// in use").
 pub fn free_port_range(count: u16) -> u16 {
-    let span = 40_000u64.saturating_sub(u64::from(count)).max(1);
-    let mut base = 20_000;
+    let (low, high) = match ephemeral_low() {
+        Some(e) if e > 10_000 + 4 * u64::from(count) => (10_000, e),
+        _ => (20_000, 60_000),
+    };
+    let span = (high - low).saturating_sub(u64::from(count)).max(1);
+    let mut base = low as u16;
     for _ in 0..200 {
-        base = 20_000 + (os_u64() % span) as u16;
+        base = (low + os_u64() % span) as u16;
         let all_free = (0..count).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok());
         if all_free {
             return base;
