@@ -11,6 +11,7 @@
 pub mod clock;
 pub mod config;
 pub mod history;
+pub mod host;
 pub mod ids;
 pub mod procedure;
 pub mod protocol;
@@ -23,6 +24,7 @@ pub mod validate;
 pub use clock::{Hlc, VectorClock};
 pub use config::{ProtocolConfig, Termination};
 pub use history::{HistoryEvent, HistoryMeta, HistoryOp, HistoryWriter};
+pub use host::{ContractViolation, NodeInput};
 pub use ids::{Addr, ClientId, DcId, OpId, PartitionId, ReplicaId, ServerId};
 pub use protocol::{
     ClientNode, Ctx, Durability, Effects, LinkAssumptions, Message, Offers, Protocol, ReplyNote, ServerNode,

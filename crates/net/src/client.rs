@@ -42,8 +42,9 @@ use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64};
 use bytes::{Buf, BytesMut};
 use futures::task::AtomicWaker;
 use rand::rngs::SmallRng;
+use snowline_core::host::{self, NodeInput};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, ProtocolConfig, Reply, Request,
+    Addr, ClientId, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, ProtocolConfig, Reply, Request, Topology,
 };
 use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
@@ -389,17 +390,6 @@ struct ClientState<P: Protocol> {
     touched: Vec<usize>,
 }
 
-enum Input {
-    Start,
-    Request(OpId, Request),
-}
-
-enum Event<P: Protocol> {
-    Input(Input),
-    Msg(Addr, P::Msg),
-    Timer(P::Timer),
-}
-
 /// The link to one server node.
 enum Link<M> {
     /// Plain TCP without emulated latency: frames are written and read by whichever task holds the state.
@@ -430,6 +420,7 @@ struct Core<P: Protocol> {
     dc: DcId,
     prefix: u64,
     clients: HashMap<ClientId, ClientState<P>>,
+    topology: Topology,
     routes: Routes,
     links: Vec<Option<Link<P::Msg>>>,
     /// Direct links with bytes in `out` to try writing at the end of this entry.
@@ -468,6 +459,7 @@ impl<P: Protocol> Core<P> {
             dc,
             prefix,
             links: (0..config.nodes.len()).map(|_| None).collect(),
+            topology: config.topology(),
             config,
             clients: HashMap::new(),
             routes,
@@ -495,7 +487,7 @@ impl<P: Protocol> Core<P> {
             touched: Vec::new(),
         };
         self.clients.insert(client, state);
-        self.handle(client, Event::Input(Input::Start));
+        self.handle(client, NodeInput::Start);
         self.settle();
     }
 
@@ -505,7 +497,7 @@ impl<P: Protocol> Core<P> {
             return;
         };
         state.pending.insert(op, done);
-        self.handle(client, Event::Input(Input::Request(op, request)));
+        self.handle(client, NodeInput::Request(op, request));
         self.settle();
     }
 
@@ -542,7 +534,7 @@ impl<P: Protocol> Core<P> {
     fn settle(&mut self) {
         while let Some((client, from, msg)) = self.local.pop_front() {
             if self.clients.contains_key(&client) {
-                self.handle(client, Event::Msg(from, msg));
+                self.handle(client, NodeInput::Message(from, msg));
             }
         }
         for node in std::mem::take(&mut self.dirty) {
@@ -668,7 +660,7 @@ impl<P: Protocol> Core<P> {
         self.timer_armed = None;
         let now = Instant::now();
         while let Some((client, timer)) = self.timers.pop_due(now) {
-            self.handle(client, Event::Timer(timer));
+            self.handle(client, NodeInput::Timer(timer));
         }
         self.settle();
     }
@@ -676,7 +668,7 @@ impl<P: Protocol> Core<P> {
     fn on_net(&mut self, ev: NetIn<P::Msg>) {
         match ev {
             NetIn::Msg { from, to, msg } => match to {
-                Addr::Client(c) if self.clients.contains_key(&c) => self.handle(c, Event::Msg(from, msg)),
+                Addr::Client(c) if self.clients.contains_key(&c) => self.handle(c, NodeInput::Message(from, msg)),
                 _ => {} // A session that is gone (driver contract, rule 4).
             },
             NetIn::Refused { client, message } => {
@@ -700,16 +692,15 @@ impl<P: Protocol> Core<P> {
         }
     }
 
-    fn handle(&mut self, client: ClientId, ev: Event<P>) {
+    fn handle(&mut self, client: ClientId, input: NodeInput<P>) {
         self.now = Instant::now();
         let Some(state) = self.clients.get_mut(&client) else { return };
         let now_ns = state.clock.read();
         let mut cx = Ctx::new(now_ns, &mut state.rng, &mut self.effects);
-        match ev {
-            Event::Input(Input::Start) => state.node.on_start(&mut cx),
-            Event::Input(Input::Request(op, request)) => state.node.on_request(&mut cx, op, request),
-            Event::Msg(from, msg) => state.node.on_message(&mut cx, from, msg),
-            Event::Timer(t) => state.node.on_timer(&mut cx, t),
+        host::drive(&mut state.node, &mut cx, input);
+        for v in host::audit(Addr::Client(client), &self.topology, &mut self.effects) {
+            // A protocol bug, not the application's: its effect is dropped and said (the operation times out).
+            eprintln!("warning: driver contract broken: {v}");
         }
         let mut effects = std::mem::take(&mut self.effects);
         for (to, msg) in effects.sends.drain(..) {

@@ -43,8 +43,10 @@ use crate::tls::{NodeTls, TLS_HANDSHAKE_BYTE};
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
 use futures::StreamExt;
 use rand::rngs::SmallRng;
+use snowline_core::host::{self, ContractViolation, NodeInput};
 use snowline_core::{
     Addr, ClientId, Ctx, DcId, Effects, InvalidInput, InvalidKind, Message, Protocol, ReplicaId, ServerId, ServerNode,
+    Topology,
 };
 use snowline_storage::{DurableHost, FsyncPolicy, Log, Output};
 use std::collections::{HashMap, VecDeque};
@@ -154,12 +156,6 @@ struct Hosted<P: Protocol> {
     node: P::Server,
     rng: SmallRng,
     clock: NodeClock,
-}
-
-enum Input<P: Protocol> {
-    Start,
-    Msg(Addr, P::Msg),
-    Timer(P::Timer),
 }
 
 /// Where and how a durable server keeps its data (`snowline server --data-dir DIR --fsync POLICY`).
@@ -306,7 +302,7 @@ pub async fn run_server_with<P: Protocol>(
         });
     } else {
         for idx in 0..server.hosted.len() {
-            server.handle(idx, Input::Start);
+            server.handle(idx, NodeInput::Start);
         }
         server.drain_local();
     }
@@ -470,6 +466,9 @@ struct EventLoop<P: Protocol> {
     durable: Option<DurableState<P>>,
     /// Messages the hosted servers refused as invalid input (each answered with an `Error` frame).
     invalid_inputs: u64,
+    /// Driver-contract violations of the hosted servers (`core::host::ContractViolation`).
+    contract_violations: u64,
+    topology: Topology,
     shared: Arc<Shared>,
     node_id: u32,
     /// When the process started serving (uptime).
@@ -671,6 +670,7 @@ impl<P: Protocol> EventLoop<P> {
             replica: me.replica,
             peers: (0..config.nodes.len()).map(|_| None).collect(),
             config,
+            topology,
             hosted,
             by_partition,
             routes,
@@ -686,6 +686,7 @@ impl<P: Protocol> EventLoop<P> {
             now: Instant::now(),
             durable: None,
             invalid_inputs: 0,
+            contract_violations: 0,
             shared,
             node_id,
             started,
@@ -742,6 +743,12 @@ impl<P: Protocol> EventLoop<P> {
             "counter",
             "Messages refused as invalid input (answered with an Error frame).",
             self.invalid_inputs,
+        );
+        t.single(
+            "snowline_contract_violations_total",
+            "counter",
+            "Effects of hosted servers that broke the driver contract and were dropped (a protocol bug).",
+            self.contract_violations,
         );
         t.single(
             "snowline_refused_requests_total",
@@ -965,6 +972,8 @@ impl<P: Protocol> EventLoop<P> {
             Err(e) => return Err(e.into()),
         }
         let outputs = d.host.take_outputs();
+        let violations = d.host.take_violations();
+        self.report_violations(violations);
         self.now = Instant::now();
         for out in outputs {
             match out {
@@ -1062,7 +1071,7 @@ impl<P: Protocol> EventLoop<P> {
         if let Addr::Client(c) = from {
             self.clients.insert(c, conn);
         }
-        if let Some(e) = self.handle(idx, Input::Msg(from, msg)) {
+        if let Some(e) = self.handle(idx, NodeInput::Message(from, msg)) {
             self.refuse(conn, e);
         }
     }
@@ -1097,6 +1106,16 @@ impl<P: Protocol> EventLoop<P> {
         self.answer(conn, Frame::Error { message: format!("refused: {e}") });
     }
 
+    /// A hosted server broke the driver contract (its offending effects were dropped): a protocol bug,
+    /// counted and logged (rate-limited); the server keeps serving.
+    fn report_violations(&mut self, violations: Vec<ContractViolation>) {
+        for v in violations {
+            self.contract_violations += 1;
+            let n = self.contract_violations;
+            self.shared.log.warn(|| format!("driver contract broken: {v} ({n} so far)"));
+        }
+    }
+
     /// Send `frame` on inbound connection `conn` (if it is still open): written in place when nothing is
     /// queued ahead of it on a plain TCP connection, else queued for its writer (counted in its reply queue).
     fn answer(&self, conn: u64, frame: Frame<P::Msg>) {
@@ -1114,7 +1133,7 @@ impl<P: Protocol> EventLoop<P> {
     fn fire_due_timers(&mut self) -> Result<(), NetError> {
         let now = Instant::now();
         while let Some((idx, timer)) = self.timers.pop_due(now) {
-            self.handle(idx, Input::Timer(timer));
+            self.handle(idx, NodeInput::Timer(timer));
         }
         while let Some((idx, id)) = self.durable.as_mut().and_then(|d| d.timers.pop_due(now)) {
             if let Some(d) = &mut self.durable {
@@ -1127,7 +1146,7 @@ impl<P: Protocol> EventLoop<P> {
 
     fn drain_local(&mut self) {
         while let Some((idx, from, msg)) = self.local.pop_front() {
-            if let Some(e) = self.handle(idx, Input::Msg(from, msg)) {
+            if let Some(e) = self.handle(idx, NodeInput::Message(from, msg)) {
                 // Between servers of one process: a protocol bug, not hostile input.
                 self.invalid_inputs += 1;
                 eprintln!("warning: a hosted server refused a message from another: {e}");
@@ -1136,28 +1155,26 @@ impl<P: Protocol> EventLoop<P> {
     }
 
     /// Feed one input to hosted node `idx` and carry out its effects in order; a refused message's error.
-    fn handle(&mut self, idx: usize, input: Input<P>) -> Option<InvalidInput> {
+    fn handle(&mut self, idx: usize, input: NodeInput<P>) -> Option<InvalidInput> {
         self.now = Instant::now();
         let h = &mut self.hosted[idx];
         let now_ns = h.clock.read();
-        let mut cx = Ctx::new(now_ns, &mut h.rng, &mut self.effects);
-        let mut refused = None;
-        match input {
-            Input::Start => h.node.on_start(&mut cx),
-            Input::Msg(from, msg) => refused = h.node.on_message(&mut cx, from, msg).err(),
-            Input::Timer(t) => h.node.on_timer(&mut cx, t),
-        }
         let me = h.id;
+        let mut cx = Ctx::new(now_ns, &mut h.rng, &mut self.effects);
+        let (refused, violation) = match host::serve(&mut h.node, Addr::Server(me), &mut cx, input) {
+            Ok(refused) => (refused, None),
+            Err(v) => (None, Some(v)),
+        };
         h.clock.raise(self.effects.raise_clock);
+        let mut violations = host::audit(Addr::Server(me), &self.topology, &mut self.effects);
+        violations.extend(violation);
+        self.report_violations(violations);
         let mut effects = std::mem::take(&mut self.effects);
         for (to, msg) in effects.sends.drain(..) {
             self.send(me, to, msg);
         }
         for (delay_ns, timer) in effects.timers.drain(..) {
             self.timers.push(self.now, delay_ns, idx, timer);
-        }
-        for (op, _) in effects.completions.drain(..) {
-            eprintln!("warning: server {me} completed operation {op:?}; servers have no operations to complete");
         }
         effects.clear();
         self.effects = effects;
@@ -1169,10 +1186,6 @@ impl<P: Protocol> EventLoop<P> {
             Addr::Server(s) => {
                 if let Some(idx) = self.hosted_index(s) {
                     self.local.push_back((idx, Addr::Server(from), msg));
-                    return;
-                }
-                if !self.config.topology().contains(s) {
-                    eprintln!("warning: {from} sent a {} message to {s}, which does not exist", msg.kind());
                     return;
                 }
                 self.counters.sent_to_servers.add(msg.kind());

@@ -187,6 +187,7 @@ async fn metrics_parse_and_count_the_operations() {
         "snowline_messages_received_total",
         "snowline_messages_sent_total",
         "snowline_invalid_inputs_total",
+        "snowline_contract_violations_total",
         "snowline_refused_requests_total",
         "snowline_handler_seconds",
         "snowline_replies_noted_total",

@@ -3,9 +3,10 @@
 use crate::model::{CLOCK_BASE_NS, ClockModel, NetworkModel, SimConfig};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use snowline_core::host::{self, NodeInput};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Effects, InvalidInput, Message, OpError, OpId, PartitionId, Protocol, Reply,
-    Request, ServerId, ServerNode, Topology,
+    Addr, ClientId, Ctx, DcId, Effects, InvalidInput, Message, OpError, OpId, PartitionId, Protocol, Reply, Request,
+    ServerId, ServerNode, Topology,
 };
 use snowline_storage::{DurableHost, MemLog, Output, Recovered};
 use std::cmp::Ordering;
@@ -1247,20 +1248,24 @@ impl<P: Protocol> Sim<P> {
         let i = idx as usize;
         let mut durable = false;
         let mut invalid = Vec::new();
+        let mut violations = Vec::new();
         let cost = if i < n_servers {
             match &mut self.servers[i] {
-                ServerSlot::Plain(node) => match input {
-                    None => node.on_start(&mut cx),
-                    Some(Input::Message(env)) => {
-                        if let Err(e) = node.on_message(&mut cx, env.from, env.msg) {
-                            invalid.push(e);
+                ServerSlot::Plain(node) => {
+                    let input = match input {
+                        None => NodeInput::Start,
+                        Some(Input::Message(env)) => NodeInput::Message(env.from, env.msg),
+                        Some(Input::Timer(t, _)) => NodeInput::Timer(t),
+                        Some(Input::Request(op, r)) => NodeInput::Request(op, r),
+                        Some(Input::HostTimer { .. } | Input::Ack { .. }) => {
+                            unreachable!("host inputs go to durable servers")
                         }
+                    };
+                    match host::serve(node, m.addr, &mut cx, input) {
+                        Ok(refused) => invalid.extend(refused),
+                        Err(v) => violations.push(v),
                     }
-                    Some(Input::Timer(t, _)) => node.on_timer(&mut cx, t),
-                    Some(Input::Request(..) | Input::HostTimer { .. } | Input::Ack { .. }) => {
-                        unreachable!("requests go to clients; host inputs to durable servers")
-                    }
-                },
+                }
                 ServerSlot::Durable(host) => {
                     durable = true;
                     let Addr::Server(id) = m.addr else { unreachable!("servers have server addresses") };
@@ -1275,6 +1280,7 @@ impl<P: Protocol> Sim<P> {
                         _ => {}
                     }
                     invalid.extend(host.take_invalid());
+                    violations.extend(host.take_violations());
                     if self.config.fsync_ns == 0 {
                         // `per-write`: every input is committed before its effects leave (MemLog cannot fail).
                         host.commit().expect("an in-memory log does not fail");
@@ -1283,19 +1289,24 @@ impl<P: Protocol> Sim<P> {
                 }
                 ServerSlot::Down(_) => {}
             }
-            assert!(fx.completions.is_empty(), "server {} completed an operation; only clients may", m.addr);
             self.config.cpu.cost_ns(fx.work)
         } else {
             let node = &mut self.clients[i - n_servers];
-            match input {
-                None => node.on_start(&mut cx),
-                Some(Input::Message(env)) => node.on_message(&mut cx, env.from, env.msg),
-                Some(Input::Timer(t, _)) => node.on_timer(&mut cx, t),
-                Some(Input::Request(op, r)) => node.on_request(&mut cx, op, r),
+            let input = match input {
+                None => NodeInput::Start,
+                Some(Input::Message(env)) => NodeInput::Message(env.from, env.msg),
+                Some(Input::Timer(t, _)) => NodeInput::Timer(t),
+                Some(Input::Request(op, r)) => NodeInput::Request(op, r),
                 Some(Input::HostTimer { .. } | Input::Ack { .. }) => unreachable!("host inputs go to servers"),
-            }
+            };
+            host::drive(node, &mut cx, input);
             0
         };
+        violations.extend(host::audit(self.meta[idx as usize].addr, &self.config.topology, &mut fx));
+        if let Some(v) = violations.first() {
+            // A protocol bug: fail the run at the seed that shows it (every runtime reports it as this error).
+            panic!("driver contract broken: {v}");
+        }
         for e in invalid {
             self.invalid += 1;
             if self.invalid_first.len() < 16 {

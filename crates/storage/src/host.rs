@@ -71,6 +71,7 @@ use crate::{Lsn, RecordLog, Recovered, StorageError};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::{Deserialize, Serialize};
+use snowline_core::host::{self, ContractViolation, NodeInput};
 use snowline_core::{
     Addr, ClientId, Ctx, Durability, Effects, InvalidInput, Message, Protocol, ProtocolConfig, ServerId, ServerNode,
     Topology,
@@ -232,6 +233,8 @@ pub struct DurableHost<P: Protocol, L: RecordLog> {
     work: u64,
     /// Messages the hosted servers refused since the last `take_invalid` (not counted again on replay).
     invalid: Vec<InvalidInput>,
+    /// Driver-contract violations of the hosted servers since the last `take_violations`.
+    violations: Vec<ContractViolation>,
     /// Client requests refused because the disk is full, since the last `take_refusals`.
     refusals: Vec<Refusal>,
     /// The last commit found the disk full even after the log gave up its reserve: nothing a client asks
@@ -327,6 +330,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             ready: Vec::new(),
             effects: Effects::default(),
             invalid: Vec::new(),
+            violations: Vec::new(),
             refusals: Vec::new(),
             out_of_space: false,
             replaying: true,
@@ -409,6 +413,12 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         std::mem::take(&mut self.invalid)
     }
 
+    /// The driver-contract violations of the hosted servers since the last call (their offending effects
+    /// were dropped; the runtime reports them, `core::host::ContractViolation`).
+    pub fn take_violations(&mut self) -> Vec<ContractViolation> {
+        std::mem::take(&mut self.violations)
+    }
+
     /// Everything the runtime should do now, in order.
     pub fn take_outputs(&mut self) -> Vec<Output<P::Msg>> {
         std::mem::take(&mut self.ready)
@@ -467,7 +477,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         let Some((_, timer)) = n.timers.remove(&id) else { return };
         let now = n.clock.max(wall_ns);
         self.encode(&InputRecord::<&P::Msg>::Timer { node: node as u16, now, id });
-        self.handle(node, now, false, |server, cx| server.on_timer(cx, timer));
+        self.handle(node, now, false, NodeInput::Timer(timer));
         self.run_local(wall_ns);
     }
 
@@ -717,7 +727,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         self.note_delivered(idx, from, seq);
         let now = self.state.nodes[idx].clock.max(wall_ns);
         self.encode(&InputRecord::Msg { node: idx as u16, now, from, seq, msg: &msg });
-        if let Err(e) = self.handle(idx, now, seq > 0, |server, cx| server.on_message(cx, from, msg))
+        if let Some(e) = self.handle(idx, now, seq > 0, NodeInput::Message(from, msg))
             && !self.replaying
         {
             self.invalid.push(e);
@@ -731,7 +741,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         let now = n.clock.max(wall_ns);
         let id = n.id;
         self.encode(&InputRecord::<&P::Msg>::Start { node: idx as u16, id, seed, now });
-        self.handle(idx, now, false, |server, cx| server.on_start(cx));
+        self.handle(idx, now, false, NodeInput::Start);
     }
 
     /// Encodes the record of the input about to be handled (`handle` appends it unless the handler was
@@ -779,18 +789,18 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 }
                 n.seed = seed;
                 n.started = true;
-                self.handle(node, now, false, |server, cx| server.on_start(cx));
+                self.handle(node, now, false, NodeInput::Start);
             }
             InputRecord::Msg { now, from, seq, msg, .. } => {
                 self.note_delivered(node, from, seq);
                 // Refused again, as when it was logged (the refusal was reported then).
-                let _ = self.handle(node, now, seq > 0, |server, cx| server.on_message(cx, from, msg));
+                let _ = self.handle(node, now, seq > 0, NodeInput::Message(from, msg));
             }
             InputRecord::Timer { now, id, .. } => {
                 let Some((_, timer)) = self.state.nodes[node].timers.remove(&id) else {
                     return Err(bad(format!("fires timer {id}, which was never set")));
                 };
-                self.handle(node, now, false, |server, cx| server.on_timer(cx, timer));
+                self.handle(node, now, false, NodeInput::Timer(timer));
             }
             InputRecord::Ceiling { at, .. } => {
                 let n = &mut self.state.nodes[node];
@@ -866,13 +876,9 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
 
     /// Runs one handler of node `idx` at clock reading `now`, logs its input (encoded by `encode`) unless the
     /// handler was read-only, and routes its effects.
-    fn handle<R: Refused>(
-        &mut self,
-        idx: usize,
-        now: u64,
-        sequenced: bool,
-        f: impl FnOnce(&mut P::Server, &mut Ctx<'_, P>) -> R,
-    ) -> R {
+    /// Feeds `input` to hosted node `idx` (`core::host::serve`) and routes its audited effects; a message
+    /// the node refused as invalid.
+    fn handle(&mut self, idx: usize, now: u64, sequenced: bool, input: NodeInput<P>) -> Option<InvalidInput> {
         let (position, durable) = if self.replaying {
             (self.replay_lsn, self.replay_lsn)
         } else {
@@ -887,8 +893,20 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             if Self::CHANGES {
                 cx = cx.persisting_changes();
             }
-            f(&mut n.server, &mut cx)
+            let me = Addr::Server(n.id);
+            match host::serve(&mut n.server, me, &mut cx, input) {
+                Ok(refused) => refused,
+                Err(v) => {
+                    self.violations.push(v);
+                    None
+                }
+            }
         };
+        let violations = host::audit(Addr::Server(n.id), &self.state.topology, &mut effects);
+        if !self.replaying {
+            self.violations.extend(violations);
+        }
+        let n = &mut self.state.nodes[idx];
         n.clock = n.clock.max(effects.raise_clock);
         if Self::CHANGES {
             return self.route_changes(idx, now, effects, result);
@@ -899,7 +917,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         let quiet = !sequenced
             && effects.timers.is_empty()
             && effects.sends.iter().all(|(to, _)| matches!(to, Addr::Client(_)));
-        let unlogged = quiet && (effects.read_only || (result.refused() && effects.sends.is_empty()));
+        let unlogged = quiet && (effects.read_only || (result.is_some() && effects.sends.is_empty()));
         // Each logged input's generator is seeded from its number, so an unlogged one takes none.
         if !unlogged {
             n.inputs += 1;
@@ -932,9 +950,6 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                     }
                 }
                 Addr::Server(s) => {
-                    if !self.state.topology.contains(s) {
-                        continue;
-                    }
                     let link = self.state.nodes[idx].out.entry(s).or_default();
                     if link.unacked.is_empty() {
                         link.progress_ns = now;
@@ -1021,22 +1036,5 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             return 0;
         }
         self.ceilings_pending.iter().find(|&&(_, node, at)| node == idx && at >= clock).map_or(0, |&(lsn, _, _)| lsn)
-    }
-}
-
-/// Whether a handler's result says it refused its input (such an input changed nothing: no need to log it).
-trait Refused {
-    fn refused(&self) -> bool;
-}
-
-impl Refused for () {
-    fn refused(&self) -> bool {
-        false
-    }
-}
-
-impl<E> Refused for Result<(), E> {
-    fn refused(&self) -> bool {
-        self.is_err()
     }
 }

@@ -38,6 +38,8 @@ enum RegMsg {
     GetOk {
         value: Option<String>,
     },
+    /// Breaks the driver contract twice: completes an operation and sends to a server that does not exist.
+    Misbehave,
 }
 
 impl Message for RegMsg {
@@ -48,6 +50,7 @@ impl Message for RegMsg {
             RegMsg::Replicate { .. } => "replicate",
             RegMsg::Get { .. } => "get",
             RegMsg::GetOk { .. } => "get-ok",
+            RegMsg::Misbehave => "misbehave",
         }
     }
 }
@@ -95,6 +98,11 @@ impl ServerNode<Reg> for RegServer {
                 cx.raise_clock(at);
                 cx.reply_after(self.written_at.get(&key).copied().unwrap_or(0));
                 cx.send(from, RegMsg::GetOk { value: self.data.get(&key).map(|d| d.0.clone()) });
+            }
+            RegMsg::Misbehave => {
+                cx.complete(OpId(3), Err(snowline_core::OpError::Rejected("a server has no operations".into())));
+                cx.send(ServerId::new(9, 0), RegMsg::PutOk { at: 0 });
+                cx.send(from, RegMsg::PutOk { at: 1 });
             }
             RegMsg::PutOk { .. } | RegMsg::GetOk { .. } => {}
         }
@@ -456,4 +464,37 @@ fn a_read_only_inputs_clock_promise_survives_a_crash_and_its_reply_waits_for_it(
         })
         .expect("the put is answered");
     assert!(at >= ahead, "a put after the restart is stamped {at}, before the promised {ahead}");
+}
+
+/// A handler that breaks the driver contract: the host drops exactly the offending effects, reports each
+/// as a `ContractViolation` (as every runtime does, `core::host::audit`), and keeps serving.
+#[test]
+fn contract_violations_are_dropped_and_reported() {
+    use snowline_core::ContractViolation;
+    let mut host = open(MemLog::new(), A, 0).unwrap();
+    host.take_outputs();
+    host.on_message(A, CLIENT, None, RegMsg::Misbehave, 10);
+    host.commit().unwrap();
+    let violations = host.take_violations();
+    assert_eq!(
+        violations,
+        vec![
+            ContractViolation::ServerCompleted { server: Addr::Server(A), op: OpId(3) },
+            ContractViolation::UnknownServer { from: Addr::Server(A), to: ServerId::new(9, 0), kind: "put-ok" },
+        ]
+    );
+    let outputs = host.take_outputs();
+    let to_client: Vec<_> = outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::ToClient { to, msg, .. } => Some((*to, msg.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(to_client, vec![(CLIENT, RegMsg::PutOk { at: 1 })], "the lawful reply still leaves: {outputs:?}");
+    assert!(!outputs.iter().any(|o| matches!(o, Output::Seq { to, .. } if *to == ServerId::new(9, 0))));
+    host.on_message(A, CLIENT, None, RegMsg::Put { key: "k".into(), value: "v".into() }, 20);
+    host.commit().unwrap();
+    assert!(host.take_violations().is_empty());
+    assert!(host.take_outputs().iter().any(|o| matches!(o, Output::ToClient { msg: RegMsg::PutOk { .. }, .. })));
 }
