@@ -565,3 +565,51 @@ fn output_into_a_closed_pipe_ends_quietly() {
     assert_eq!(out.status.code(), Some(141), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `bench --vs-redis` runs snowline's GETs and redis-server's in one command and prints their ratios, the
+/// like-for-like one (both timed by one client) first; without redis installed it says so and still runs.
+#[test]
+fn bench_vs_redis_prints_both_systems_or_says_redis_is_missing() {
+    let o = snowline(&[
+        "bench",
+        "--protocol",
+        "cops",
+        "--dcs",
+        "1",
+        "--partitions",
+        "1",
+        "--workload",
+        "kv",
+        "--write-ratio",
+        "0",
+        "--clients",
+        "1",
+        "--duration",
+        "500ms",
+        "--vs-redis",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let installed = ["redis-server", "redis-benchmark"]
+        .iter()
+        .all(|b| std::process::Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()));
+    if !installed {
+        assert!(out.contains("not installed (apt-get install redis-server): comparison skipped"), "{out}");
+        return;
+    }
+    let line = |start: &str| out.lines().find(|l| l.trim_start().starts_with(start)).map(str::to_owned);
+    let ratio = |l: &str, what: &str| -> f64 {
+        let rest = &l[l.find(what).unwrap_or_else(|| panic!("no {what} in {l}")) + what.len()..];
+        rest.split('×').next().unwrap().trim().parse().unwrap_or_else(|e| panic!("{l}: {e}"))
+    };
+    assert!(line("redis-server").is_some(), "redis figures printed: {out}");
+    let get = line("snowline get").unwrap_or_else(|| panic!("snowline's GETs printed: {out}"));
+    assert!(get.contains("p50") && get.contains("µs"), "{get}");
+    let same = line("against redis-server timed the same way").unwrap_or_else(|| panic!("{out}"));
+    let theirs = line("against redis-benchmark's own figures").unwrap_or_else(|| panic!("{out}"));
+    for l in [&same, &theirs] {
+        let p50 = ratio(l, "p50 ");
+        // A sanity range, not a speed target (those live in benchmarks): a ratio is positive and finite.
+        assert!(p50 > 0.0 && p50 < 100.0, "{l}");
+    }
+}
