@@ -17,7 +17,8 @@
 //! | table | key | value fields (`,`-separated) |
 //! | --- | --- | --- |
 //! | WAREHOUSE | `{g0}w/W` | `W_YTD,W_TAX` |
-//! | DISTRICT | `{g}d/W/D` | `D_NEXT_O_ID,D_YTD,D_TAX` |
+//! | DISTRICT | `{g}d/W/D` | `D_NEXT_O_ID,D_TAX` |
+//! | DISTRICT's year-to-date | `{g}dy/W/D` | `D_YTD` |
 //! | delivery pointer | `{g}dp/W/D` | the oldest undelivered `O_ID` (= min `NO_O_ID` while any is left) |
 //! | CUSTOMER | `{g}c/W/D/C` | `C_BALANCE,C_YTD_PAYMENT,C_PAYMENT_CNT,C_DELIVERY_CNT,C_CREDIT,C_DISCOUNT,C_LAST,C_FIRST,C_DATA` |
 //! | last-name index | `{g}cl/W/D/LAST` | the `C_ID`s with that `C_LAST`, space-separated, sorted by `C_FIRST` |
@@ -39,6 +40,11 @@
 //! `1..=ITEMS` exist, and New-Order's argument `ITEMS` says how many (an item above it is the "unused item"
 //! of the 1% rollback, §2.4.1.4, which aborts the transaction with cause `user`).
 //!
+//! DISTRICT is two keys: New-Order reads and increments `D_NEXT_O_ID` in an immediate piece, Payment adds to
+//! `D_YTD` in a deferrable one, and Rococo (whose paper conflicts TPC-C's transactions per column) refuses an
+//! immediate access to a key with another transaction's deferrable access pending: in one row, every
+//! New-Order of a district with a Payment under way would be refused.
+//!
 //! HISTORY has no primary key in TPC-C (§1.3) and no transaction reads it; it is kept as one row per
 //! customer listing the customer's payments, so the audit can enumerate it (a key-value store cannot scan).
 //! Deleting a NEW-ORDER row writes `delivered` (a key-value store has no delete).
@@ -52,16 +58,27 @@
 //! - `tpcc-new-order`: the district (read and increment `D_NEXT_O_ID`: immediate); then the warehouse
 //!   (`W_TAX`), the customer, one piece inserting the order, its new-order, the customer's last order and the
 //!   order lines (`OL_AMOUNT` = quantity × [`item_price`]), and one piece per line updating its stock row.
-//! - `tpcc-payment`: by last name, the index lookup (immediate); the warehouse (`W_YTD`), the district
-//!   (`D_YTD`), the customer (balance, year-to-date payment, payment count, `C_DATA` of a bad-credit
+//! - `tpcc-payment`: by last name, the index lookup (immediate); the warehouse (`W_YTD`), the district's
+//!   `D_YTD` key, the customer (balance, year-to-date payment, payment count, `C_DATA` of a bad-credit
 //!   customer) and its history row.
 //! - `tpcc-order-status` (read-only): by last name, the lookup; the customer; the customer's last order
 //!   (immediate), the order (immediate: `O_OL_CNT`), its lines.
 //! - `tpcc-delivery`: one district per call (Rococo's district-sharded set-up runs it so; TPC-C lets a
-//!   deferred Delivery's districts be delivered one by one): the delivery pointer (immediate), the oldest
-//!   new-order and its order (immediate: present? customer, line count); if present, one piece removes the
-//!   new-order, sets `O_CARRIER_ID` and advances the pointer, the order lines get `OL_DELIVERY_D`
-//!   (immediate: the sum of `OL_AMOUNT`), and the customer's balance and delivery count are updated.
+//!   deferred Delivery's districts be delivered one by one): 0 the delivery pointer `p` (immediate); 1 the
+//!   pointer again, new-order `p` and order `p` (immediate: present? customer, line count); if present,
+//!   2 the claim (immediate): the pointer once more, then new-order `p` removed, `O_CARRIER_ID` set and
+//!   the pointer advanced to `p + 1`, and 3 the order lines get `OL_DELIVERY_D` (immediate: the sum of
+//!   `OL_AMOUNT`); then 4 the customer's balance and delivery count (deferrable). Every access to the
+//!   pointer, the new-order and the order is immediate, as in Rococo's own TPC-C (whose Delivery reads and
+//!   deletes the oldest new-order in one immediate piece): two Deliveries of a district that both read `p`
+//!   and each deferred the pointer's write would each be a fixed parent of the other (a cycle no order
+//!   can serve) and deliver `p` twice. Pieces 1 and 2 fail, before writing anything, when the pointer is no
+//!   longer `p`: another Delivery took order `p` since piece 0 (under Rococo a call's immediate waves run
+//!   back to back at its coordinator, the district's server, so only a remote coordinator could meet
+//!   this; OCC meets it when another Delivery commits between the waves). A procedure error aborts with
+//!   cause `user`, which the harness does not retry: a race is not the application's abort, but a
+//!   procedure cannot say otherwise yet. Without the check a Delivery would read the pointer before and
+//!   the new-order after another's claim, which no serial order explains.
 //! - `tpcc-stock-level` (read-only): the district's `D_NEXT_O_ID` (immediate), the last 20 orders
 //!   (immediate), their lines (immediate: the items), one stock read per distinct item.
 
@@ -124,8 +141,14 @@ impl District {
         format!("{{{}}}{table}/{}/{}{rest}", self.global(), self.w, self.d).into()
     }
 
+    /// The district's `D_NEXT_O_ID` and `D_TAX` (New-Order, Stock-Level).
     pub fn district_key(&self) -> Key {
         self.key("d", "")
+    }
+    /// The district's `D_YTD` (Payment): a key of its own, so Payment's deferrable update never meets
+    /// New-Order's immediate `D_NEXT_O_ID` increment on one key (module docs).
+    pub fn district_ytd_key(&self) -> Key {
+        self.key("dy", "")
     }
     pub fn pointer_key(&self) -> Key {
         self.key("dp", "")
@@ -220,21 +243,38 @@ impl Row for WarehouseRow {
     }
 }
 
+/// The district row proper: what New-Order and Stock-Level read (`D_YTD` is [`DistrictYtdRow`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DistrictRow {
     pub next_o_id: u32,
-    pub ytd: i64,
     pub tax: u32,
 }
 
 impl Row for DistrictRow {
     const TABLE: &'static str = "district";
     fn to_fields(&self) -> String {
-        format!("{},{},{}", self.next_o_id, self.ytd, self.tax)
+        format!("{},{}", self.next_o_id, self.tax)
     }
     fn parse(v: &str) -> Result<Self, String> {
-        let f = split_n(v, 3, Self::TABLE)?;
-        Ok(Self { next_o_id: num(f[0], "D_NEXT_O_ID")?, ytd: num(f[1], "D_YTD")?, tax: num(f[2], "D_TAX")? })
+        let f = split_n(v, 2, Self::TABLE)?;
+        Ok(Self { next_o_id: num(f[0], "D_NEXT_O_ID")?, tax: num(f[1], "D_TAX")? })
+    }
+}
+
+/// A district's `D_YTD`, at [`District::district_ytd_key`] (Payment).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DistrictYtdRow {
+    pub ytd: i64,
+}
+
+impl Row for DistrictYtdRow {
+    const TABLE: &'static str = "district year-to-date";
+    fn to_fields(&self) -> String {
+        self.ytd.to_string()
+    }
+    fn parse(v: &str) -> Result<Self, String> {
+        let f = split_n(v, 1, Self::TABLE)?;
+        Ok(Self { ytd: num(f[0], "D_YTD")? })
     }
 }
 
@@ -731,7 +771,7 @@ fn payment_layout(a: &PaymentArgs<'_>, known: &Known) -> Result<Vec<(PaymentPiec
     }
     let wk = warehouse_key(h.dpw, h.w);
     out.push((PaymentPiece::Warehouse, Piece { reads: vec![wk.clone()], writes: vec![wk], immediate: false }));
-    let dk = h.district_key();
+    let dk = h.district_ytd_key();
     out.push((PaymentPiece::District, Piece { reads: vec![dk.clone()], writes: vec![dk], immediate: false }));
     if let Some(c) = customer_id(&a.customer, known)? {
         let ck = cd.customer_key(c);
@@ -766,7 +806,7 @@ impl Procedure for Payment {
                 vec![w.value(&t)]
             }
             PaymentPiece::District => {
-                let mut d = DistrictRow::read(read(reads, 0))?;
+                let mut d = DistrictYtdRow::read(read(reads, 0))?;
                 d.ytd = d.ytd.checked_add(a.amount).ok_or("D_YTD overflows")?;
                 vec![d.value(&t)]
             }
@@ -925,6 +965,17 @@ fn delivery_found(known: &Known) -> Result<Option<Option<Found>>, String> {
     Ok(Some(Some(Found { o, order })))
 }
 
+/// The check of pieces 1 and 2: the pointer still at `o`, the order piece 0 chose. If another Delivery
+/// advanced it since, this one read the pointer before that Delivery's claim and would read the rows after
+/// it: no serial order has both, so it fails, before writing anything.
+fn pointer_unmoved(value: Option<&Value>, o: u32) -> Result<(), String> {
+    let now = parse_number(value, "delivery pointer")?;
+    if now != o {
+        return Err(format!("the delivery pointer moved from {o} to {now}: a concurrent Delivery took order {o}"));
+    }
+    Ok(())
+}
+
 impl Procedure for Delivery {
     fn name(&self) -> &'static str {
         "tpcc-delivery"
@@ -932,8 +983,10 @@ impl Procedure for Delivery {
     fn usage(&self) -> &'static str {
         "tpcc-delivery TOKEN DPW W D O_CARRIER_ID OL_DELIVERY_D"
     }
-    /// 0 pointer (immediate), 1 check new-order and order (immediate); if an order is found: 2 deliver
-    /// (new-order, order, pointer), 3 order lines (immediate: the amount), 4 customer.
+    /// 0 pointer (immediate), 1 check: pointer, new-order and order (immediate); if an order is found:
+    /// 2 claim: pointer and new-order read, new-order, order and pointer written (immediate), 3 order lines
+    /// (immediate: the amount), 4 customer. No piece accesses the pointer, the new-order or the order
+    /// deferred (module docs).
     fn plan(&self, args: &[Value], known: &Known) -> Result<Vec<Piece>, String> {
         let a = delivery_args(args)?;
         let h = a.district;
@@ -942,9 +995,16 @@ impl Procedure for Delivery {
             return Ok(pieces);
         }
         let o: u32 = out_num(known, 0, 0)?;
-        pieces.push(Piece { reads: vec![h.new_order_key(o), h.order_key(o)], writes: vec![], immediate: true });
+        let check = vec![h.pointer_key(), h.new_order_key(o), h.order_key(o)];
+        pieces.push(Piece { reads: check, writes: vec![], immediate: true });
+        // The claim declares its writes only once the check found the order: a piece writes every key it
+        // declares, and a Delivery that finds nothing writes nothing.
         let Some(Some(found)) = delivery_found(known)? else { return Ok(pieces) };
-        pieces.push(Piece { writes: vec![h.new_order_key(o), h.order_key(o), h.pointer_key()], ..Piece::default() });
+        pieces.push(Piece {
+            reads: vec![h.pointer_key(), h.new_order_key(o)],
+            writes: vec![h.new_order_key(o), h.order_key(o), h.pointer_key()],
+            immediate: true,
+        });
         let lines: Vec<Key> = (1..=found.order.ol_cnt.min(MAX_LINES as u32)).map(|n| h.order_line_key(o, n)).collect();
         pieces.push(Piece { reads: lines.clone(), writes: lines, immediate: true });
         // The customer piece's value needs the lines' amount: it comes in the wave after them (a deferrable
@@ -962,8 +1022,9 @@ impl Procedure for Delivery {
         match piece {
             0 => Ok(Ran { writes: vec![], output: vec![v(parse_number(read(reads, 0), "delivery pointer")?)] }),
             1 => {
-                let order = read(reads, 1);
-                if !new_order_present(read(reads, 0)) || order.is_none() {
+                pointer_unmoved(read(reads, 0), out_num(known, 0, 0)?)?;
+                let order = read(reads, 2);
+                if !new_order_present(read(reads, 1)) || order.is_none() {
                     return Ok(Ran { writes: vec![], output: vec![v(0)] });
                 }
                 let order = OrderRow::read(order)?;
@@ -971,6 +1032,10 @@ impl Procedure for Delivery {
             }
             2 => {
                 let Some(Some(found)) = delivery_found(known)? else { return Err("no order to deliver".into()) };
+                pointer_unmoved(read(reads, 0), found.o)?;
+                if !new_order_present(read(reads, 1)) {
+                    return Err(format!("new-order {} is gone while the pointer is still at it", found.o));
+                }
                 let order = OrderRow { carrier: a.carrier, ..found.order };
                 Ok(Ran {
                     writes: vec![

@@ -30,7 +30,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use snowline_core::tpcc::{
-    self, CustomerRow, District, DistrictRow, HistoryEntry, OrderLineRow, OrderRow, Row, StockRow, WarehouseRow,
+    self, CustomerRow, District, DistrictRow, DistrictYtdRow, HistoryEntry, OrderLineRow, OrderRow, Row, StockRow,
+    WarehouseRow,
 };
 use snowline_core::{Key, Topology, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -205,12 +206,9 @@ pub fn initial_database(shape: &Shape, seed: u64) -> Vec<Vec<(Key, Value)>> {
     }
     for h in shape.all_districts() {
         let mut rng = SmallRng::seed_from_u64(seed ^ 0x2000_0000 ^ h.global());
-        let district = DistrictRow {
-            next_o_id: shape.orders + 1,
-            ytd: i64::from(shape.customers) * 1000,
-            tax: rng.random_range(0..=2000),
-        };
+        let district = DistrictRow { next_o_id: shape.orders + 1, tax: rng.random_range(0..=2000) };
         put(h.district_key(), district.value(&tag()));
+        put(h.district_ytd_key(), DistrictYtdRow { ytd: i64::from(shape.customers) * 1000 }.value(&tag()));
         put(h.pointer_key(), tpcc::encode(&shape.first_undelivered.to_string(), &tag()));
         let mut names: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
         for c in 1..=shape.customers {
@@ -448,12 +446,12 @@ pub const AUDIT_CHUNK: usize = 500;
 /// scan for them).
 pub const AUDIT_SLACK: u32 = 20;
 
-/// The keys the audit reads first: warehouses, districts, delivery pointers.
+/// The keys the audit reads first: warehouses, districts (`D_NEXT_O_ID` and `D_YTD`), delivery pointers.
 pub fn audit_first_keys(shape: &Shape) -> Vec<Key> {
     let dpw = shape.districts_per_warehouse;
     let mut keys: Vec<Key> = (1..=shape.warehouses).map(|w| tpcc::warehouse_key(dpw, w)).collect();
     for h in shape.all_districts() {
-        keys.extend([h.district_key(), h.pointer_key()]);
+        keys.extend([h.district_key(), h.district_ytd_key(), h.pointer_key()]);
     }
     keys
 }
@@ -602,8 +600,12 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
                 None
             }
         };
-        if let Some(d) = &district {
-            d_ytd.insert((h.w, h.d), d.ytd);
+        match parse(&h.district_ytd_key()).map(|v| DistrictYtdRow::parse(&v)) {
+            Some(Ok(d)) => {
+                d_ytd.insert((h.w, h.d), d.ytd);
+            }
+            Some(Err(e)) => row(&mut malformed, &h.district_ytd_key(), Err(e)),
+            None => row(&mut malformed, &h.district_ytd_key(), Err("missing".into())),
         }
         let next = district.as_ref().map_or(1, |d| d.next_o_id);
         let pointer = match tpcc::parse_number(get(&h.pointer_key()), "delivery pointer") {
@@ -824,6 +826,15 @@ mod tests {
             f(&mut db);
             audited(&shape, &db).violated()
         };
+        // A payment applied to the district only: D_YTD disagrees with the warehouse and the history.
+        assert_eq!(
+            broken(&|db| {
+                let mut d = DistrictYtdRow::read(db.get(&h.district_ytd_key())).unwrap();
+                d.ytd += 5;
+                db.insert(h.district_ytd_key(), d.value("x"));
+            }),
+            vec![1, 9]
+        );
         // A payment applied to the warehouse only: W_YTD disagrees with the districts and the history.
         assert_eq!(
             broken(&|db| {

@@ -24,7 +24,8 @@ fn state() -> State {
         s.insert(k, v);
     };
     put(warehouse_key(DPW, 1), WarehouseRow { ytd: 3000, tax: 500 }.value("l0"));
-    put(h.district_key(), DistrictRow { next_o_id: 4, ytd: 3000, tax: 1000 }.value("l1"));
+    put(h.district_key(), DistrictRow { next_o_id: 4, tax: 1000 }.value("l1"));
+    put(h.district_ytd_key(), DistrictYtdRow { ytd: 3000 }.value("l3"));
     put(h.pointer_key(), encode("2", "l2"));
     for c in 1..=3u32 {
         let row = CustomerRow {
@@ -91,10 +92,21 @@ fn keys_are_pinned_to_their_district_s_partition() {
     let h = District::new(10, 2, 3).unwrap();
     assert_eq!(h.global(), 12);
     assert_eq!(District::of_global(10, 12), h);
-    for k in [h.district_key(), h.customer_key(7), h.order_line_key(3, 1), h.by_name_key("BAR"), h.history_key(1)] {
+    let keys = [
+        h.district_key(),
+        h.district_ytd_key(),
+        h.pointer_key(),
+        h.customer_key(7),
+        h.order_line_key(3, 1),
+        h.by_name_key("BAR"),
+        h.history_key(1),
+    ];
+    for k in keys {
         assert_eq!(t.partition_of(&k), 0, "{k}");
     }
     assert_eq!(&*h.order_line_key(3, 1), "{12}ol/2/3/3/1");
+    // D_NEXT_O_ID and D_YTD are two keys (two tables, as Rococo conflicts TPC-C per column).
+    assert_eq!((&*h.district_key(), &*h.district_ytd_key()), ("{12}d/2/3", "{12}dy/2/3"));
     assert_eq!(t.partition_of(&warehouse_key(10, 2)), t.partition_of(&District::new(10, 2, 1).unwrap().district_key()));
     assert_eq!(t.partition_of(&stock_key(1, 7)), 3);
     assert!((100..=10_000).contains(&item_price(1)) && item_price(1) == item_price(1));
@@ -143,7 +155,10 @@ fn payment_by_id_and_by_name() {
     let (call, _) = run(&mut s, "tpcc-payment", a(&["p1", "4", "1", "2", "1", "2", "id:1", "250"])).unwrap();
     assert!(call.pieces.iter().all(|p| !p.immediate));
     assert_eq!(row::<WarehouseRow>(&s, &warehouse_key(DPW, 1)).ytd, 3250);
-    assert_eq!(row::<DistrictRow>(&s, &h.district_key()).ytd, 3250);
+    assert_eq!(row::<DistrictYtdRow>(&s, &h.district_ytd_key()).ytd, 3250);
+    // Payment leaves the district row New-Order increments alone.
+    assert_eq!(s.get(&h.district_key()), state().get(&h.district_key()));
+    assert!(call.pieces.iter().all(|p| !p.reads.contains(&h.district_key()) && !p.writes.contains(&h.district_key())));
     let c: CustomerRow = row(&s, &h.customer_key(1));
     assert_eq!((c.balance, c.ytd_payment, c.payment_cnt), (-1250, 1250, 2));
     assert_eq!(parse_history(s.get(&h.history_key(1))).unwrap().len(), 2);
@@ -176,8 +191,9 @@ fn delivery_delivers_the_oldest_new_order_and_credits_the_customer() {
     let h = home();
     let (call, _) = run(&mut s, "tpcc-delivery", a(&["d1", "4", "1", "2", "7", "99"])).unwrap();
     assert_eq!(call.pieces.len(), 5);
-    assert!(call.pieces[0].immediate && call.pieces[1].immediate && call.pieces[3].immediate);
-    assert!(!call.pieces[2].immediate && !call.pieces[4].immediate);
+    // The pointer, the new-order and the order are accessed immediately only; the customer is deferrable.
+    assert!(call.pieces[..4].iter().all(|p| p.immediate) && !call.pieces[4].immediate);
+    assert_eq!(call.pieces[2].writes, vec![h.new_order_key(2), h.order_key(2), h.pointer_key()]);
     assert!(!new_order_present(s.get(&h.new_order_key(2))));
     assert_eq!(row::<OrderRow>(&s, &h.order_key(2)).carrier, 7);
     assert_eq!(parse_number(s.get(&h.pointer_key()), "dp").unwrap(), 3);
@@ -189,6 +205,40 @@ fn delivery_delivers_the_oldest_new_order_and_credits_the_customer() {
     let (call, (_, writes)) = run(&mut s, "tpcc-delivery", a(&["d3", "4", "1", "2", "7", "99"])).unwrap();
     assert_eq!((call.pieces.len(), writes.len()), (2, 0));
     assert_eq!(parse_number(s.get(&h.pointer_key()), "dp").unwrap(), 4);
+}
+
+/// Two Deliveries of one district that both read pointer 2: the one that claims order 2 first advances the
+/// pointer; the other's check (piece 1) or claim (piece 2) finds it moved and fails before writing, instead
+/// of delivering order 2 again.
+#[test]
+fn a_delivery_whose_pointer_moved_fails_before_writing() {
+    let h = home();
+    let p = crate::procedure::lookup("tpcc-delivery").unwrap();
+    let args = a(&["d1", "4", "1", "2", "7", "99"]);
+    let s = state();
+    let mut call = Call::start("tpcc-delivery", args.clone()).unwrap();
+    let pointer = s.get(&h.pointer_key()).cloned();
+    call.run(0, &[pointer]).unwrap();
+    assert_eq!(call.next_wave().unwrap(), 1..2);
+    let check_reads: Vec<Option<Value>> = call.pieces[1].reads.iter().map(|k| s.get(k).cloned()).collect();
+    // Another Delivery claimed order 2 since piece 0: the check fails.
+    let mut moved = check_reads.clone();
+    moved[0] = Some(encode("3", "other"));
+    let e = p.run(1, &args, &call.known, &moved).unwrap_err();
+    assert!(e.contains("moved from 2 to 3"), "{e}");
+    // It claimed it between the check and the claim: the claim fails, with no write.
+    call.run(1, &check_reads).unwrap();
+    assert_eq!(call.next_wave().unwrap(), 2..4);
+    let claim = &call.pieces[2];
+    assert!(claim.immediate && claim.reads == vec![h.pointer_key(), h.new_order_key(2)]);
+    let e = p.run(2, &args, &call.known, &[Some(encode("3", "other")), s.get(&h.new_order_key(2)).cloned()]);
+    assert!(e.unwrap_err().contains("moved from 2 to 3"));
+    // A pointer at an order already delivered (no serial order gives it): refused too.
+    let e = p.run(2, &args, &call.known, &[s.get(&h.pointer_key()).cloned(), Some(encode(DELIVERED, "x"))]);
+    assert!(e.is_err());
+    // Unmoved: the claim writes the new-order, the order and the pointer.
+    let ran = p.run(2, &args, &call.known, &[s.get(&h.pointer_key()).cloned(), s.get(&h.new_order_key(2)).cloned()]);
+    assert_eq!(ran.unwrap().writes.len(), 3);
 }
 
 #[test]

@@ -25,13 +25,14 @@
 //!    graph (Tarjan), runs them in topological order, and inside a component orders the transactions
 //!    deterministically: a topological order of the *fixed* edges, ties broken by transaction id. An edge
 //!    is fixed when the parent's access was an immediate piece: that access already ran, so the child
-//!    must follow it whether the child's piece is immediate or deferrable (New-Order's immediate
-//!    `D_NEXT_O_ID` increment and a later Payment's deferred `D_YTD` update of the same district row).
+//!    must follow it whether the child's piece is immediate or deferrable (one New-Order's immediate
+//!    `D_NEXT_O_ID` increment and the next New-Order's of the same district).
 //!    Such an edge comes from every undone transaction whose immediate access to the key conflicts (one
-//!    of the two writes), not only from the last writer: a second Payment's last writer is the first
-//!    Payment, whose deferred update may be ordered after it, so without its own fixed edge to the
-//!    New-Order it could come before the write it has already seen (found at three terminals per
-//!    district). Deferrable accesses alone are reordered freely inside a component; that is Rococo's point. The
+//!    of the two writes), not only from the last writer: a deferred writer between the two may be ordered
+//!    after the later transaction, which would then come before the immediate write it has already seen
+//!    (found on TPC-C at three terminals per district, when Payment's deferred `D_YTD` update shared
+//!    New-Order's district row: a second Payment's last writer was the first Payment). Deferrable accesses
+//!    alone are reordered freely inside a component; that is Rococo's point. The
 //!    committed graph of a component is the same on every server, so every server runs the same order; a
 //!    server answers [`RccMsg::Executed`] with the deferred pieces' outputs, and the coordinator answers the
 //!    client when every server has.
@@ -919,9 +920,16 @@ where
                 .copied()
                 .find(|t| self.graph[t].v.parents.iter().all(|(p, imm)| !*imm || !remaining.contains(p) || p == t))
                 // Fixed edges follow the real order of immediate accesses at one server, so they form a cycle
-                // only if two transactions each ran an immediate piece on a key the other accesses deferred
-                // later: procedures that can do that fail Rococo's offline check (none registered can; see
-                // `procedure::PROCEDURES`). Should one appear anyway, the id order keeps servers agreeing.
+                // only if transactions each ran an immediate piece on a key the next accesses deferred, around
+                // a loop, or if another's immediate access came between two immediate waves of one
+                // transaction that both conflict with it. Procedures that can do that fail Rococo's offline
+                // check, and none registered can: TPC-C's only table accessed immediately by one procedure and
+                // deferred by another is New-Order's inserted rows, which Delivery reads immediately, and New-
+                // Order's one immediate access (`D_NEXT_O_ID`, a key Payment's `D_YTD` is not on) conflicts
+                // only with other New-Orders'; Delivery accesses the delivery pointer, the new-order and the
+                // order immediately only, and fails, before writing, when the pointer moved between its waves
+                // (`tpcc::Delivery`; the table graph is checked by `crates/harness/tests/tpcc.rs`). Should a
+                // cycle appear anyway, the id order keeps servers agreeing.
                 .unwrap_or_else(|| *remaining.iter().next().expect("non-empty"));
             remaining.remove(&next);
             order.push(next);
