@@ -136,3 +136,41 @@ fn a_write_reaching_a_server_after_a_read_there_ended_still_comes_after_it() {
     // Without the watermark W's timestamp would be its own start plus ε, about 3 ms below the read's.
     assert!(ts + 500_000 > read_at, "W's timestamp {ts} is not above the finished read's start {read_at}");
 }
+
+/// Rococo's offline check at run time: a call whose immediate piece meets another transaction's pending
+/// deferrable access of the same key is aborted as a conflict (it had no effect and may pass when retried:
+/// the harness retries it), not refused as bad input; once that access has run, the same call passes it.
+#[test]
+fn an_immediate_piece_meeting_a_pending_deferrable_access_aborts_as_a_retryable_conflict() {
+    use snowline_core::tpcc::District;
+    use snowline_core::{AbortCause, OpError};
+    let mut sim = sim::<Rococo>();
+    let topo = sim.topology();
+    let district = District::new(1, 1, 1).unwrap().district_key();
+    let p = topo.partition_of(&district);
+    let other: Key = topo.key_on(1 - p, "o").into();
+    let (writer, caller) = (sim.add_client(0), sim.add_client(0));
+    // W writes `other` (its coordinator's key) and the district row (deferrable); its commit to the
+    // district's server is held, so its deferrable access there stays pending.
+    let held = sim.hold(move |e| {
+        matches!(&e.msg, RccMsg::Commit { .. }) && matches!(e.to, snowline_core::Addr::Server(s) if s.partition == p)
+    });
+    sim.submit(writer, OpId(1), update(&[(&other, "w"), (&district, "1,1000")]));
+    sim.advance(5_000_000);
+    let new_order = |token: &str| Request::Call {
+        procedure: "tpcc-new-order".into(),
+        args: [token, "1", "1", "1", "1", "10", "1", "1", "1", "1"].map(Value::from).to_vec(),
+    };
+    let refused = sim.execute(caller, OpId(1), new_order("a"), SECOND).expect("completes");
+    match refused {
+        Err(OpError::Aborted(a)) => assert_eq!(a.cause, AbortCause::Conflict, "{a:?}"),
+        other => panic!("expected a conflict abort, got {other:?}"),
+    }
+    sim.stop_holding(held);
+    sim.release(|e| matches!(&e.msg, RccMsg::Commit { .. }));
+    let done = sim.run_until(sim.now_ns() + SECOND);
+    assert!(done.iter().any(|c| c.client == writer && c.result.is_ok()), "W commits: {done:?}");
+    // Retried, the call gets past the check (and runs: the district row W wrote is `1,1000`).
+    let retried = sim.execute(caller, OpId(2), new_order("b"), SECOND).expect("completes");
+    assert!(!matches!(&retried, Err(OpError::Aborted(a)) if a.cause == AbortCause::Conflict), "{retried:?}");
+}

@@ -41,7 +41,9 @@
 //! be reordered: here an immediate piece may not touch a key with an unexecuted *deferrable* access of
 //! another transaction (it would run before that access while the graph says after), and a transaction's
 //! immediate pieces must all be on one server (two transactions then cannot form a cycle of immediate
-//! edges). A call that breaks either is refused (`Rejected`) and its dispatched pieces are discarded; an
+//! edges). A call that meets another's deferrable access is aborted as a conflict (`Aborted(Conflict)`: it
+//! may pass when retried), one whose immediate pieces span servers is refused (`Rejected`); either way its
+//! dispatched pieces are discarded; an
 //! immediate piece that already wrote elsewhere in the same transaction keeps its writes, which is why the
 //! registered procedures keep their immediate pieces on one server and fail, if at all, before writing.
 //! A procedure error (`AbortCause::User`) in an immediate piece aborts the transaction the same way.
@@ -440,6 +442,8 @@ struct Coordinated {
     /// Committing: the partitions whose execution is awaited.
     executing: Option<BTreeSet<PartitionId>>,
     failed: Option<String>,
+    /// The first dispatch error of the current wave, which the call ends with once the wave has answered.
+    wave_error: Option<OpError>,
 }
 
 /// A partition server of Rococo: participant and coordinator.
@@ -582,10 +586,15 @@ where
         for p in pieces.iter().filter(|p| p.immediate) {
             for k in p.reads.iter().chain(&p.writes) {
                 if self.deferred_access.get(k).is_some_and(|s| s.iter().any(|t| *t != txn)) {
-                    return Err(OpError::Rejected(format!(
-                        "rococo: {name} runs key {k} immediately while another transaction's deferrable piece \
-                         waits on it; the procedures fail Rococo's offline check"
-                    )));
+                    // Not bad input: the same call may pass once that piece has run, so it is a conflict
+                    // (the application may retry), and nothing of it ran.
+                    return Err(OpError::aborted(
+                        AbortCause::Conflict,
+                        format!(
+                            "rococo: {name} runs key {k} immediately while another transaction's deferrable piece \
+                             waits on it (Rococo's offline check)"
+                        ),
+                    ));
                 }
             }
         }
@@ -1178,6 +1187,7 @@ where
             ts: 0,
             executing: None,
             failed: None,
+            wave_error: None,
         };
         self.coordinated.insert(txn, c);
         self.dispatch_wave(cx, txn, call.pieces);
@@ -1251,6 +1261,7 @@ where
                         other => other.to_string(),
                     });
                 }
+                let e = c.wave_error.get_or_insert(e).clone();
                 if c.waiting.is_empty() {
                     self.finish_aborted(cx, txn, e);
                 } else {
@@ -1274,7 +1285,10 @@ where
                     return;
                 }
                 if c.graph.get(&txn).is_some_and(|v| v.aborted) {
-                    let e = OpError::aborted(AbortCause::User, c.failed.clone().unwrap_or_default());
+                    let e = c
+                        .wave_error
+                        .clone()
+                        .unwrap_or_else(|| OpError::aborted(AbortCause::User, c.failed.clone().unwrap_or_default()));
                     self.finish_aborted(cx, txn, e);
                     return;
                 }
