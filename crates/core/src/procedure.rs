@@ -66,8 +66,48 @@ pub trait Procedure: Sync {
     fn plan(&self, args: &[Value], known: &Known) -> Result<Vec<Piece>, String>;
     /// Run piece `piece`: `reads` holds the values its declared reads returned, in order (`None`: never
     /// written); `known` the outputs of earlier pieces, as for [`Procedure::plan`]. `Err` aborts the
-    /// transaction at the procedure's own request (`AbortCause::User`).
-    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, String>;
+    /// transaction: at the procedure's own request, or because what it read moved under it ([`PieceError`]).
+    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError>;
+}
+
+/// Why a piece did not run; the transaction aborts with [`PieceError::cause`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PieceError {
+    /// The procedure aborts at its own request (TPC-C's rollback) or cannot use what it read: cause `user`,
+    /// and the same call fails the same way if retried.
+    User(String),
+    /// What the piece read changed since an earlier wave of the same call (another transaction got
+    /// between them): cause `conflict`; the call had no effect and may commit if retried.
+    Conflict(String),
+}
+
+impl PieceError {
+    pub fn cause(&self) -> crate::AbortCause {
+        match self {
+            PieceError::User(_) => crate::AbortCause::User,
+            PieceError::Conflict(_) => crate::AbortCause::Conflict,
+        }
+    }
+}
+
+impl std::fmt::Display for PieceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PieceError::User(e) | PieceError::Conflict(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<String> for PieceError {
+    fn from(e: String) -> Self {
+        PieceError::User(e)
+    }
+}
+
+impl From<&str> for PieceError {
+    fn from(e: &str) -> Self {
+        PieceError::User(e.to_owned())
+    }
 }
 
 impl std::fmt::Debug for dyn Procedure {
@@ -148,15 +188,15 @@ impl Call {
     }
 
     /// Run piece `i` on `reads` and record its output; the values of its declared writes.
-    pub fn run(&mut self, i: usize, reads: &[Option<Value>]) -> Result<Vec<Value>, String> {
+    pub fn run(&mut self, i: usize, reads: &[Option<Value>]) -> Result<Vec<Value>, PieceError> {
         let ran = self.procedure.run(i, &self.args, &self.known, reads)?;
         let declared = self.pieces.get(i).map_or(0, |p| p.writes.len());
         if ran.writes.len() != declared {
-            return Err(format!(
+            return Err(PieceError::User(format!(
                 "{} piece {i} produced {} values for {declared} declared writes",
                 self.procedure.name(),
                 ran.writes.len()
-            ));
+            )));
         }
         self.ran(i, ran.output);
         Ok(ran.writes)
@@ -169,7 +209,7 @@ pub type Effects = (Vec<(Key, Option<Value>)>, Vec<(Key, Value)>);
 /// Run a whole call at one place, given a way to read a key: what a coordinator that can reach every key
 /// itself does. `read` is asked for each wave's keys before the wave runs (2PL takes its locks there); a
 /// piece sees the call's own earlier writes.
-pub fn run_all(call: &mut Call, mut read: impl FnMut(&Key) -> Option<Value>) -> Result<Effects, String> {
+pub fn run_all(call: &mut Call, mut read: impl FnMut(&Key) -> Option<Value>) -> Result<Effects, PieceError> {
     let (mut reads, mut writes) = (Vec::new(), Vec::<(Key, Value)>::new());
     let mut wave = 0..call.pieces.len();
     while !wave.is_empty() {
@@ -218,7 +258,7 @@ impl Procedure for ReadWrite {
         Ok(pieces)
     }
 
-    fn run(&self, piece: usize, args: &[Value], _known: &Known, _reads: &[Option<Value>]) -> Result<Ran, String> {
+    fn run(&self, piece: usize, args: &[Value], _known: &Known, _reads: &[Option<Value>]) -> Result<Ran, PieceError> {
         let reads: usize = args[0].parse().map_err(|_| "bad read count".to_string())?;
         if piece < reads {
             return Ok(Ran::default());
@@ -265,7 +305,7 @@ mod tests {
             }
             Ok(pieces)
         }
-        fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, String> {
+        fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError> {
             if piece == 0 {
                 let n: u64 = reads[0].as_deref().map_or(Ok(0), str::parse).map_err(|e| format!("{e}"))?;
                 return Ok(Ran { writes: vec![(n + 1).to_string().into()], output: vec![n.to_string().into()] });

@@ -75,14 +75,14 @@
 //!   can serve) and deliver `p` twice. Pieces 1 and 2 fail, before writing anything, when the pointer is no
 //!   longer `p`: another Delivery took order `p` since piece 0 (under Rococo a call's immediate waves run
 //!   back to back at its coordinator, the district's server, so only a remote coordinator could meet
-//!   this; OCC meets it when another Delivery commits between the waves). A procedure error aborts with
-//!   cause `user`, which the harness does not retry: a race is not the application's abort, but a
-//!   procedure cannot say otherwise yet. Without the check a Delivery would read the pointer before and
+//!   this; OCC meets it when another Delivery commits between the waves). The failure is a
+//!   [`PieceError::Conflict`]: the call aborts with cause `conflict`, had no effect, and is retried by the
+//!   harness like any conflict (a race is not the application's abort). Without the check a Delivery would read the pointer before and
 //!   the new-order after another's claim, which no serial order explains.
 //! - `tpcc-stock-level` (read-only): the district's `D_NEXT_O_ID` (immediate), the last 20 orders
 //!   (immediate), their lines (immediate: the items), one stock read per distinct item.
 
-use crate::procedure::{Known, Piece, Procedure, Ran};
+use crate::procedure::{Known, Piece, PieceError, Procedure, Ran};
 use crate::request::{Key, Value};
 use std::fmt::Write as _;
 use std::str::FromStr;
@@ -578,7 +578,7 @@ fn lookup_piece(district: &District, last: &str) -> Piece {
     Piece { reads: vec![district.by_name_key(last)], writes: Vec::new(), immediate: true }
 }
 
-fn run_lookup(reads: &[Option<Value>]) -> Result<Ran, String> {
+fn run_lookup(reads: &[Option<Value>]) -> Result<Ran, PieceError> {
     let ids = parse_ids(reads.first().and_then(Option::as_ref))?;
     Ok(Ran { writes: Vec::new(), output: vec![v(by_name_pick(&ids)?)] })
 }
@@ -671,7 +671,7 @@ impl Procedure for NewOrder {
         }
         Ok(pieces)
     }
-    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, String> {
+    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError> {
         let a = new_order_args(args)?;
         let h = a.district;
         match piece {
@@ -793,7 +793,7 @@ impl Procedure for Payment {
         let a = payment_args(args)?;
         Ok(payment_layout(&a, known)?.into_iter().map(|(_, p)| p).collect())
     }
-    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, String> {
+    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError> {
         let a = payment_args(args)?;
         let layout = payment_layout(&a, known)?;
         let (role, _) = layout.get(piece).ok_or_else(|| format!("no piece {piece}"))?;
@@ -894,7 +894,7 @@ impl Procedure for OrderStatus {
     fn plan(&self, args: &[Value], known: &Known) -> Result<Vec<Piece>, String> {
         Ok(order_status_layout(args, known)?.into_iter().map(|(_, p)| p).collect())
     }
-    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, String> {
+    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError> {
         let layout = order_status_layout(args, known)?;
         let (role, _) = layout.get(piece).ok_or_else(|| format!("no piece {piece}"))?;
         let output = match role {
@@ -968,10 +968,12 @@ fn delivery_found(known: &Known) -> Result<Option<Option<Found>>, String> {
 /// The check of pieces 1 and 2: the pointer still at `o`, the order piece 0 chose. If another Delivery
 /// advanced it since, this one read the pointer before that Delivery's claim and would read the rows after
 /// it: no serial order has both, so it fails, before writing anything.
-fn pointer_unmoved(value: Option<&Value>, o: u32) -> Result<(), String> {
+fn pointer_unmoved(value: Option<&Value>, o: u32) -> Result<(), PieceError> {
     let now = parse_number(value, "delivery pointer")?;
     if now != o {
-        return Err(format!("the delivery pointer moved from {o} to {now}: a concurrent Delivery took order {o}"));
+        return Err(PieceError::Conflict(format!(
+            "the delivery pointer moved from {o} to {now}: a concurrent Delivery took order {o}"
+        )));
     }
     Ok(())
 }
@@ -1016,7 +1018,7 @@ impl Procedure for Delivery {
         pieces.push(Piece { reads: vec![ck.clone()], writes: vec![ck], immediate: false });
         Ok(pieces)
     }
-    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, String> {
+    fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError> {
         let a = delivery_args(args)?;
         let t = |j| tag(a.token, piece, j);
         match piece {
@@ -1034,7 +1036,7 @@ impl Procedure for Delivery {
                 let Some(Some(found)) = delivery_found(known)? else { return Err("no order to deliver".into()) };
                 pointer_unmoved(read(reads, 0), found.o)?;
                 if !new_order_present(read(reads, 1)) {
-                    return Err(format!("new-order {} is gone while the pointer is still at it", found.o));
+                    return Err(format!("new-order {} is gone while the pointer is still at it", found.o).into());
                 }
                 let order = OrderRow { carrier: a.carrier, ..found.order };
                 Ok(Ran {
@@ -1064,7 +1066,7 @@ impl Procedure for Delivery {
                 c.delivery_cnt = c.delivery_cnt.saturating_add(1);
                 Ok(Ran { writes: vec![c.value(&t(0))], output: vec![] })
             }
-            p => Err(format!("no piece {p}")),
+            p => Err(format!("no piece {p}").into()),
         }
     }
 }
@@ -1122,7 +1124,7 @@ impl Procedure for StockLevel {
         }
         Ok(pieces)
     }
-    fn run(&self, piece: usize, args: &[Value], _known: &Known, reads: &[Option<Value>]) -> Result<Ran, String> {
+    fn run(&self, piece: usize, args: &[Value], _known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError> {
         let (_, threshold) = stock_level_args(args)?;
         let output = match piece {
             0 => vec![v(DistrictRow::read(read(reads, 0))?.next_o_id)],

@@ -75,7 +75,7 @@ fn state() -> State {
 /// Run a call to completion over `s`, applying its writes; the effects.
 fn run(s: &mut State, name: &str, args: Vec<Value>) -> Result<(Call, crate::procedure::Effects), String> {
     let mut call = Call::start(name, args)?;
-    let effects = run_all(&mut call, |k| s.get(k).cloned())?;
+    let effects = run_all(&mut call, |k| s.get(k).cloned()).map_err(|e| e.to_string())?;
     for (k, v) in &effects.1 {
         s.insert(k.clone(), v.clone());
     }
@@ -225,14 +225,15 @@ fn a_delivery_whose_pointer_moved_fails_before_writing() {
     let mut moved = check_reads.clone();
     moved[0] = Some(encode("3", "other"));
     let e = p.run(1, &args, &call.known, &moved).unwrap_err();
-    assert!(e.contains("moved from 2 to 3"), "{e}");
+    // A conflict (retryable), not the procedure's own abort.
+    assert!(matches!(&e, PieceError::Conflict(d) if d.contains("moved from 2 to 3")), "{e:?}");
     // It claimed it between the check and the claim: the claim fails, with no write.
     call.run(1, &check_reads).unwrap();
     assert_eq!(call.next_wave().unwrap(), 2..4);
     let claim = &call.pieces[2];
     assert!(claim.immediate && claim.reads == vec![h.pointer_key(), h.new_order_key(2)]);
     let e = p.run(2, &args, &call.known, &[Some(encode("3", "other")), s.get(&h.new_order_key(2)).cloned()]);
-    assert!(e.unwrap_err().contains("moved from 2 to 3"));
+    assert!(matches!(e.unwrap_err(), PieceError::Conflict(d) if d.contains("moved from 2 to 3")));
     // A pointer at an order already delivered (no serial order gives it): refused too.
     let e = p.run(2, &args, &call.known, &[s.get(&h.pointer_key()).cloned(), Some(encode(DELIVERED, "x"))]);
     assert!(e.is_err());

@@ -46,7 +46,8 @@
 //! dispatched pieces are discarded; an
 //! immediate piece that already wrote elsewhere in the same transaction keeps its writes, which is why the
 //! registered procedures keep their immediate pieces on one server and fail, if at all, before writing.
-//! A procedure error (`AbortCause::User`) in an immediate piece aborts the transaction the same way.
+//! A procedure error in an immediate piece aborts the transaction the same way, with its cause
+//! (`procedure::PieceError`: `user`, or `conflict` when what it read moved since an earlier wave).
 //! A deferrable piece cannot abort: the order is decided; Rococo has no aborts after the start phase.
 //!
 //! # Read-only transactions
@@ -706,8 +707,11 @@ where
                         }
                         ok.outputs.push((piece.index, ran.output));
                     }
-                    Ok(_) => failure = Some(format!("{name} piece {} wrote other keys than it declared", piece.index)),
-                    Err(e) => failure = Some(format!("{name}: {e}")),
+                    Ok(_) => {
+                        let e = format!("{name} piece {} wrote other keys than it declared", piece.index);
+                        failure = Some((AbortCause::User, e));
+                    }
+                    Err(e) => failure = Some((e.cause(), format!("{name}: {e}"))),
                 }
             } else {
                 for k in piece.reads.iter().chain(&piece.writes) {
@@ -719,10 +723,10 @@ where
         self.graph.insert(txn, node);
         self.undone.insert(txn);
         self.local.insert(txn, local);
-        if let Some(e) = failure {
+        if let Some((cause, e)) = failure {
             // The coordinator aborts the transaction everywhere; this server already knows.
             self.abort_local(cx, txn);
-            return Err(OpError::aborted(AbortCause::User, e));
+            return Err(OpError::aborted(cause, e));
         }
         ok.graph = self.ancestry(txn);
         Ok(ok)
@@ -1722,7 +1726,7 @@ where
                     call.pieces[i].reads.iter().map(|k| r.answers.get(k).and_then(|a| a.value.clone())).collect();
                 if let Err(e) = call.run(i, &values) {
                     let name = call.procedure.name();
-                    return cx.complete(r.op, Err(OpError::aborted(AbortCause::User, format!("{name}: {e}"))));
+                    return cx.complete(r.op, Err(OpError::aborted(e.cause(), format!("{name}: {e}"))));
                 }
             }
             r.reads.extend(round_reads);

@@ -1385,7 +1385,7 @@ impl<C: ConcurrencyControl> TwoPlClient<C> {
                         self.send_round(cx, op, shared, exclusive);
                     }
                     Err(e) => {
-                        let error = OpError::aborted(AbortCause::User, e);
+                        let error = OpError::aborted(e.cause(), e.to_string());
                         self.fail(cx, t, op, error, None);
                     }
                 }
@@ -1403,7 +1403,7 @@ impl<C: ConcurrencyControl> TwoPlClient<C> {
         by_key: &BTreeMap<Key, ReadResult>,
         reads: &mut Vec<ReadResult>,
         writes: &mut Vec<(Key, Value)>,
-    ) -> Result<Option<(Vec<Key>, Vec<Key>)>, String> {
+    ) -> Result<Option<(Vec<Key>, Vec<Key>)>, procedure::PieceError> {
         for i in wave.clone() {
             let keys = call.pieces[i].reads.clone();
             let mut values = Vec::with_capacity(keys.len());
