@@ -609,7 +609,7 @@ fn bench_vs_redis_prints_both_systems_or_says_redis_is_missing() {
     let theirs = line("against redis-benchmark's own figures").unwrap_or_else(|| panic!("{out}"));
     for l in [&same, &theirs] {
         let p50 = ratio(l, "p50 ");
-        // A sanity range, not a speed target (those live in benchmarks): a ratio is positive and finite.
-        assert!(p50 > 0.0 && p50 < 100.0, "{l}");
+        // A well-formed ratio, not a speed target (those live in benchmarks).
+        assert!(p50.is_finite() && p50 > 0.0, "{l}");
     }
 }

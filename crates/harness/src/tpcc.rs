@@ -446,6 +446,11 @@ pub const AUDIT_CHUNK: usize = 500;
 /// scan for them).
 pub const AUDIT_SLACK: u32 = 20;
 
+/// Row `k` (`value`), parsed; a missing or malformed one is recorded in `malformed` (`None`).
+fn required<R: Row>(malformed: &mut Vec<String>, k: &Key, value: Option<&Value>) -> Option<R> {
+    R::read(value).map_err(|e| malformed.push(format!("{k}: {e}"))).ok()
+}
+
 /// The keys the audit reads first: warehouses, districts (`D_NEXT_O_ID` and `D_YTD`), delivery pointers.
 pub fn audit_first_keys(shape: &Shape) -> Vec<Key> {
     let dpw = shape.districts_per_warehouse;
@@ -575,7 +580,6 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
     };
     let mut malformed = Vec::new();
     let get = |k: &Key| state.get(k).and_then(Option::as_ref);
-    let parse = |k: &Key| -> Option<Value> { get(k).cloned() };
     let row = |malformed: &mut Vec<String>, k: &Key, r: Result<(), String>| {
         if let Err(e) = r {
             malformed.push(format!("{k}: {e}"));
@@ -589,23 +593,9 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
     let mut deliveries = 0u64;
     let mut d_ytd: BTreeMap<(u32, u32), i64> = BTreeMap::new();
     for h in shape.all_districts() {
-        let district = match parse(&h.district_key()).map(|v| DistrictRow::parse(&v)) {
-            Some(Ok(d)) => Some(d),
-            Some(Err(e)) => {
-                row(&mut malformed, &h.district_key(), Err(e));
-                None
-            }
-            None => {
-                row(&mut malformed, &h.district_key(), Err("missing".into()));
-                None
-            }
-        };
-        match parse(&h.district_ytd_key()).map(|v| DistrictYtdRow::parse(&v)) {
-            Some(Ok(d)) => {
-                d_ytd.insert((h.w, h.d), d.ytd);
-            }
-            Some(Err(e)) => row(&mut malformed, &h.district_ytd_key(), Err(e)),
-            None => row(&mut malformed, &h.district_ytd_key(), Err("missing".into())),
+        let district: Option<DistrictRow> = required(&mut malformed, &h.district_key(), get(&h.district_key()));
+        if let Some(d) = required::<DistrictYtdRow>(&mut malformed, &h.district_ytd_key(), get(&h.district_ytd_key())) {
+            d_ytd.insert((h.w, h.d), d.ytd);
         }
         let next = district.as_ref().map_or(1, |d| d.next_o_id);
         let pointer = match tpcc::parse_number(get(&h.pointer_key()), "delivery pointer") {
@@ -693,16 +683,9 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
             )
         });
         for c in 1..=shape.customers {
-            let customer = match get(&h.customer_key(c)).map(|v| CustomerRow::parse(v)) {
-                Some(Ok(row)) => row,
-                Some(Err(e)) => {
-                    row(&mut malformed, &h.customer_key(c), Err(e));
-                    continue;
-                }
-                None => {
-                    row(&mut malformed, &h.customer_key(c), Err("missing".into()));
-                    continue;
-                }
+            let Some(customer) = required::<CustomerRow>(&mut malformed, &h.customer_key(c), get(&h.customer_key(c)))
+            else {
+                continue;
             };
             let history = match tpcc::parse_history(get(&h.history_key(c))) {
                 Ok(entries) => entries,
@@ -737,17 +720,7 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
     }
     for w in 1..=shape.warehouses {
         let key = tpcc::warehouse_key(dpw, w);
-        let wh = match get(&key).map(|v| WarehouseRow::parse(v)) {
-            Some(Ok(wh)) => wh,
-            other => {
-                let e = match other {
-                    Some(Err(e)) => e,
-                    _ => "missing".into(),
-                };
-                row(&mut malformed, &key, Err(e));
-                continue;
-            }
-        };
+        let Some(wh) = required::<WarehouseRow>(&mut malformed, &key, get(&key)) else { continue };
         let districts: i64 = d_ytd.range((w, 0)..=(w, u32::MAX)).map(|(_, y)| y).sum();
         t.check(1, wh.ytd == districts, || format!("warehouse {w}: W_YTD {} but sum(D_YTD) {districts}", wh.ytd));
         let h: i64 = h_by_district.range((w, 0)..=(w, u32::MAX)).map(|(_, a)| a).sum();

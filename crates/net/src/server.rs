@@ -1161,13 +1161,13 @@ impl<P: Protocol> EventLoop<P> {
         let now_ns = h.clock.read();
         let me = h.id;
         let mut cx = Ctx::new(now_ns, &mut h.rng, &mut self.effects);
-        let (refused, violation) = match host::serve(&mut h.node, Addr::Server(me), &mut cx, input) {
-            Ok(refused) => (refused, None),
-            Err(v) => (None, Some(v)),
-        };
+        let served = host::serve(&mut h.node, Addr::Server(me), &mut cx, input);
         h.clock.raise(self.effects.raise_clock);
         let mut violations = host::audit(Addr::Server(me), &self.topology, &mut self.effects);
-        violations.extend(violation);
+        let refused = served.unwrap_or_else(|v| {
+            violations.push(v);
+            None
+        });
         self.report_violations(violations);
         let mut effects = std::mem::take(&mut self.effects);
         for (to, msg) in effects.sends.drain(..) {

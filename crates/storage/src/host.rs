@@ -874,10 +874,9 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         }
     }
 
-    /// Runs one handler of node `idx` at clock reading `now`, logs its input (encoded by `encode`) unless the
-    /// handler was read-only, and routes its effects.
-    /// Feeds `input` to hosted node `idx` (`core::host::serve`) and routes its audited effects; a message
-    /// the node refused as invalid.
+    /// Runs node `idx`'s handler for `input` (`core::host::serve`) at clock reading `now`, logs the input
+    /// (encoded by `encode`) unless the handler was read-only, and routes its audited effects; a message the
+    /// node refused as invalid.
     fn handle(&mut self, idx: usize, now: u64, sequenced: bool, input: NodeInput<P>) -> Option<InvalidInput> {
         let (position, durable) = if self.replaying {
             (self.replay_lsn, self.replay_lsn)
@@ -893,16 +892,14 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             if Self::CHANGES {
                 cx = cx.persisting_changes();
             }
-            let me = Addr::Server(n.id);
-            match host::serve(&mut n.server, me, &mut cx, input) {
-                Ok(refused) => refused,
-                Err(v) => {
-                    self.violations.push(v);
-                    None
-                }
-            }
+            host::serve(&mut n.server, Addr::Server(n.id), &mut cx, input)
         };
-        let violations = host::audit(Addr::Server(n.id), &self.state.topology, &mut effects);
+        let mut violations = host::audit(Addr::Server(n.id), &self.state.topology, &mut effects);
+        let result = result.unwrap_or_else(|v| {
+            violations.push(v);
+            None
+        });
+        // Reported when the input was handled, not again on replay.
         if !self.replaying {
             self.violations.extend(violations);
         }

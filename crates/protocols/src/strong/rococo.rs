@@ -442,6 +442,7 @@ struct Coordinated {
     ts: u64,
     /// Committing: the partitions whose execution is awaited.
     executing: Option<BTreeSet<PartitionId>>,
+    /// A deferrable piece failed at execution (outside Rococo's contract): its message.
     failed: Option<String>,
     /// The first dispatch error of the current wave, which the call ends with once the wave has answered.
     wave_error: Option<OpError>,
@@ -620,16 +621,13 @@ where
         let mut ok = DispatchOk { outputs: Vec::new(), reads: Vec::new(), writes: Vec::new(), graph: Vec::new() };
         let mut failure = None;
         for piece in pieces {
-            // Dependencies.
-            // An edge is fixed when the parent's access to the key was immediate: it already ran, so the
-            // child follows it whatever the component order (an immediate child of a deferred access was
-            // refused above).
-            let fixed = |s: &Self, k: &Key, p: &TxnId| s.immediate_access.get(k).is_some_and(|t| t.contains(p));
-            // Every undone transaction whose immediate access to a key conflicts with this one precedes it,
-            // fixed: that access already ran, and no order inside a component can move it. The last-writer
-            // edge alone is not enough: a deferred writer between the two (a Payment after a New-Order's
-            // immediate `D_NEXT_O_ID`) may be reordered after this transaction, which would then come before
-            // the immediate write it has already seen.
+            // Dependencies. An edge is fixed when the parent's access to the key was immediate: it already
+            // ran, so the child follows it whatever the component order (an immediate child of a deferred
+            // access was refused above). Every undone transaction whose immediate access to a key conflicts
+            // with this one is such a parent, not only the last writer: a deferred writer between the two may
+            // be reordered after this transaction, which would then come before the immediate write it has
+            // already seen. The last-writer and readers edges below are therefore fixed exactly when this
+            // loop already made them so; they add the unfixed ones.
             let earlier_immediate = |s: &Self, k: &Key, writes: bool| -> Vec<TxnId> {
                 s.immediate_access
                     .get(k)
@@ -647,8 +645,7 @@ where
             }
             for k in &piece.reads {
                 if let Some(w) = self.last_write.get(k).copied().filter(|w| *w != txn && !self.is_done(w)) {
-                    let f = fixed(self, k, &w);
-                    *node.v.parents.entry(w).or_default() |= f;
+                    node.v.parents.entry(w).or_insert(false);
                 }
             }
             for k in &piece.writes {
@@ -656,8 +653,7 @@ where
                 parents.extend(self.reads_since.get(k).into_iter().flatten().copied());
                 for p in parents {
                     if p != txn && !self.is_done(&p) {
-                        let f = fixed(self, k, &p);
-                        *node.v.parents.entry(p).or_default() |= f;
+                        node.v.parents.entry(p).or_insert(false);
                     }
                 }
                 // Rococo-SNOW's readers check: a writer of a key a read-only transaction registered on comes
@@ -1259,18 +1255,11 @@ where
         }
         match result {
             Err(e) => {
-                if c.failed.is_none() {
-                    c.failed = Some(match &e {
-                        OpError::Aborted(a) => a.detail.clone(),
-                        other => other.to_string(),
-                    });
-                }
-                let e = c.wave_error.get_or_insert(e).clone();
+                // The first error is what the call ends with, once every server of the wave has answered.
+                let first = c.wave_error.get_or_insert(e);
                 if c.waiting.is_empty() {
+                    let e = first.clone();
                     self.finish_aborted(cx, txn, e);
-                } else {
-                    // Remember the first error; abort once every server of the wave has answered.
-                    c.graph.entry(txn).or_insert_with(|| Vertex::new(txn)).aborted = true;
                 }
             }
             Ok(ok) => {
@@ -1288,11 +1277,7 @@ where
                 if !c.waiting.is_empty() {
                     return;
                 }
-                if c.graph.get(&txn).is_some_and(|v| v.aborted) {
-                    let e = c
-                        .wave_error
-                        .clone()
-                        .unwrap_or_else(|| OpError::aborted(AbortCause::User, c.failed.clone().unwrap_or_default()));
+                if let Some(e) = c.wave_error.clone() {
                     self.finish_aborted(cx, txn, e);
                     return;
                 }
