@@ -1,7 +1,7 @@
 //! Golden histories: for each anomaly one history that must fail and a near-identical one that must pass.
 //! Process 0 is usually the writer ("Alice"), process 1 the reader ("Bob").
 
-mod common;
+use crate::common;
 
 use common::{Builder, expect, parse_jsonl};
 use snowline_checker::{CommitOrder, Level, check, check_with_order, validate};

@@ -3,7 +3,7 @@
 //! kinds the matrix lists at each level (`ok`: passes), and the passing one must pass at every level. The
 //! test parses the matrix from the document, so the two cannot drift apart.
 
-mod common;
+use crate::common;
 
 use common::{Builder, kinds, parse_jsonl};
 use snowline_checker::{CommitOrder, Level, Verdict, check_with_order, check_with_versions, validate};

@@ -3,7 +3,7 @@
 //! forbids it, while the levels that allow it pass). The injectors at the end are shared with the harness,
 //! which applies them to histories recorded from 2PL runs (`crates/harness/tests/injected_anomalies.rs`).
 
-mod common;
+use crate::common;
 
 use common::inject::{self, Subject};
 use common::{kinds, serial_events, serial_events_with_aborts, serial_history, serial_rw_txns, serial_skew_txns};

@@ -4,7 +4,7 @@
 //! the same pass/fail, on read-write histories with aborted and `info` transactions, overlapping in real
 //! time, with or without reported versions. `SNOWLINE_CHECKER_CASES` raises the number of random cases.
 
-mod common;
+use crate::common;
 
 use common::reference::{SESSION_ORDER, reference, reference_graph};
 use common::{Builder, parse_jsonl};

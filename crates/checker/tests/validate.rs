@@ -1,6 +1,6 @@
 //! Input validation: malformed histories are refused with the event and the reason.
 
-mod common;
+use crate::common;
 
 use common::{Builder, parse_jsonl};
 use snowline_checker::{AnomalyKind, Level, TxnStatus, check, validate};

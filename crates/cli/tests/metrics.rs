@@ -4,7 +4,7 @@
 // These tests drive real processes: they poll with the real clock.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use common::*;
 

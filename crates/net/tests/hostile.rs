@@ -14,7 +14,7 @@ use snowline_core::{Addr, ClientId, Key, OpId, Protocol, Request, ServerId, Topo
 use snowline_net::frame::{self, Frame};
 use snowline_net::{ClientRuntime, ClusterConfig, free_base_port};
 
-mod common;
+use crate::common;
 use common::Cluster;
 use snowline_protocols::causal::contrarian::ContrarianMsg;
 use snowline_protocols::causal::cops::{CopsMsg, Dep};

@@ -9,7 +9,7 @@ use snowline_core::{
 use snowline_net::frame::{self, Frame};
 use snowline_net::{ClientRuntime, ClusterConfig, free_base_port};
 
-mod common;
+use crate::common;
 use common::Cluster;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;

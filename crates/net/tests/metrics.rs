@@ -7,7 +7,7 @@
 // Tests of a real server: they wait on the real clock.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use snowline_core::{Key, Protocol, Request, Value};
 use snowline_net::metrics::{CONTENT_TYPE, MAX_SCRAPERS};

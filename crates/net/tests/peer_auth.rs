@@ -14,7 +14,7 @@ use snowline_net::frame::{self, Frame};
 use snowline_net::{ClientRuntime, ClusterConfig, free_base_port};
 use snowline_protocols::Cv;
 use snowline_protocols::causal::tomsic::TomsicMsg;
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

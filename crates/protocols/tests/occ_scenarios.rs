@@ -6,7 +6,7 @@ use snowline_core::{AbortCause, Addr, Message, OpError, OpId, Request, ServerId}
 use snowline_protocols::Occ;
 use snowline_sim::{Sim, SimConfig};
 
-mod common;
+use crate::common;
 
 use common::{SECOND, keys, ok, run, update, values};
 

@@ -6,7 +6,7 @@ use snowline_protocols::TwoPl;
 use snowline_sim::{Sim, SimConfig};
 use std::collections::BTreeMap;
 
-mod common;
+use crate::common;
 
 use common::{SECOND, WAN_NS, keys, ok, run, values};
 

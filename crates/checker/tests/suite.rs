@@ -1,0 +1,9 @@
+//! The crate's integration tests as one binary: each module was a test binary of its own, and every one
+//! linked the workspace again (docs/ARCHITECTURE.md, "Build time").
+
+mod common;
+mod golden;
+mod levels;
+mod mutation;
+mod reference;
+mod validate;

@@ -1,0 +1,10 @@
+//! The crate's integration tests as one binary: each module was a test binary of its own, and every one
+//! linked the workspace again (docs/ARCHITECTURE.md, "Build time").
+
+mod anomalies;
+mod faults;
+mod injected_anomalies;
+mod snow_rococo;
+mod strong_faults;
+mod swarm_faults;
+mod tpcc;
