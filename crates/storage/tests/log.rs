@@ -437,9 +437,16 @@ fn crash_child() {
     std::process::abort();
 }
 
+/// `crash_child`'s name as the test harness lists it: its module path without the crate.
+fn child_test_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
+    if module.is_empty() { "crash_child".into() } else { format!("{module}::crash_child") }
+}
+
 fn crash_in_child(dir: &Path, policy: FsyncPolicy) {
     let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        // The test's name in the suite binary: `log::crash_child`.
+        .args(["--exact", &child_test_name(), "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir)
         .env(CHILD_POLICY, policy.to_string())
         .stdout(std::process::Stdio::null())
