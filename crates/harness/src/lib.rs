@@ -15,7 +15,7 @@ pub mod tpcc;
 pub mod workload;
 
 pub use client_loop::{ClientLoop, RetryPolicy};
-pub use metrics::{Metrics, Summary};
+pub use metrics::{FailureCount, Metrics, Summary, failure_cause};
 pub use report::RunRecord;
 pub use repro::{Experiment, Paper, Runtime};
 pub use run::{RunReport, RunSpec, drive_sim, run_sim};

@@ -64,6 +64,35 @@ pub struct Metrics {
     update_termination: KindStats,
     /// Aborted attempts of update transactions, per cause.
     update_aborts: BTreeMap<AbortCause, u64>,
+    /// Operations and transactions that ended in an error, per kind and cause ([`failure_cause`]).
+    failures: BTreeMap<(&'static str, String), u64>,
+}
+
+/// Why an operation failed, in a few words that many failures share: the outcome (`rejected`, `aborted`,
+/// `outcome unknown`) and its reason with numbers replaced by `N` (so that "key k17" and "key k3" count as one
+/// cause), cut at 100 characters.
+pub fn failure_cause(e: &OpError) -> String {
+    let text = match e {
+        OpError::Aborted(a) => format!("aborted ({}): {}", a.cause, a.detail),
+        other => other.to_string(),
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut in_number = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !in_number {
+                out.push('N');
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            out.push(c);
+        }
+    }
+    if out.chars().count() > 100 {
+        out = out.chars().take(99).collect::<String>() + "…";
+    }
+    out
 }
 
 /// Sums of [`snowline_core::ReadersCheckCost`] over the writes that reported one.
@@ -98,6 +127,7 @@ impl Default for Metrics {
             attempts: Histogram::new(3).expect("valid"),
             update_termination: KindStats::new(),
             update_aborts: BTreeMap::new(),
+            failures: BTreeMap::new(),
         }
     }
 }
@@ -145,6 +175,14 @@ impl Metrics {
             Err(e) if e.is_definite() => stats.fail += 1,
             Err(_) => stats.info += 1,
         }
+        if let Err(e) = result {
+            self.record_failure(request.kind(), e);
+        }
+    }
+
+    /// One operation or transaction of `kind` that ended in `error`, by cause.
+    fn record_failure(&mut self, kind: &'static str, error: &OpError) {
+        *self.failures.entry((kind, failure_cause(error))).or_insert(0) += 1;
     }
 
     /// A whole transaction (all its attempts): committed (`Ok`) or given up on; `latency_ns` from the start of
@@ -159,6 +197,9 @@ impl Metrics {
             }
             Err(e) if e.is_definite() => stats.fail += 1,
             Err(_) => stats.info += 1,
+        }
+        if let Err(e) = outcome {
+            self.record_failure(kind, e);
         }
     }
 
@@ -224,6 +265,9 @@ impl Metrics {
     }
 
     pub fn merge(&mut self, other: &Metrics) {
+        for (key, n) in &other.failures {
+            *self.failures.entry(key.clone()).or_insert(0) += n;
+        }
         for (cause, n) in &other.aborts {
             *self.aborts.entry(*cause).or_insert(0) += n;
         }
@@ -334,6 +378,11 @@ impl Metrics {
             self.attempts.iter_recorded().map(|v| v.value_iterated_to() * v.count_at_value()).sum();
         let aborted: u64 = self.aborts.values().sum();
         Summary {
+            failures: self
+                .failures
+                .iter()
+                .map(|((kind, cause), count)| FailureCount { kind: kind.to_string(), cause: cause.clone(), count: *count })
+                .collect(),
             update_termination,
             update_abort_rate: if update_committed + update_aborted == 0 {
                 0.0
@@ -467,6 +516,16 @@ pub struct Summary {
     pub update_abort_rate: f64,
     /// Aborted attempts of update transactions, per cause.
     pub update_aborts: BTreeMap<String, u64>,
+    /// Operations and transactions that ended in an error (`fail` and `info` of `per_kind`), per kind and cause.
+    pub failures: Vec<FailureCount>,
+}
+
+/// How many operations of one kind failed for one cause ([`failure_cause`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FailureCount {
+    pub kind: String,
+    pub cause: String,
+    pub count: u64,
 }
 
 impl KindSummary {
@@ -523,6 +582,9 @@ impl fmt::Display for Summary {
                 rc.keys_checked_mean,
                 rc.partitions_contacted_mean
             )?;
+        }
+        for failed in &self.failures {
+            write!(f, "\nfailed {}: {} × {}", failed.kind, failed.count, failed.cause)?;
         }
         if self.committed_txns_per_s > 0.0 || !self.aborts.is_empty() {
             let causes: Vec<String> = self.aborts.iter().map(|(c, n)| format!("{c} {n}")).collect();
