@@ -5,6 +5,8 @@
 mod check_cmd;
 mod client_cmd;
 mod demo;
+#[cfg(test)]
+mod doc_commands;
 mod duration;
 mod multicast_bench;
 mod pinning;

@@ -841,7 +841,7 @@ fn write_sweep(args: &WorkloadArgs, records: &[RunRecord]) -> Result<()> {
         }],
         y_from_zero: true,
         reference: None,
-        legend_lower: false,
+        legend: snowline_harness::charts::Legend::UpperLeft,
     };
     chart.draw_png(&dir.join("throughput-vs-p95-rot-latency.png"), 900, 600)?;
     println!("results written to {}", dir.display());

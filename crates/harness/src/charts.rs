@@ -40,9 +40,23 @@ pub struct LineChart {
     pub y_from_zero: bool,
     /// A dashed horizontal reference line at this y with its label (e.g. "COPS = 1").
     pub reference: Option<(f64, String)>,
-    /// Put the legend in the lower left corner (for falling lines) instead of the upper left.
-    pub legend_lower: bool,
+    /// Where the legend goes.
+    pub legend: Legend,
 }
+
+/// Where a chart's legend goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Legend {
+    /// Inside the plot, upper left (for rising lines).
+    UpperLeft,
+    /// Inside the plot, lower left (for falling lines).
+    LowerLeft,
+    /// Beside the plot, in a column of its own, so that it never covers a point.
+    Right,
+}
+
+/// Width of the column a [`Legend::Right`] legend takes, pixels.
+const LEGEND_COLUMN_PX: u32 = 190;
 
 const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
@@ -82,6 +96,21 @@ impl LineChart {
         Ok(())
     }
 
+    /// Draw `panels` side by side, `columns` to a row, as one `width` × `height` PNG at `path` (one panel per
+    /// protocol family, say, so that no panel has more lines than there are distinguishable colours).
+    pub fn draw_panels_png(panels: &[LineChart], columns: usize, path: &Path, width: u32, height: u32) -> Result<()> {
+        register_font();
+        let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+        let columns = columns.max(1);
+        let rows = panels.len().div_ceil(columns).max(1);
+        for (panel, area) in panels.iter().zip(root.split_evenly((rows, columns))) {
+            panel.draw_on(&area).with_context(|| format!("drawing {} in {}", panel.title, path.display()))?;
+        }
+        root.present().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+        Ok(())
+    }
+
     fn draw_on(&self, root: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> Result<()> {
         let err = |e: DrawingAreaErrorKind<_>| anyhow!("{e}");
         root.fill(&WHITE).map_err(err)?;
@@ -89,9 +118,11 @@ impl LineChart {
         let (x0, x1) = range(points().map(|p| p.0), true);
         let reference = self.reference.iter().map(|r| r.0);
         let (y0, y1) = range(points().map(|p| p.1).chain(reference), self.y_from_zero);
+        let legend_column = if self.legend == Legend::Right { LEGEND_COLUMN_PX } else { 0 };
         let mut chart = ChartBuilder::on(root)
             .caption(&self.title, ("sans-serif", 22))
             .margin(16)
+            .margin_right(16 + legend_column)
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d(x0..x1, y0..y1)
@@ -125,12 +156,18 @@ impl LineChart {
                 .draw_series(s.points.iter().map(|p| Circle::new(*p, 4, ShapeStyle::from(&color).filled())))
                 .map_err(err)?;
         }
+        let (plot_width, _) = chart.plotting_area().dim_in_pixel();
         chart
             .configure_series_labels()
             .label_font(("sans-serif", 15))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.4))
-            .position(if self.legend_lower { SeriesLabelPosition::LowerLeft } else { SeriesLabelPosition::UpperLeft })
+            .position(match self.legend {
+                Legend::UpperLeft => SeriesLabelPosition::UpperLeft,
+                Legend::LowerLeft => SeriesLabelPosition::LowerLeft,
+                // Just right of the plotting area, in the margin kept for it.
+                Legend::Right => SeriesLabelPosition::Coordinate(plot_width as i32 + 12, 0),
+            })
             .draw()
             .map_err(err)?;
         Ok(())
@@ -156,7 +193,7 @@ mod tests {
             ],
             y_from_zero: true,
             reference: Some((1.0, "reference".into())),
-            legend_lower: false,
+            legend: Legend::UpperLeft,
         };
         chart.draw_png(&path, 640, 420).unwrap();
         let bytes = std::fs::read(&path).unwrap();

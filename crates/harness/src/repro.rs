@@ -650,7 +650,7 @@ impl Experiment {
                             series,
                             y_from_zero: true,
                             reference: None,
-                            legend_lower: false,
+                            legend: crate::charts::Legend::UpperLeft,
                         },
                     )?;
                     let baseline = &self.protocols[self.protocols.len() - 1];
@@ -676,7 +676,7 @@ impl Experiment {
                                 ],
                                 y_from_zero: true,
                                 reference: None,
-                                legend_lower: false,
+                                legend: crate::charts::Legend::UpperLeft,
                             },
                         )?;
                     }
@@ -700,7 +700,7 @@ impl Experiment {
                             series: per_protocol(&|r| r.summary.fresh_read_share * 100.0),
                             y_from_zero: false,
                             reference: None,
-                            legend_lower: true,
+                            legend: crate::charts::Legend::LowerLeft,
                         },
                     )?;
                     draw(
@@ -712,7 +712,7 @@ impl Experiment {
                             series: per_protocol(&|r| r.summary.multi_version_overhead),
                             y_from_zero: false,
                             reference: Some((1.0, "single-version (CV)".into())),
-                            legend_lower: false,
+                            legend: crate::charts::Legend::UpperLeft,
                         },
                     )?;
                     draw(
@@ -724,7 +724,7 @@ impl Experiment {
                             series: per_protocol(&|r| r.rot_latency_us()[3] / 1e3),
                             y_from_zero: true,
                             reference: None,
-                            legend_lower: false,
+                            legend: crate::charts::Legend::UpperLeft,
                         },
                     )?;
                     let top = self.clients.iter().max().copied().unwrap_or(0);
@@ -751,7 +751,7 @@ impl Experiment {
                             series: cdf,
                             y_from_zero: false,
                             reference: None,
-                            legend_lower: false,
+                            legend: crate::charts::Legend::UpperLeft,
                         },
                     )?;
                 }
@@ -786,7 +786,7 @@ impl Experiment {
                         series: lines,
                         y_from_zero: true,
                         reference: Some((1.0, format!("{baseline} = 1"))),
-                        legend_lower: false,
+                        legend: crate::charts::Legend::UpperLeft,
                     },
                 )?;
                 let peak = self
@@ -806,7 +806,7 @@ impl Experiment {
                         series: peak,
                         y_from_zero: true,
                         reference: None,
-                        legend_lower: false,
+                        legend: crate::charts::Legend::UpperLeft,
                     },
                 )?;
                 if let Some(v) = self.variants.iter().find(|v| (v.x - 0.1).abs() < 1e-9) {
@@ -821,7 +821,7 @@ impl Experiment {
                             series,
                             y_from_zero: true,
                             reference: None,
-                            legend_lower: false,
+                            legend: crate::charts::Legend::UpperLeft,
                         },
                     )?;
                 }

@@ -27,35 +27,35 @@ use snowline_core::Offers;
 /// offers, `Protocol::OFFERS`), the other names the papers use for it, the consistency level it claims (a
 /// `snowline check --level` name; `docs/PROTOCOLS.md` says why), and whether its commit versions totally
 /// order each key's writes (a single-copy protocol: the checker then reads the version order from the
-/// history instead of inferring it). Registering a protocol is adding its line here; [`PROTOCOLS`],
+/// history instead of inferring it), and its family (`Registered::family`). Registering a protocol is adding its line here; [`PROTOCOLS`],
 /// [`canonical_name`], [`claimed_level`] and [`with_protocol!`] all follow from it.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __registry {
     ($mode:ident $args:tt) => {
         $crate::__registry_apply! { $mode $args
-            [$crate::Cops, aliases [], claims "causal", orders_versions false]
-            [$crate::CopsSnow, aliases ["cc-lo"], claims "causal", orders_versions false]
-            [$crate::Contrarian, aliases [], claims "tcc", orders_versions false]
-            [$crate::Cure, aliases [], claims "tcc", orders_versions false]
-            [$crate::Av, aliases [], claims "tcc", orders_versions false]
-            [$crate::Op, aliases [], claims "causal", orders_versions false]
-            [$crate::Cv, aliases [], claims "rc", orders_versions false]
-            [$crate::TwoPl, aliases ["2pl-2pc"], claims "strict-ser", orders_versions true]
-            [$crate::Occ, aliases [], claims "strict-ser", orders_versions true]
-            [$crate::RaftKv, aliases ["raft"], claims "strict-ser", orders_versions true]
-            [$crate::AmcastKv, aliases ["skeen-kv"], claims "ser", orders_versions true]
-            [$crate::TpcKv, aliases ["2pc-kv"], claims "strict-ser", orders_versions true]
-            [$crate::Nmsi, aliases ["jessy", "jessy-nmsi"], claims "nmsi", orders_versions true]
-            [$crate::Rc, aliases ["jessy-rc"], claims "rc", orders_versions true]
-            [$crate::Ser, aliases ["jessy-ser", "p-store"], claims "ser", orders_versions true]
-            [$crate::Us, aliases ["jessy-us", "gmu"], claims "us", orders_versions true]
-            [$crate::Si, aliases ["jessy-si", "serrano"], claims "si", orders_versions true]
-            [$crate::Psi, aliases ["jessy-psi", "walter"], claims "psi", orders_versions true]
-            [$crate::Rococo, aliases [], claims "strict-ser", orders_versions true]
-            [$crate::RococoSnow, aliases [], claims "strict-ser", orders_versions true]
-            [$crate::EigerPs, aliases [], claims "pos", orders_versions true]
-            [$crate::CopsDw, aliases [], claims "strict-ser", orders_versions true]
+            [$crate::Cops, aliases [], claims "causal", orders_versions false, family "causal"]
+            [$crate::CopsSnow, aliases ["cc-lo"], claims "causal", orders_versions false, family "causal"]
+            [$crate::Contrarian, aliases [], claims "tcc", orders_versions false, family "causal"]
+            [$crate::Cure, aliases [], claims "tcc", orders_versions false, family "causal"]
+            [$crate::Av, aliases [], claims "tcc", orders_versions false, family "causal"]
+            [$crate::Op, aliases [], claims "causal", orders_versions false, family "causal"]
+            [$crate::Cv, aliases [], claims "rc", orders_versions false, family "causal"]
+            [$crate::TwoPl, aliases ["2pl-2pc"], claims "strict-ser", orders_versions true, family "snow"]
+            [$crate::Occ, aliases [], claims "strict-ser", orders_versions true, family "snow"]
+            [$crate::RaftKv, aliases ["raft"], claims "strict-ser", orders_versions true, family "replicated"]
+            [$crate::AmcastKv, aliases ["skeen-kv"], claims "ser", orders_versions true, family "replicated"]
+            [$crate::TpcKv, aliases ["2pc-kv"], claims "strict-ser", orders_versions true, family "replicated"]
+            [$crate::Nmsi, aliases ["jessy", "jessy-nmsi"], claims "nmsi", orders_versions true, family "jessy"]
+            [$crate::Rc, aliases ["jessy-rc"], claims "rc", orders_versions true, family "jessy"]
+            [$crate::Ser, aliases ["jessy-ser", "p-store"], claims "ser", orders_versions true, family "jessy"]
+            [$crate::Us, aliases ["jessy-us", "gmu"], claims "us", orders_versions true, family "jessy"]
+            [$crate::Si, aliases ["jessy-si", "serrano"], claims "si", orders_versions true, family "jessy"]
+            [$crate::Psi, aliases ["jessy-psi", "walter"], claims "psi", orders_versions true, family "jessy"]
+            [$crate::Rococo, aliases [], claims "strict-ser", orders_versions true, family "snow"]
+            [$crate::RococoSnow, aliases [], claims "strict-ser", orders_versions true, family "snow"]
+            [$crate::EigerPs, aliases [], claims "pos", orders_versions true, family "snow"]
+            [$crate::CopsDw, aliases [], claims "strict-ser", orders_versions true, family "snow"]
         }
     };
 }
@@ -64,7 +64,7 @@ macro_rules! __registry {
 #[macro_export]
 macro_rules! __registry_apply {
     (dispatch { $name:expr, $P:ident, $body:expr }
-        $([$T:ty, aliases [$($alias:literal),*], claims $level:literal, orders_versions $ord:literal])*) => {
+        $([$T:ty, aliases [$($alias:literal),*], claims $level:literal, orders_versions $ord:literal, family $family:literal])*) => {
         match $crate::canonical_name($name) {
             Err(e) => Err(e),
             Ok(name) => 'found: {
@@ -78,13 +78,14 @@ macro_rules! __registry_apply {
             }
         }
     };
-    (entries {} $([$T:ty, aliases [$($alias:literal),*], claims $level:literal, orders_versions $ord:literal])*) => {
+    (entries {} $([$T:ty, aliases [$($alias:literal),*], claims $level:literal, orders_versions $ord:literal, family $family:literal])*) => {
         &[$($crate::Registered {
             name: <$T as $crate::__core::Protocol>::NAME,
             aliases: &[$($alias),*],
             claimed_level: $level,
             offers: <$T as $crate::__core::Protocol>::OFFERS,
             orders_versions: $ord,
+            family: $family,
         }),*]
     };
 }
@@ -97,6 +98,10 @@ pub struct Registered {
     pub claimed_level: &'static str,
     pub offers: Offers,
     pub orders_versions: bool,
+    /// The family it belongs to, for grouping in tables and charts: `causal` (COPS, Contrarian, Tomsic et
+    /// al.), `snow` (the SNOW paper's strictly serializable protocols and corners), `replicated` (key-value
+    /// stores over Raft groups) or `jessy` (the Jessy family's criteria).
+    pub family: &'static str,
 }
 
 /// Every protocol a user can select, in registry order.

@@ -67,7 +67,7 @@ impl Experiment {
             series,
             y_from_zero: true,
             reference: None,
-            legend_lower: false,
+            legend: crate::charts::Legend::UpperLeft,
         };
         let fig4 = self.figure(NmsiFigure::Scalability);
         if !fig4.is_empty() {

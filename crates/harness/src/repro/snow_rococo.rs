@@ -161,7 +161,7 @@ impl Experiment {
             series,
             y_from_zero: true,
             reference: None,
-            legend_lower: false,
+            legend: crate::charts::Legend::UpperLeft,
         };
         vec![
             (
@@ -183,7 +183,7 @@ impl Experiment {
             (
                 "fig7c-stock-level-commit-rate.png".into(),
                 LineChart {
-                    legend_lower: true,
+                    legend: crate::charts::Legend::LowerLeft,
                     ..chart(
                         "Stock-Level commit rate (7c)",
                         "commit rate (%)",
