@@ -194,8 +194,12 @@ fn read_kind(s: &Summary) -> Option<&snowline_harness::metrics::KindSummary> {
 /// One panel per protocol family: throughput against read latency, p50 (lower point) to p95 (upper).
 fn chart(rows: &[Row], clients: usize, path: &std::path::Path) -> Result<()> {
     use snowline_harness::charts::{Legend, LineChart, Series};
-    let mut families: Vec<&str> = rows.iter().map(|r| r.family).collect();
-    families.dedup();
+    let mut families: Vec<&str> = Vec::new();
+    for r in rows {
+        if !families.contains(&r.family) {
+            families.push(r.family);
+        }
+    }
     let panels: Vec<LineChart> = families
         .iter()
         .map(|family| LineChart {

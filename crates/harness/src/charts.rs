@@ -111,31 +111,44 @@ impl LineChart {
         Ok(())
     }
 
-    fn draw_on(&self, root: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> Result<()> {
+    fn draw_on(&self, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> Result<()> {
         let err = |e: DrawingAreaErrorKind<_>| anyhow!("{e}");
-        root.fill(&WHITE).map_err(err)?;
+        area.fill(&WHITE).map_err(err)?;
+        // A legend beside the plot gets a column of its own, drawn by hand: plotters clips its own legend to
+        // the plotting area.
+        let (width, _) = area.dim_in_pixel();
+        let (root, legend_column) = if self.legend == Legend::Right && width > 2 * LEGEND_COLUMN_PX {
+            let (plot, column) = area.split_horizontally(width - LEGEND_COLUMN_PX);
+            (plot, Some(column))
+        } else {
+            (area.clone(), None)
+        };
         let points = || self.series.iter().flat_map(|s| s.points.iter());
         let (x0, x1) = range(points().map(|p| p.0), true);
         let reference = self.reference.iter().map(|r| r.0);
         let (y0, y1) = range(points().map(|p| p.1).chain(reference), self.y_from_zero);
-        let legend_column = if self.legend == Legend::Right { LEGEND_COLUMN_PX } else { 0 };
-        let mut chart = ChartBuilder::on(root)
+        let mut chart = ChartBuilder::on(&root)
             .caption(&self.title, ("sans-serif", 22))
             .margin(16)
-            .margin_right(16 + legend_column)
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(err)?;
+        let (x_format, y_format) = (tick_format(x1 - x0), tick_format(y1 - y0));
         chart
             .configure_mesh()
             .x_desc(&self.x_label)
             .y_desc(&self.y_label)
+            .x_labels(6)
+            .y_labels(8)
+            .x_label_formatter(&x_format)
+            .y_label_formatter(&y_format)
             .label_style(("sans-serif", 14))
             .axis_desc_style(("sans-serif", 16))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(err)?;
+        let mut keys: Vec<(String, ShapeStyle)> = Vec::new();
         if let Some((y, label)) = &self.reference {
             let style = ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1);
             chart
@@ -143,6 +156,7 @@ impl LineChart {
                 .map_err(err)?
                 .label(label.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+            keys.push((label.clone(), style));
         }
         for (i, s) in self.series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
@@ -155,23 +169,42 @@ impl LineChart {
             chart
                 .draw_series(s.points.iter().map(|p| Circle::new(*p, 4, ShapeStyle::from(&color).filled())))
                 .map_err(err)?;
+            keys.push((s.name.clone(), line));
         }
-        let (plot_width, _) = chart.plotting_area().dim_in_pixel();
+        if let Some(column) = legend_column {
+            for (i, (name, style)) in keys.iter().enumerate() {
+                let y = 56 + 24 * i as i32;
+                column.draw(&PathElement::new(vec![(4, y), (28, y)], *style)).map_err(err)?;
+                column.draw(&Circle::new((16, y), 4, style.filled())).map_err(err)?;
+                column.draw(&Text::new(name.clone(), (34, y - 8), ("sans-serif", 15))).map_err(err)?;
+            }
+            return Ok(());
+        }
         chart
             .configure_series_labels()
             .label_font(("sans-serif", 15))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.4))
             .position(match self.legend {
-                Legend::UpperLeft => SeriesLabelPosition::UpperLeft,
                 Legend::LowerLeft => SeriesLabelPosition::LowerLeft,
-                // Just right of the plotting area, in the margin kept for it.
-                Legend::Right => SeriesLabelPosition::Coordinate(plot_width as i32 + 12, 0),
+                Legend::UpperLeft | Legend::Right => SeriesLabelPosition::UpperLeft,
             })
             .draw()
             .map_err(err)?;
         Ok(())
     }
+}
+
+/// Tick labels with as many decimals as the axis's span needs (no "1000.02000.0" run-ons).
+fn tick_format(span: f64) -> impl Fn(&f64) -> String {
+    let decimals = if span >= 20.0 {
+        0
+    } else if span >= 2.0 {
+        1
+    } else {
+        2
+    };
+    move |v: &f64| format!("{v:.decimals$}")
 }
 
 #[cfg(test)]

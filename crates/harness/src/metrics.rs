@@ -70,24 +70,28 @@ pub struct Metrics {
 
 /// Why an operation failed, in a few words that many failures share: the outcome (`rejected`, `aborted`,
 /// `outcome unknown`) and its reason with numbers replaced by `N` (so that "key k17" and "key k3" count as one
-/// cause), cut at 100 characters.
+/// cause; a number that starts a name, as in "2pl", stays), cut at 100 characters.
 pub fn failure_cause(e: &OpError) -> String {
     let text = match e {
         OpError::Aborted(a) => format!("aborted ({}): {}", a.cause, a.detail),
         other => other.to_string(),
     };
+    let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
-    let mut in_number = false;
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            if !in_number {
-                out.push('N');
-            }
-            in_number = true;
-        } else {
-            in_number = false;
-            out.push(c);
+    let mut i = 0;
+    while i < chars.len() {
+        let end = chars[i..].iter().position(|c| !c.is_ascii_digit()).map_or(chars.len(), |n| i + n);
+        if end == i {
+            out.push(chars[i]);
+            i += 1;
+            continue;
         }
+        if chars.get(end).is_some_and(|c| c.is_ascii_alphabetic()) {
+            out.extend(&chars[i..end]);
+        } else {
+            out.push('N');
+        }
+        i = end;
     }
     if out.chars().count() > 100 {
         out = out.chars().take(99).collect::<String>() + "…";
@@ -750,5 +754,19 @@ mod tests {
         assert_eq!((s.max_rot_blocked_us, s.max_rot_versions_per_key, s.multi_key_writes), (7.0, 1.5, 2));
         let empty = Metrics::default().summary(1.0);
         assert_eq!((empty.max_rot_blocked_us, empty.max_rot_versions_per_key, empty.multi_key_writes), (0.0, 0.0, 0));
+    }
+}
+
+#[cfg(test)]
+mod failure_cause_tests {
+    use super::*;
+
+    #[test]
+    fn causes_fold_numbers_but_keep_names_that_start_with_one() {
+        let e = OpError::Rejected("key k17 on node-3 is 4096 bytes; use 2pl".into());
+        assert_eq!(failure_cause(&e), "rejected: key kN on node-N is N bytes; use 2pl");
+        let e = OpError::aborted(AbortCause::Conflict, "x".repeat(200));
+        assert_eq!(failure_cause(&e).chars().count(), 100);
+        assert!(failure_cause(&e).starts_with("aborted (conflict): xxx"));
     }
 }
