@@ -51,6 +51,7 @@ use snowline_core::{
 use snowline_storage::{DurableHost, FsyncPolicy, Log, Output};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
+use std::pin::Pin;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -186,7 +187,7 @@ const DURABLE_TICK: Duration = Duration::from_millis(100);
 pub async fn run_server<P: Protocol>(
     config: ClusterConfig,
     node_id: u32,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), NetError> {
     run_server_with::<P>(config, node_id, None, shutdown).await
 }
@@ -203,7 +204,19 @@ pub async fn run_server_with<P: Protocol>(
     config: ClusterConfig,
     node_id: u32,
     durability: Option<Durability>,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), NetError> {
+    // One instance of the server's body per protocol, whatever future stops it (build time: the body is
+    // large, and callers pass futures of many types).
+    let shutdown: Pin<Box<dyn Future<Output = ()> + Send + '_>> = Box::pin(shutdown);
+    serve_node::<P>(config, node_id, durability, shutdown).await
+}
+
+async fn serve_node<P: Protocol>(
+    config: ClusterConfig,
+    node_id: u32,
+    durability: Option<Durability>,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send + '_>>,
 ) -> Result<(), NetError> {
     config.validate()?;
     if config.protocol != P::NAME {
