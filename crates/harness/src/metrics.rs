@@ -70,23 +70,27 @@ pub struct Metrics {
 
 /// Why an operation failed, in a few words that many failures share: the outcome (`rejected`, `aborted`,
 /// `outcome unknown`) and its reason with numbers replaced by `N` (so that "key k17" and "key k3" count as one
-/// cause), cut at 100 characters.
+/// cause; digits a letter follows are part of a name and stay: "2pl"), cut at 100 characters.
 pub fn failure_cause(e: &OpError) -> String {
     let text = match e {
         OpError::Aborted(a) => format!("aborted ({}): {}", a.cause, a.detail),
         other => other.to_string(),
     };
     let mut out = String::with_capacity(text.len());
-    let mut in_number = false;
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            if !in_number {
-                out.push('N');
-            }
-            in_number = true;
-        } else {
-            in_number = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !c.is_ascii_digit() {
             out.push(c);
+            continue;
+        }
+        let mut digits = c.to_string();
+        while let Some(d) = chars.next_if(char::is_ascii_digit) {
+            digits.push(d);
+        }
+        if chars.peek().is_some_and(|c| c.is_alphabetic()) {
+            out.push_str(&digits);
+        } else {
+            out.push('N');
         }
     }
     if out.chars().count() > 100 {
@@ -623,6 +627,16 @@ impl fmt::Display for Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failure_causes_replace_numbers_and_keep_names() {
+        let e = OpError::aborted(AbortCause::Conflict, "\"k17\" is locked at dc0/p12 by txn 42");
+        assert_eq!(failure_cause(&e), "aborted (conflict): \"kN\" is locked at dcN/pN by txn N");
+        let e = OpError::Rejected("raft-kv reads one key per request; use 2pl for 3 keys".into());
+        assert_eq!(failure_cause(&e), "rejected: raft-kv reads one key per request; use 2pl for N keys");
+        let long = failure_cause(&OpError::Unknown("x".repeat(200)));
+        assert_eq!((long.chars().count(), long.ends_with('…')), (100, true));
+    }
     use snowline_core::{OpMetrics, ReadResult, Version};
 
     fn rot_reply(skips: &[u32]) -> Reply {
