@@ -93,8 +93,8 @@ enum Command {
     /// beside the paper's figures.
     Reproduce(reproduce::ReproduceArgs),
     /// The SNOW theorem's table, measured: every protocol with read-only transactions on one contended
-    /// workload in the simulator, its S, N, O and W beside the SNOW paper's cells (Fig. 8), disagreements
-    /// flagged.
+    /// workload in the simulator, its S, N, O and W beside the SNOW paper's cells (Fig. 8), a verdict
+    /// separating disagreements from results stronger than the paper's, and failed operations by cause.
     Snow(snow_cmd::SnowArgs),
     /// Check a recorded history (docs/HISTORY.md) at a consistency level: exit 0 if it holds, 1 with a
     /// witness if not, 2 if the input is not a valid history.

@@ -2,8 +2,11 @@
 //!
 //! Every protocol of this build with read-only transactions runs the same contended workload in the
 //! deterministic simulator (fixed seed, no fault injection), and each row prints what the run measured for S,
-//! N, O and W beside the paper's cell, flagging every disagreement (`snowline_harness::snow_table` has the
-//! definitions).
+//! N, O and W beside the paper's cell and a verdict: `agrees`, `differs` (weaker than the paper's cell, or
+//! different: a disagreement) or `stronger` (the paper's cell holds and the run showed more). The default
+//! table fits 100 columns; `--details` prints the figures behind each letter instead (the `--out` markdown
+//! always has them). Below the table, in words: the disagreements, the stronger cells, and the failed
+//! operations by kind and cause (`snowline_harness::snow_table` has the definitions).
 //!
 //! The workload (`snow_table::workload`): the mixed pattern over only 16 keys (Zipf 0.8) on 4 partitions —
 //! 10% GETs, 50% ROTs of 4 keys (most span several partitions), 20% PUTs and 20% write transactions of 3 keys
@@ -40,7 +43,11 @@ pub struct SnowArgs {
     /// transactions.
     #[arg(long, value_delimiter = ',')]
     pub protocols: Vec<String>,
-    /// Also write the set-up and the table as markdown to this file.
+    /// Print the wide table: the figures behind each letter (longest wait, rounds, versions per key,
+    /// multi-key writes, datacenters) and the paper's cells one by one, instead of the 100-column one.
+    #[arg(long)]
+    pub details: bool,
+    /// Also write the set-up, the wide table and the notes below it as markdown to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -70,7 +77,7 @@ fn protocols(args: &SnowArgs) -> Result<Vec<&'static str>> {
 pub fn run(args: SnowArgs) -> Result<()> {
     let names = protocols(&args)?;
     let setup = snow_table::setup(args.seed, args.quick);
-    println!("{setup}\n");
+    println!("{}\n", snow_table::wrap(&setup, snow_table::WIDTH, "", ""));
     let progress = crate::progress::bar(names.len() as u64);
     let started = Instant::now();
     let mut rows = Vec::new();
@@ -105,7 +112,13 @@ pub fn run(args: SnowArgs) -> Result<()> {
         progress.inc(1);
     }
     progress.finish_and_clear();
-    println!("\n{}", snow_table::text_table(&rows));
+    if args.details {
+        println!("\n{}", snow_table::details_table(&rows));
+    } else {
+        println!("\n{}", snow_table::text_table(&rows));
+        println!("(--details: the figures behind each letter)\n");
+    }
+    println!("{}", snow_table::notes(&rows));
     println!("({:.0} s of wall time)", started.elapsed().as_secs_f64());
     if let Some(path) = &args.out {
         let command = format!(

@@ -70,28 +70,28 @@ pub struct Metrics {
 
 /// Why an operation failed, in a few words that many failures share: the outcome (`rejected`, `aborted`,
 /// `outcome unknown`) and its reason with numbers replaced by `N` (so that "key k17" and "key k3" count as one
-/// cause; a number that starts a name, as in "2pl", stays), cut at 100 characters.
+/// cause; digits a letter follows are part of a name and stay: "2pl"), cut at 100 characters.
 pub fn failure_cause(e: &OpError) -> String {
     let text = match e {
         OpError::Aborted(a) => format!("aborted ({}): {}", a.cause, a.detail),
         other => other.to_string(),
     };
-    let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < chars.len() {
-        let end = chars[i..].iter().position(|c| !c.is_ascii_digit()).map_or(chars.len(), |n| i + n);
-        if end == i {
-            out.push(chars[i]);
-            i += 1;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !c.is_ascii_digit() {
+            out.push(c);
             continue;
         }
-        if chars.get(end).is_some_and(|c| c.is_ascii_alphabetic()) {
-            out.extend(&chars[i..end]);
+        let mut digits = c.to_string();
+        while let Some(d) = chars.next_if(char::is_ascii_digit) {
+            digits.push(d);
+        }
+        if chars.peek().is_some_and(|c| c.is_alphabetic()) {
+            out.push_str(&digits);
         } else {
             out.push('N');
         }
-        i = end;
     }
     if out.chars().count() > 100 {
         out = out.chars().take(99).collect::<String>() + "…";
@@ -627,6 +627,16 @@ impl fmt::Display for Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failure_causes_replace_numbers_and_keep_names() {
+        let e = OpError::aborted(AbortCause::Conflict, "\"k17\" is locked at dc0/p12 by txn 42");
+        assert_eq!(failure_cause(&e), "aborted (conflict): \"kN\" is locked at dcN/pN by txn N");
+        let e = OpError::Rejected("raft-kv reads one key per request; use 2pl for 3 keys".into());
+        assert_eq!(failure_cause(&e), "rejected: raft-kv reads one key per request; use 2pl for N keys");
+        let long = failure_cause(&OpError::Unknown("x".repeat(200)));
+        assert_eq!((long.chars().count(), long.ends_with('…')), (100, true));
+    }
     use snowline_core::{OpMetrics, ReadResult, Version};
 
     fn rot_reply(skips: &[u32]) -> Reply {
@@ -754,19 +764,5 @@ mod tests {
         assert_eq!((s.max_rot_blocked_us, s.max_rot_versions_per_key, s.multi_key_writes), (7.0, 1.5, 2));
         let empty = Metrics::default().summary(1.0);
         assert_eq!((empty.max_rot_blocked_us, empty.max_rot_versions_per_key, empty.multi_key_writes), (0.0, 0.0, 0));
-    }
-}
-
-#[cfg(test)]
-mod failure_cause_tests {
-    use super::*;
-
-    #[test]
-    fn causes_fold_numbers_but_keep_names_that_start_with_one() {
-        let e = OpError::Rejected("key k17 on node-3 is 4096 bytes; use 2pl".into());
-        assert_eq!(failure_cause(&e), "rejected: key kN on node-N is N bytes; use 2pl");
-        let e = OpError::aborted(AbortCause::Conflict, "x".repeat(200));
-        assert_eq!(failure_cause(&e).chars().count(), 100);
-        assert!(failure_cause(&e).starts_with("aborted (conflict): xxx"));
     }
 }

@@ -51,9 +51,9 @@ use snowline_core::{
 use snowline_storage::{DurableHost, FsyncPolicy, Log, Output};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::pin::Pin;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::net::{TcpListener, TcpStream};
