@@ -1,8 +1,8 @@
 //! The crate's integration tests as one binary: each module was a test binary of its own, and every one
 //! linked the workspace again (docs/ARCHITECTURE.md, "Build time").
 
-mod common;
 mod cli;
+mod common;
 mod disk_full;
 mod durability;
 mod faults;

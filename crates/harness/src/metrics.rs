@@ -381,7 +381,11 @@ impl Metrics {
             failures: self
                 .failures
                 .iter()
-                .map(|((kind, cause), count)| FailureCount { kind: kind.to_string(), cause: cause.clone(), count: *count })
+                .map(|((kind, cause), count)| FailureCount {
+                    kind: kind.to_string(),
+                    cause: cause.clone(),
+                    count: *count,
+                })
                 .collect(),
             update_termination,
             update_abort_rate: if update_committed + update_aborted == 0 {

@@ -5,6 +5,7 @@
 // Tests of a real server: they wait on the real clock.
 #![allow(clippy::disallowed_methods)]
 
+use crate::common;
 use bytes::BytesMut;
 use futures::StreamExt;
 use rustls::pki_types::pem::PemObject;
@@ -14,7 +15,6 @@ use snowline_net::frame::{self, Frame};
 use snowline_net::{ClientRuntime, ClusterConfig, free_base_port};
 use snowline_protocols::Cv;
 use snowline_protocols::causal::tomsic::TomsicMsg;
-use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
