@@ -154,7 +154,12 @@ pub struct UnknownProtocol(pub String);
 
 impl std::fmt::Display for UnknownProtocol {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "unknown protocol {:?}; valid protocols: {}", self.0, names().join(", "))?;
+        write!(f, "unknown protocol {:?}", self.0)?;
+        let known = PROTOCOLS.iter().flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()));
+        if let Some(near) = snowline_core::suggest::did_you_mean(&self.0, known) {
+            write!(f, " (did you mean {near}?)")?;
+        }
+        write!(f, "; valid protocols: {}", names().join(", "))?;
         for p in PROTOCOLS {
             for alias in p.aliases {
                 write!(f, " ({alias} = {})", p.name)?;
@@ -203,6 +208,17 @@ mod tests {
             assert_eq!(with_protocol!(p.name, P => P::NAME).unwrap(), p.name);
             assert_eq!(with_protocol!(p.name, P => P::OFFERS).unwrap(), p.offers);
         }
+    }
+
+    #[test]
+    fn a_misspelt_protocol_name_gets_a_suggestion() {
+        let err = canonical_name("nmis").unwrap_err().to_string();
+        assert!(err.contains("unknown protocol \"nmis\" (did you mean nmsi?)"), "{err}");
+        let err = canonical_name("contrarain").unwrap_err().to_string();
+        assert!(err.contains("(did you mean contrarian?)"), "{err}");
+        let err = canonical_name("cc-l0").unwrap_err().to_string();
+        assert!(err.contains("(did you mean cc-lo?)"), "{err}");
+        assert!(!canonical_name("paxos").unwrap_err().to_string().contains("did you mean"));
     }
 
     #[test]
