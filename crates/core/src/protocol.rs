@@ -30,7 +30,7 @@
 
 use crate::config::ProtocolConfig;
 use crate::ids::{Addr, ClientId, DcId, OpId, ServerId};
-use crate::request::{OpError, Reply, Request};
+use crate::request::{Key, OpError, Reply, Request, Value};
 use crate::topology::Topology;
 use crate::validate::InvalidInput;
 use rand::rngs::SmallRng;
@@ -86,14 +86,17 @@ pub struct LinkAssumptions {
 }
 
 /// What kinds of request a protocol offers. The client library refuses the others up front
-/// (`OpError::Rejected`), and the CLI names the protocols that do offer them.
+/// (`OpError::Rejected`), and the CLI names the protocols that do offer them and the operations the
+/// cluster's protocol serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Offers {
     /// One-shot read-only transactions (`Request::Rot`; a GET is one of one key).
     pub read_only: bool,
     /// Multi-shot read-only transactions (`Request::RotRounds`: several rounds over one snapshot).
     pub multi_shot_rots: bool,
-    /// Single-key blind writes (`Request::Put`).
+    /// Blind writes: single-key PUTs (`Request::Put`), and in an interactive transaction writes of keys it
+    /// did not read. Without them (the Jessy family's write-certifying criteria) an interactive
+    /// transaction must read every key it writes first ([`Offers::unread_writes`]).
     pub blind_writes: bool,
     /// Blind multi-key update transactions (`Request::Update`; the W of SNOW). Workloads issue single-key
     /// PUTs instead where a protocol lacks them.
@@ -138,6 +141,37 @@ impl Offers {
     /// The refusal a client of `protocol` gets for a request of a kind it does not offer.
     pub fn refusal(&self, protocol: &str, request: &Request) -> OpError {
         OpError::Rejected(format!("{protocol} offers no {}", self.capability(request).0))
+    }
+
+    /// The keys an interactive transaction that read `reads` would write blindly (without having read
+    /// them) with `writes`, where this offer has no blind writes; empty where it has them. Such a write
+    /// depends on no version of its key, so write-conflict certification aborts it whenever the key was
+    /// ever written (and a protocol certifying reads could commit it unserializably): it is refused before
+    /// it is sent ([`Offers::blind_write_refusal`]).
+    pub fn unread_writes<'a>(&self, reads: &[Key], writes: &'a [(Key, Value)]) -> Vec<&'a Key> {
+        if self.blind_writes {
+            return Vec::new();
+        }
+        let mut unread: Vec<&Key> = Vec::new();
+        for (k, _) in writes {
+            if !reads.contains(k) && !unread.contains(&k) {
+                unread.push(k);
+            }
+        }
+        unread
+    }
+
+    /// Why `protocol` refuses a transaction that writes `unread` keys it did not read (see
+    /// [`Offers::unread_writes`]), and what to do instead.
+    pub fn blind_write_refusal(protocol: &str, unread: &[&Key]) -> String {
+        let keys: Vec<String> = unread.iter().map(|k| format!("{k:?}")).collect();
+        format!(
+            "{protocol} offers no blind writes: a transaction must read each key it writes (it writes {} without \
+             reading {}); {protocol} certifies a write against the versions the transaction read, so an unread \
+             key's write would abort whenever the key already exists. Read it in the same transaction first",
+            keys.join(", "),
+            if keys.len() == 1 { "it" } else { "them" }
+        )
     }
 }
 

@@ -148,6 +148,19 @@ pub fn check_offered(protocol: &str, request: &snowline_core::Request) -> Result
     }
 }
 
+/// Refuse, up front, an interactive transaction that reads `reads` and then writes `writes` where the
+/// protocol has no blind writes and it writes a key it did not read ([`Offers::unread_writes`]; the
+/// protocol's client node refuses it too).
+pub fn check_transaction(
+    protocol: &str,
+    reads: &[snowline_core::Key],
+    writes: &[(snowline_core::Key, snowline_core::Value)],
+) -> Result<(), String> {
+    let entry = lookup(protocol).map_err(|e| e.to_string())?;
+    let unread = entry.offers.unread_writes(reads, writes);
+    if unread.is_empty() { Ok(()) } else { Err(Offers::blind_write_refusal(entry.name, &unread)) }
+}
+
 /// A protocol name that is not implemented.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownProtocol(pub String);
@@ -219,6 +232,16 @@ mod tests {
         let err = canonical_name("cc-l0").unwrap_err().to_string();
         assert!(err.contains("(did you mean cc-lo?)"), "{err}");
         assert!(!canonical_name("paxos").unwrap_err().to_string().contains("did you mean"));
+    }
+
+    #[test]
+    fn a_transaction_writing_a_key_it_did_not_read_is_refused_without_blind_writes() {
+        let writes = vec![("a".into(), "2".into())];
+        let err = check_transaction("nmsi", &[], &writes).unwrap_err();
+        assert!(err.contains("nmsi offers no blind writes: a transaction must read each key it writes"), "{err}");
+        assert!(check_transaction("nmsi", &["a".into()], &writes).is_ok());
+        assert!(check_transaction("2pl", &[], &writes).is_ok());
+        assert!(check_transaction("rc", &[], &writes).is_ok());
     }
 
     #[test]
