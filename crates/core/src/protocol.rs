@@ -92,6 +92,8 @@ pub struct LinkAssumptions {
 pub struct Offers {
     /// One-shot read-only transactions (`Request::Rot`; a GET is one of one key).
     pub read_only: bool,
+    /// Read-only transactions over more than one key (false: one key per `Request::Rot`, a GET: raft-kv).
+    pub multi_key_rots: bool,
     /// Multi-shot read-only transactions (`Request::RotRounds`: several rounds over one snapshot).
     pub multi_shot_rots: bool,
     /// Blind writes: single-key PUTs (`Request::Put`), and in an interactive transaction writes of keys it
@@ -111,6 +113,7 @@ impl Offers {
     /// The causal family's offer: ROTs and blind writes.
     pub const CAUSAL: Offers = Offers {
         read_only: true,
+        multi_key_rots: true,
         multi_shot_rots: false,
         blind_writes: true,
         write_transactions: false,
@@ -121,6 +124,9 @@ impl Offers {
     /// The capability a request needs, in words ("interactive transactions"), and whether this offer has it.
     pub fn capability(&self, request: &Request) -> (&'static str, bool) {
         match request {
+            Request::Rot { keys } if keys.len() > 1 => {
+                ("read-only transactions over several keys", self.read_only && self.multi_key_rots)
+            }
             Request::Rot { .. } => ("read-only transactions", self.read_only),
             Request::RotRounds { .. } => ("multi-shot read-only transactions", self.multi_shot_rots),
             Request::Put { .. } => ("blind writes", self.blind_writes),

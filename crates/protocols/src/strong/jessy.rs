@@ -151,6 +151,7 @@ impl Criterion for NmsiCriterion {
 /// sense.
 const NO_BLIND_WRITES: Offers = Offers {
     read_only: true,
+    multi_key_rots: true,
     multi_shot_rots: false,
     blind_writes: false,
     write_transactions: false,
@@ -161,6 +162,7 @@ const NO_BLIND_WRITES: Offers = Offers {
 /// What the criteria without write-conflict certification offer: blind writes too.
 const ALL_WRITES: Offers = Offers {
     read_only: true,
+    multi_key_rots: true,
     multi_shot_rots: false,
     blind_writes: true,
     write_transactions: true,
