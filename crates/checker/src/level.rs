@@ -126,7 +126,18 @@ pub struct UnknownLevel(pub String);
 impl fmt::Display for UnknownLevel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = Level::ALL.iter().map(|l| l.name()).collect();
-        write!(f, "unknown consistency level {:?}; valid levels: {}", self.0, names.join(", "))
+        write!(f, "unknown consistency level {:?}", self.0)?;
+        if let Some(near) = self.suggestion() {
+            write!(f, " (did you mean {near}?)")?;
+        }
+        write!(f, "; valid levels: {}", names.join(", "))
+    }
+}
+
+impl UnknownLevel {
+    /// The level whose name is nearest to the unknown one, if it looks like a slip (`strict-serr`).
+    pub fn suggestion(&self) -> Option<&'static str> {
+        snowline_core::suggest::did_you_mean(&self.0, Level::ALL.iter().map(|l| l.name()))
     }
 }
 

@@ -290,4 +290,11 @@ fn levels_parse_and_list_valid_names() {
         e,
         "unknown consistency level \"serializable\"; valid levels: rc, ra, causal-snapshot, causal, tcc, ser, strict-ser, pos, si, psi, nmsi, us"
     );
+    let e = "strict-serr".parse::<Level>().unwrap_err().to_string();
+    assert!(
+        e.starts_with("unknown consistency level \"strict-serr\" (did you mean strict-ser?); valid levels: rc"),
+        "{e}"
+    );
+    let e = "causl".parse::<Level>().unwrap_err().to_string();
+    assert!(e.contains("(did you mean causal?)"), "{e}");
 }

@@ -13,7 +13,21 @@ pub const EXIT_INVALID: i32 = 2;
 /// Resolve `--check LEVEL` where LEVEL may be `claimed` (the protocol's own claim).
 pub fn resolve_level(level: &str, protocol: &str) -> Result<Level> {
     let name = if level == "claimed" { snowline_protocols::claimed_level(protocol)? } else { level };
-    name.parse::<Level>().map_err(|e| anyhow::anyhow!("{e} (or `claimed`)"))
+    name.parse::<Level>().map_err(|e| anyhow::anyhow!(unknown_level(&e)))
+}
+
+/// The error for a level name that is neither a level nor `claimed`, with a "did you mean" for either.
+pub fn unknown_level(e: &snowline_checker::UnknownLevel) -> String {
+    let text = e.to_string();
+    match (e.suggestion(), snowline_core::suggest::did_you_mean(&e.0, ["claimed"])) {
+        (None, Some(near)) => {
+            format!(
+                "{} (or `claimed`)",
+                text.replacen("; valid levels", &format!(" (did you mean {near}?); valid levels"), 1)
+            )
+        }
+        _ => format!("{text} (or `claimed`)"),
+    }
 }
 
 /// Check a history recorded by a run of `protocol`: where the protocol's commit versions order each key's
@@ -55,7 +69,7 @@ pub fn run(path: &Path, level: &str, protocol: Option<&str>, json: bool, all: bo
     if level != "claimed"
         && let Err(e) = level.parse::<Level>()
     {
-        eprintln!("error: {e} (or `claimed`)");
+        eprintln!("error: {}", unknown_level(&e));
         return Ok(EXIT_INVALID);
     }
     let file = match std::fs::File::open(path) {
@@ -93,7 +107,7 @@ pub fn run(path: &Path, level: &str, protocol: Option<&str>, json: bool, all: bo
         match level.parse() {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("error: {e} (or `claimed`)");
+                eprintln!("error: {}", unknown_level(&e));
                 return Ok(EXIT_INVALID);
             }
         }

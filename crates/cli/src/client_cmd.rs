@@ -367,10 +367,7 @@ fn serve_until_stopped(cluster: LocalCluster, resumed: bool, background: bool) -
     if !metrics.is_empty() {
         println!("metrics: {}", metrics.join(", "));
     }
-    println!(
-        "connect: snowline --cluster {} [--dc N] put KEY VALUE | get KEY | rot KEY... | txn --put K=V ...",
-        dir.display()
-    );
+    println!("{}", served_operations(&config.protocol, &dir));
     println!("status:  snowline cluster status --dir {}", dir.display());
     if background {
         println!("stop:    snowline cluster down --dir {}", dir.display());
@@ -521,6 +518,7 @@ pub fn cluster_status(dir: &Path) -> Result<()> {
     }
     let d = dir.display();
     println!("{up} of {} nodes up", config.nodes.len());
+    println!("{}", served_operations(&config.protocol, dir));
     if up == 0 {
         println!("stopped: `snowline cluster up --dir {d}` starts it again");
     } else if !down.is_empty() {
@@ -645,17 +643,61 @@ pub fn client(dir: Option<PathBuf>, dc: u16, op: Op) -> Result<()> {
             "no cluster given: pass --cluster DIR (the directory `snowline cluster up` printed) or set SNOWLINE_CLUSTER"
         )
     };
-    let path = if dir.is_dir() { dir.join("cluster.toml") } else { dir.clone() };
+    let (path, dir) = if dir.is_dir() {
+        (dir.join(CONFIG_FILE), dir)
+    } else {
+        let parent = dir.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        (dir, parent)
+    };
     let config = load_config(&path)?;
-    anyhow::ensure!(dc < config.dcs, "--dc {dc}: the cluster has datacenters 0..{}", config.dcs);
+    anyhow::ensure!(dc < config.dcs, "--dc {dc}: {}", datacenters(config.dcs));
     let protocol = config.protocol.clone();
     let offers = snowline_protocols::lookup(&protocol)?.offers;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // Everything that can be refused is refused before connecting: bad keys, then what the protocol does
+    // not serve, each refusal naming what it does serve.
+    let limits = &config.protocol_config;
+    let refused = |why: String| anyhow::anyhow!("{why}\n{}", served_operations(&protocol, &dir));
     let request = match op {
-        Op::Put(key, value) => Request::Put { key, value },
-        Op::Rot(keys) => Request::Rot { keys },
+        Op::Put(key, value) => {
+            let request = Request::Put { key, value };
+            limits.check_request(&request).map_err(anyhow::Error::msg)?;
+            snowline_protocols::check_offered(&protocol, &request).map_err(|e| {
+                let Request::Put { key, value } = &request else { unreachable!() };
+                let read_first = if offers.interactive {
+                    format!(
+                        "; on {protocol}, write it in a transaction that reads it first: {}",
+                        txn_line(&dir, std::slice::from_ref(key), &[(key.clone(), value.clone())])
+                    )
+                } else {
+                    String::new()
+                };
+                refused(format!("{e}{read_first}"))
+            })?;
+            request
+        }
+        Op::Rot(keys) => {
+            let request = Request::Rot { keys };
+            limits.check_request(&request).map_err(anyhow::Error::msg)?;
+            snowline_protocols::check_offered(&protocol, &request).map_err(refused)?;
+            request
+        }
         Op::Txn { reads, writes } if offers.interactive => {
+            if !reads.is_empty() {
+                limits.check_request(&Request::Read { keys: reads.clone() }).map_err(anyhow::Error::msg)?;
+            }
+            limits.check_request(&Request::Commit { writes: writes.clone() }).map_err(anyhow::Error::msg)?;
+            snowline_protocols::check_transaction(&protocol, &reads, &writes).map_err(|e| {
+                let mut all_reads = reads.clone();
+                for (k, _) in &writes {
+                    if !all_reads.contains(k) {
+                        all_reads.push(k.clone());
+                    }
+                }
+                refused(format!("{e}: {}", txn_line(&dir, &all_reads, &writes)))
+            })?;
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let result = rt.block_on(async {
+                reachable(&config, &dir).await?;
                 with_protocol!(&protocol, P => interactive::<P>(&config, dc, reads, writes).await)?
             });
             return match result {
@@ -668,23 +710,148 @@ pub fn client(dir: Option<PathBuf>, dc: u16, op: Op) -> Result<()> {
                         eprintln!("transaction aborted ({}): {}", a.cause, a.detail);
                         std::process::exit(EXIT_ABORTED)
                     }
+                    Some(snowline_core::OpError::Unknown(_)) => Err(anyhow::anyhow!("{e}; {}", status_hint(&dir))),
                     _ => Err(e),
                 },
             };
         }
         Op::Txn { reads, writes } => {
             if !reads.is_empty() {
-                snowline_protocols::check_offered(&protocol, &Request::Begin).map_err(|e| {
-                    anyhow::anyhow!("txn --get needs interactive transactions: {e}; read with `rot` instead")
-                })?;
+                limits.check_request(&Request::Rot { keys: reads.clone() }).map_err(anyhow::Error::msg)?;
             }
-            Request::Update { writes }
+            let request = Request::Update { writes };
+            if !request.writes().is_empty() {
+                limits.check_request(&request).map_err(anyhow::Error::msg)?;
+            }
+            if !reads.is_empty() {
+                snowline_protocols::check_offered(&protocol, &Request::Begin)
+                    .map_err(|e| refused(format!("txn --get needs interactive transactions: {e}")))?;
+            }
+            snowline_protocols::check_offered(&protocol, &request).map_err(refused)?;
+            request
         }
     };
-    snowline_protocols::check_offered(&protocol, &request).map_err(anyhow::Error::msg)?;
-    let out = rt.block_on(async { with_protocol!(&protocol, P => execute::<P>(&config, dc, request).await)? })?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let out = rt.block_on(async {
+        reachable(&config, &dir).await?;
+        with_protocol!(&protocol, P => execute::<P>(&config, &dir, dc, request).await)?
+    })?;
     println!("{out}");
     Ok(())
+}
+
+/// "the cluster has 2 datacenters: --dc 0 or --dc 1".
+fn datacenters(dcs: u16) -> String {
+    match dcs {
+        0 => "the cluster has no datacenter".to_string(),
+        1 => "the cluster has 1 datacenter: --dc 0".to_string(),
+        2..=6 => {
+            let flags: Vec<String> = (0..dcs).map(|d| format!("--dc {d}")).collect();
+            let (last, rest) = flags.split_last().expect("two or more");
+            format!("the cluster has {dcs} datacenters: {} or {last}", rest.join(", "))
+        }
+        _ => format!("the cluster has {dcs} datacenters: --dc 0 to --dc {}", dcs - 1),
+    }
+}
+
+/// `snowline --cluster DIR txn --get a --put a=2`.
+fn txn_line(dir: &Path, reads: &[Key], writes: &[(Key, Value)]) -> String {
+    let mut line = format!("snowline --cluster {} txn", dir.display());
+    for k in reads {
+        line += &format!(" --get {}", shell_word(k));
+    }
+    for (k, v) in writes {
+        line += &format!(" --put {}", shell_word(&format!("{k}={v}")));
+    }
+    line
+}
+
+/// `word`, quoted for a shell where it needs it.
+fn shell_word(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_=.,:/@+%".contains(c)) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// The client operations the cluster's protocol serves, one example command line each (what `cluster up`,
+/// `cluster status` and every refusal print).
+pub fn served_operations(protocol: &str, dir: &Path) -> String {
+    let ops = snowline_protocols::client_operations(protocol).unwrap_or_default();
+    let lines: Vec<(String, &str)> =
+        ops.iter().map(|op| (format!("snowline --cluster {} {}", dir.display(), op.example), op.what)).collect();
+    let width = lines.iter().map(|(l, _)| l.chars().count()).max().unwrap_or(0);
+    let mut out = format!("the operations {protocol} serves (add --dc N for another datacenter):");
+    for (line, what) in &lines {
+        out += &format!("\n  {line:<width$}  {what}");
+    }
+    out
+}
+
+fn status_hint(dir: &Path) -> String {
+    format!("`snowline cluster status --dir {}` shows which of the cluster's servers run", dir.display())
+}
+
+/// Fails at once, saying the cluster looks down, when none of its servers accepts a TCP connection, and
+/// warns, naming them, when some do not: an operation that needs one of those fails or waits.
+async fn reachable(config: &ClusterConfig, dir: &Path) -> Result<()> {
+    let down = down_nodes(config).await?;
+    if down.len() == config.nodes.len() {
+        return Err(looks_down(dir, &down));
+    }
+    if !down.is_empty() {
+        eprintln!(
+            "warning: {} of the cluster's {} server processes accept no connections ({}): an operation that \
+             needs {} fails or waits; `snowline cluster status --dir {}` shows which nodes run",
+            down.len(),
+            config.nodes.len(),
+            listed(&down),
+            if down.len() == 1 { "it" } else { "them" },
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// The server processes that accept no TCP connection, and why ("node 1 (127.0.0.1:7101): Connection
+/// refused ..."), in node order. Each is tried at once, for at most 2 s; a server that is up closes the
+/// probe's connection without a word.
+async fn down_nodes(config: &ClusterConfig) -> Result<Vec<String>> {
+    let mut tries = tokio::task::JoinSet::new();
+    for node in &config.nodes {
+        let (id, addr) = (node.id, node.addr.clone());
+        tries.spawn(async move {
+            let why = match tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(&addr)).await {
+                Ok(Ok(_)) => return None,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "no answer within 2 s".to_string(),
+            };
+            Some((id, format!("node {id} ({addr}): {why}")))
+        });
+    }
+    let mut down = Vec::new();
+    while let Some(result) = tries.join_next().await {
+        down.extend(result?);
+    }
+    down.sort();
+    Ok(down.into_iter().map(|(_, why)| why).collect())
+}
+
+fn listed(down: &[String]) -> String {
+    if down.len() > 3 { format!("{}, and {} more", down[..3].join(", "), down.len() - 3) } else { down.join(", ") }
+}
+
+fn looks_down(dir: &Path, down: &[String]) -> anyhow::Error {
+    let d = dir.display();
+    anyhow::anyhow!(
+        "the cluster in {d} looks down: none of its {} server process{} accepts connections ({}). \
+         `snowline cluster status --dir {d}` shows which nodes run; `snowline cluster up --dir {d}` starts a \
+         stopped cluster again",
+        down.len(),
+        if down.len() == 1 { "" } else { "es" },
+        listed(down)
+    )
 }
 
 /// `txn --get ... --put ...` as an interactive transaction: begin, one round of reads, commit the writes.
@@ -709,22 +876,30 @@ async fn interactive<P: Protocol>(
     }))?)
 }
 
-async fn execute<P: Protocol>(config: &ClusterConfig, dc: u16, request: Request) -> Result<String> {
+async fn execute<P: Protocol>(config: &ClusterConfig, dir: &Path, dc: u16, request: Request) -> Result<String> {
     let runtime = snowline_net::ClientRuntime::<P>::connect(config, dc).await?;
     let session = runtime.session();
     let read_only = request.is_read_only();
     // An operation whose outcome is unknown (a server that is down refused the connection, or no answer in
     // time) is retried where that is safe: a read, or any request to raft-kv, whose session resubmits a PUT
     // under its old sequence number (applied at most once) and tries the next member of the group — so a
-    // client survives a dead leader while the group elects another.
+    // client survives a dead leader while the group elects another. Not once the whole cluster is down.
     let retry = read_only || P::NAME == snowline_protocols::RaftKv::NAME;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut said = std::collections::BTreeSet::new();
     let reply = loop {
         match session.execute(request.clone()).await {
             Err(snowline_core::OpError::Unknown(why)) if retry && tokio::time::Instant::now() < deadline => {
-                eprintln!("outcome unknown ({why}); retrying");
+                let down = down_nodes(config).await?;
+                if down.len() == config.nodes.len() {
+                    return Err(looks_down(dir, &down));
+                }
+                if said.insert(why.clone()) {
+                    eprintln!("outcome unknown ({why}); retrying for up to 30 s");
+                }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+            Err(e @ snowline_core::OpError::Unknown(_)) => bail!("{e}; {}", status_hint(dir)),
             result => break result?,
         }
     };

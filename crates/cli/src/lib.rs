@@ -115,7 +115,7 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Write KEY = VALUE (or the contents of --value-file).
+    /// Write KEY = VALUE (or the contents of --value-file); the protocols that serve it are listed below.
     Put {
         /// The key to write.
         key: String,
@@ -126,21 +126,23 @@ enum Command {
         #[arg(long)]
         value_file: Option<PathBuf>,
     },
-    /// Read KEY.
+    /// Read KEY; the protocols that serve it are listed below.
     Get {
         /// The key to read.
         key: String,
     },
-    /// A read-only transaction over KEYS; prints JSON.
+    /// A read-only transaction over KEYS, from one snapshot; prints JSON. The protocols that serve it are
+    /// listed below.
     Rot {
         /// The keys to read, from one snapshot.
         #[arg(required = true)]
         keys: Vec<String>,
     },
     /// A transaction: reads (--get K, one round, in order), then writes (--put K=V), committed atomically.
-    /// With a protocol that offers interactive transactions (2pl, occ) it reads and writes under its isolation and
-    /// may abort: then it prints the cause and exits 3. Protocols with only blind write transactions (cure,
-    /// av, op, cv) take --put alone. Prints JSON: the values read and the commit version.
+    /// With a protocol that offers interactive transactions it reads and writes under its isolation and may
+    /// abort: then it prints the cause and exits 3. Protocols with only blind write transactions take --put
+    /// alone. Prints JSON: the values read and the commit version. Which protocols serve which form is listed
+    /// below.
     Txn {
         /// A key to read (repeatable), before the writes.
         #[arg(long = "get", value_name = "KEY")]
@@ -204,9 +206,7 @@ enum ClusterCommand {
 
 #[derive(Args, Clone)]
 pub struct ClusterUpArgs {
-    /// The protocol every server runs: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, occ,
-    /// raft-kv, amcast-kv, tpc-kv, nmsi (jessy), rc (jessy-rc), ser (p-store), us (gmu), si (serrano),
-    /// psi (walter), rococo, rococo-snow, eiger-ps or cops-dw (docs/PROTOCOLS.md).
+    /// The protocol every server runs (docs/PROTOCOLS.md; `--help` lists the names, from the registry).
     #[arg(long, default_value = "cv")]
     pub protocol: String,
     /// Datacenters.
@@ -216,7 +216,7 @@ pub struct ClusterUpArgs {
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), placed as --placement says. Default: one per datacenter,
-    /// which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv and the Jessy family) requires.
+    /// which every protocol but the replica-group ones (`--help` lists them) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
     /// Where each partition's replica group lives: spread (member m of partition p in datacenter
@@ -264,10 +264,111 @@ pub struct ClusterUpArgs {
     pub given: Vec<String>,
 }
 
+/// The command line, with what the protocol registry decides in its help texts: the protocols that serve
+/// each client operation (`put`, `get`, `rot`, `txn`), the names `--protocol` takes and the protocols that
+/// run in replica groups. Never a list kept by hand.
+fn cli_command() -> clap::Command {
+    let mut cmd = Cli::command();
+    for name in ["put", "get", "rot", "txn"] {
+        cmd = cmd.mut_subcommand(name, |c| c.after_help(served_by(name)));
+    }
+    let names = protocol_names();
+    let groups = replica_group_protocols().join(", ");
+    let protocol = |a: clap::Arg| {
+        let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let help = help.split(" (docs/PROTOCOLS.md").next().unwrap_or_default().to_string();
+        a.help(format!("{help}: {names} (docs/PROTOCOLS.md)."))
+    };
+    let replicas = |a: clap::Arg| {
+        let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+        a.help(help.replace("(`--help` lists them)", &format!("({groups})")))
+    };
+    let family = snowline_protocols::jessy::FAMILY.join(", ");
+    let termination = |a: clap::Arg| {
+        let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+        a.help(help.replacen("The Jessy family", &format!("The Jessy family ({family})"), 1))
+    };
+    cmd = cmd.mut_subcommand("cluster", |c| {
+        c.mut_subcommand("up", |up| {
+            up.mut_arg("protocol", protocol).mut_arg("replicas", replicas).mut_arg("termination", termination)
+        })
+    });
+    for name in ["sim", "bench"] {
+        cmd = cmd.mut_subcommand(name, |c| {
+            c.mut_arg("protocol", protocol).mut_arg("replicas", replicas).mut_arg("termination", termination)
+        });
+    }
+    cmd
+}
+
+/// Every protocol name, its aliases in parentheses: "cops, cops-snow (cc-lo), ...".
+fn protocol_names() -> String {
+    snowline_protocols::PROTOCOLS
+        .iter()
+        .map(
+            |p| {
+                if p.aliases.is_empty() { p.name.to_string() } else { format!("{} ({})", p.name, p.aliases.join(", ")) }
+            },
+        )
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The protocols whose partitions may be replica groups (several servers each).
+fn replica_group_protocols() -> Vec<&'static str> {
+    let groups = snowline_core::Topology::replicated(1, 1, 3);
+    snowline_protocols::PROTOCOLS
+        .iter()
+        .filter(|p| {
+            snowline_protocols::with_protocol!(p.name, P => <P as snowline_core::Protocol>::check_topology(&groups).is_ok()).unwrap_or(false)
+        })
+        .map(|p| p.name)
+        .collect()
+}
+
+/// The `after_help` of a client command: per form of it, the protocols that serve it, from the registry.
+fn served_by(command: &str) -> String {
+    let mut out = String::from(
+        "Served by (the cluster's protocol decides; `cluster up` and `cluster status` list what it serves):",
+    );
+    for op in snowline_protocols::CLIENT_OPERATIONS.iter().filter(|op| op.command == command) {
+        out += &format!("\n  {} ({}):\n      {}", op.usage, op.what, op.protocols().join(", "));
+        let read_first: Vec<&str> = snowline_protocols::PROTOCOLS
+            .iter()
+            .filter(|p| {
+                op.served_by(&p.offers)
+                    && op.usage.contains("--get")
+                    && !p.offers.unread_writes(&[], &[("k".into(), "v".into())]).is_empty()
+            })
+            .map(|p| p.name)
+            .collect();
+        if !read_first.is_empty() {
+            out +=
+                &format!("\n      ({}: every key written must be read first, no blind writes)", read_first.join(", "));
+        }
+        out += &format!("\n      e.g. snowline --cluster DIR {}", op.example);
+    }
+    out
+}
+
+/// An error and its causes, each cause left out where the message so far says it already (an error that
+/// embeds its source's text and also returns it as its source).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out += ": ";
+            out += &text;
+        }
+    }
+    out
+}
+
 /// Run the command line this process was started with, and exit.
 pub fn main() {
     quiet_on_broken_pipe();
-    let matches = Cli::command().get_matches();
+    let matches = cli_command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let (Command::Cluster(ClusterCommand::Up(args)), Some(up)) =
         (&mut cli.command, matches.subcommand_matches("cluster").and_then(|m| m.subcommand_matches("up")))
@@ -279,7 +380,7 @@ pub fn main() {
             .collect();
     }
     if let Err(e) = refuse_client_flags(&matches).and_then(|()| run(cli)) {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", error_chain(&e));
         std::process::exit(1);
     }
 }
@@ -394,6 +495,32 @@ mod help_tests {
         for sub in cmd.get_subcommands() {
             missing(sub, &format!("{path} {}", sub.get_name()), out);
         }
+    }
+
+    /// The help texts the registry writes: the protocols serving each client operation, the protocol names.
+    #[test]
+    fn help_lists_the_protocols_from_the_registry() {
+        let mut cmd = cli_command();
+        let txn = cmd.find_subcommand_mut("txn").unwrap().render_help().to_string();
+        assert!(!txn.contains("(2pl, occ)"), "{txn}");
+        let interactive = snowline_protocols::CLIENT_OPERATIONS.iter().find(|o| o.usage.contains("--get")).unwrap();
+        assert!(txn.contains(&interactive.protocols().join(", ")), "{txn}");
+        let rot = cmd.find_subcommand_mut("rot").unwrap().render_help().to_string();
+        assert!(rot.contains("rot KEY KEY...") && rot.contains("cops") && !rot.contains("raft-kv"), "{rot}");
+        let mut up = cmd.find_subcommand_mut("cluster").unwrap().find_subcommand_mut("up").unwrap().clone();
+        let up = up.render_long_help().to_string();
+        assert!(up.contains("cops-snow (cc-lo)") && up.contains("(raft-kv, amcast-kv, tpc-kv, nmsi"), "{up}");
+    }
+
+    /// A cause whose text the message already holds is not said twice.
+    #[test]
+    fn the_error_chain_says_each_cause_once() {
+        let os = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let e = anyhow::Error::new(std::io::Error::other(format!("cannot listen: {os}")));
+        let e = e.context("starting");
+        assert_eq!(error_chain(&e), format!("starting: cannot listen: {os}"));
+        let doubled = anyhow::anyhow!("cannot listen: {os}").context(format!("node 0: cannot listen: {os}"));
+        assert_eq!(error_chain(&doubled), format!("node 0: cannot listen: {os}"));
     }
 
     /// Every flag and argument of every command says what it is for.

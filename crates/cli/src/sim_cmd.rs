@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 /// The workload and cluster shape shared by `sim` and `bench`.
 #[derive(Args, Clone, Debug)]
 pub struct WorkloadArgs {
-    /// The protocol: cops, cops-snow (cc-lo), contrarian, cure, av, op, cv, 2pl, occ, raft-kv, amcast-kv, tpc-kv,
-    /// nmsi (jessy), rc (jessy-rc), ser (p-store), us (gmu), si (serrano), psi (walter), rococo,
-    /// rococo-snow, eiger-ps or cops-dw (docs/PROTOCOLS.md).
+    /// The protocol (docs/PROTOCOLS.md; `--help` lists the names, from the registry).
     #[arg(long, default_value = "cv")]
     pub protocol: String,
     /// Datacenters.
@@ -24,7 +22,8 @@ pub struct WorkloadArgs {
     #[arg(long, default_value_t = 4)]
     pub partitions: u16,
     /// Servers per partition (its replica group), placed as --placement says (docs/ARCHITECTURE.md,
-    /// placement). Default: one per datacenter, which every protocol but the replica-group ones (raft-kv, amcast-kv, tpc-kv and the Jessy family) requires.
+    /// placement). Default: one per datacenter, which every protocol but the replica-group ones (`--help`
+    /// lists them) requires.
     #[arg(long)]
     pub replicas: Option<u16>,
     /// Where each partition's replica group lives: spread (member m of partition p in datacenter
@@ -122,7 +121,7 @@ pub struct WorkloadArgs {
     /// protocol's own claim) and print the verdict; exits 1 if it fails. One client count only.
     #[arg(long, value_name = "LEVEL")]
     pub check: Option<String>,
-    /// The Jessy family (nmsi, rc, ser, us, si, psi): how update transactions terminate, by genuine atomic
+    /// The Jessy family: how update transactions terminate, by genuine atomic
     /// multicast or two-phase commit over the replica groups.
     #[arg(long, default_value = "multicast")]
     pub termination: snowline_core::Termination,

@@ -93,6 +93,18 @@ fn a_put_in_one_datacenter_becomes_readable_in_the_other_and_bad_input_is_refuse
     assert!(!o.status.success());
     assert!(text(&o).contains("cv offers no interactive transactions; use 2pl"), "{}", text(&o));
 
+    // Empty keys are refused, whatever the command, before anything is sent.
+    for args in [&["put", "", "v"][..], &["get", ""], &["rot", "a", ""], &["txn", "--put", "=v"], &["txn", "--get", ""]]
+    {
+        let o = snowline(&[&["--cluster", d][..], args].concat());
+        assert!(!o.status.success(), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("error: empty key: a key must be at least one byte long"), "{args:?}: {}", text(&o));
+    }
+    // A datacenter the cluster lacks: the ones it has, as --dc flags.
+    let o = snowline(&["--cluster", d, "--dc", "5", "get", "a"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--dc 5: the cluster has 2 datacenters: --dc 0 or --dc 1"), "{}", text(&o));
+
     // Replication is asynchronous: poll datacenter 1 until the value arrives.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -612,4 +624,193 @@ fn bench_vs_redis_prints_both_systems_or_says_redis_is_missing() {
         // A well-formed ratio, not a speed target (those live in benchmarks).
         assert!(p50.is_finite() && p50 > 0.0, "{l}");
     }
+}
+
+/// The lines of `text` that show an operation: the block `cluster up`, `cluster status` and every refusal
+/// print, "the operations P serves" and one example command line per operation.
+fn served_block(text: &str, protocol: &str) -> Vec<String> {
+    let head = format!("the operations {protocol} serves");
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(&head));
+    assert!(lines.next().is_some(), "no {head:?} in:\n{text}");
+    lines.take_while(|l| l.starts_with("  snowline --cluster ")).map(str::to_owned).collect()
+}
+
+/// Each served operation's example, in the order the block lists them (the arguments after the directory).
+fn examples(block: &[String], dir: &str) -> Vec<String> {
+    let prefix = format!("  snowline --cluster {dir} ");
+    block
+        .iter()
+        .map(|l| {
+            let rest = l.strip_prefix(&prefix).unwrap_or_else(|| panic!("{l:?} starts with {prefix:?}"));
+            rest.split("  ").next().unwrap().trim().to_string()
+        })
+        .collect()
+}
+
+/// raft-kv serves single-key operations only and nmsi no blind writes: `cluster up`, `cluster status` and
+/// every refusal name the operations the cluster's protocol serves, one example each, and the examples work.
+#[test]
+fn refusals_name_the_operations_the_clusters_protocol_serves() {
+    let dir = tempdir("served-raft");
+    let d = dir.to_str().unwrap();
+    let up = ["cluster", "up", "--protocol", "raft-kv", "--replicas", "3", "--dcs", "1", "--partitions", "1"];
+    let o = snowline(&[&up[..], &["--dir", d, "--background"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let _guard = Cluster(&dir);
+    let served = ["put k1 hello", "get k1"];
+    assert_eq!(examples(&served_block(&text(&o), "raft-kv"), d), served, "{}", text(&o));
+    let status = text(&snowline(&["cluster", "status", "--dir", d]));
+    assert_eq!(examples(&served_block(&status, "raft-kv"), d), served, "{status}");
+    for example in served {
+        let o = snowline(&[&["--cluster", d][..], &example.split(' ').collect::<Vec<_>>()].concat());
+        assert!(o.status.success(), "{example}: {}", text(&o));
+    }
+    // A read of several keys is refused up front (raft-kv's offer says single-key reads), and so are
+    // transactions; `txn --get` no longer suggests `rot`, which raft-kv refuses too.
+    let o = snowline(&["--cluster", d, "rot", "k1"]);
+    assert!(o.status.success(), "one key is a GET: {}", text(&o));
+    for (args, why) in [
+        (&["rot", "k1", "k2"][..], "raft-kv offers no read-only transactions over several keys; use cops"),
+        (&["txn", "--get", "k1"], "txn --get needs interactive transactions: raft-kv offers no interactive"),
+        (&["txn", "--put", "k1=a", "--put", "k2=b"], "raft-kv offers no write transactions"),
+    ] {
+        let o = snowline(&[&["--cluster", d][..], args].concat());
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let t = text(&o);
+        assert!(t.contains(why) && !t.contains("rot` instead"), "{args:?}: {t}");
+        assert_eq!(examples(&served_block(&t, "raft-kv"), d), served, "{args:?}: {t}");
+    }
+
+    // nmsi: no put, and no transaction that writes a key it did not read (its snapshot would hold no version
+    // of the key: certification would abort it, blaming a concurrent transaction there is none of).
+    let dir = tempdir("served-nmsi");
+    let d = dir.to_str().unwrap();
+    let up = ["cluster", "up", "--protocol", "nmsi", "--replicas", "1", "--dcs", "1", "--partitions", "1"];
+    let o = snowline(&[&up[..], &["--dir", d, "--background"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let _guard = Cluster(&dir);
+    let served = ["get k1", "rot k1 k2", "txn --get k1 --put k1=b"];
+    assert_eq!(examples(&served_block(&text(&o), "nmsi"), d), served, "{}", text(&o));
+    for _ in 0..2 {
+        // Twice: the second writes over an existing version, which a blind write never could.
+        let o = snowline(&["--cluster", d, "txn", "--get", "a", "--put", "a=1"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = snowline(&["--cluster", d, "txn", "--put", "a=2"]);
+    assert_eq!(o.status.code(), Some(1), "refused, not aborted (exit 3): {}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("nmsi offers no blind writes: a transaction must read each key it writes"), "{t}");
+    assert!(t.contains(&format!("snowline --cluster {d} txn --get a --put a=2")), "the form that works: {t}");
+    assert!(!t.contains("concurrent transaction"), "{t}");
+    assert_eq!(examples(&served_block(&t, "nmsi"), d), served, "{t}");
+    let o = snowline(&["--cluster", d, "put", "a", "3"]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("nmsi offers no blind writes; use cops"), "{t}");
+    assert!(t.contains("txn --get a --put a=3"), "{t}");
+    assert_eq!(examples(&served_block(&t, "nmsi"), d), served, "{t}");
+    let o = snowline(&["--cluster", d, "txn", "--get", "a", "--put", "a=2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = snowline(&["--cluster", d, "get", "a"]);
+    assert!(text(&o).contains("\"2\""), "{}", text(&o));
+}
+
+/// `--help` of each client command lists, per form of it, the protocols that serve it (from the registry),
+/// and no list kept by hand.
+#[test]
+fn client_command_help_lists_the_protocols_serving_each_operation() {
+    let help = |cmd: &str| {
+        let o = snowline(&[cmd, "--help"]);
+        assert!(o.status.success(), "{}", text(&o));
+        text(&o)
+    };
+    // The protocols listed under the line that starts with `usage`.
+    let serving = |help: &str, usage: &str| -> Vec<String> {
+        let mut lines = help.lines().skip_while(|l| !l.trim_start().starts_with(usage));
+        assert!(lines.next().is_some(), "no {usage:?} in:\n{help}");
+        lines.next().unwrap().split(", ").map(|p| p.trim().to_string()).collect()
+    };
+    let put = serving(&help("put"), "put KEY VALUE");
+    assert!(put.contains(&"raft-kv".into()) && put.contains(&"cv".into()) && !put.contains(&"nmsi".into()), "{put:?}");
+    let get = serving(&help("get"), "get KEY");
+    assert!(get.contains(&"raft-kv".into()) && get.contains(&"nmsi".into()), "{get:?}");
+    let rot = serving(&help("rot"), "rot KEY KEY...");
+    assert!(!rot.contains(&"raft-kv".into()) && rot.contains(&"nmsi".into()), "{rot:?}");
+    let txn = help("txn");
+    assert!(!txn.contains("(2pl, occ)") && !txn.contains("(cure, av, op, cv)"), "{txn}");
+    let interactive = serving(&txn, "txn --get KEY... [--put KEY=VALUE...]");
+    for p in ["2pl", "occ", "nmsi", "rc", "ser", "us", "si", "psi"] {
+        assert!(interactive.contains(&p.to_string()), "{p}: {interactive:?}");
+    }
+    assert!(!interactive.contains(&"cv".into()), "{interactive:?}");
+    let blind = serving(&txn, "txn --put KEY=VALUE...");
+    assert!(blind.contains(&"cv".into()) && !blind.contains(&"nmsi".into()) && !blind.contains(&"raft-kv".into()));
+    let up = text(&snowline(&["cluster", "up", "--help"]));
+    assert!(up.contains("cops-snow (cc-lo)") && up.contains("nmsi (jessy, jessy-nmsi)"), "{up}");
+}
+
+/// Every server of the cluster stopped: a client says at once that the cluster looks down and how to see
+/// which nodes run, instead of retrying for 30 s or printing "queueing and retrying" then "outcome unknown".
+#[test]
+fn a_client_of_a_stopped_cluster_says_it_looks_down_within_seconds() {
+    let dir = tempdir("looks-down");
+    let d = dir.to_str().unwrap();
+    let o =
+        snowline(&["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "2", "--dir", d, "--background"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let _guard = Cluster(&dir);
+    let o = snowline(&["--cluster", d, "put", "a", "1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = snowline(&["cluster", "down", "--dir", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    for args in [&["get", "a"][..], &["put", "a", "2"], &["rot", "a", "b"], &["txn", "--put", "a=3"]] {
+        let start = Instant::now();
+        let o = snowline(&[&["--cluster", d][..], args].concat());
+        let took = start.elapsed();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {t}");
+        assert!(took < Duration::from_secs(5), "{args:?} took {took:?}: {t}");
+        assert!(t.contains(&format!("error: the cluster in {d} looks down")), "{args:?}: {t}");
+        assert!(t.contains(&format!("`snowline cluster status --dir {d}`")), "{args:?}: {t}");
+        assert!(!t.contains("outcome unknown") && !t.contains("retrying"), "{args:?}: {t}");
+    }
+}
+
+/// An OS error is said once: `cluster up` on a port another process holds names the node, the address and
+/// the error, and its server's log says it once too.
+#[test]
+fn a_port_in_use_is_said_once() {
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = squatter.local_addr().unwrap().port().to_string();
+    let dir = tempdir("port-in-use");
+    let d = dir.to_str().unwrap();
+    let up = ["cluster", "up", "--protocol", "cv", "--dcs", "1", "--partitions", "1", "--base-port", &port];
+    let o = snowline(&[&up[..], &["--dir", d, "--background"]].concat());
+    let _guard = Cluster(&dir);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert_eq!(t.matches("Address already in use (os error 98)").count(), 1, "{t}");
+    assert!(t.contains("node 0 exited") && t.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{t}");
+    let log = std::fs::read_to_string(dir.join("node-0.log")).unwrap();
+    assert_eq!(log.matches("Address already in use (os error 98)").count(), 1, "{log}");
+}
+
+/// A misspelt protocol or consistency level gets a "did you mean".
+#[test]
+fn misspelt_protocols_and_levels_get_a_did_you_mean() {
+    let o = snowline(&["cluster", "up", "--protocol", "nmis", "--dir", tempdir("nmis").to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("unknown protocol \"nmis\" (did you mean nmsi?)"), "{}", text(&o));
+    let o = snowline(&["sim", "--protocol", "contrarain", "--duration", "10ms"]);
+    assert!(!o.status.success() && text(&o).contains("(did you mean contrarian?)"), "{}", text(&o));
+    let o = snowline(&["sim", "--protocol", "cv", "--check", "causl", "--duration", "10ms"]);
+    assert!(!o.status.success() && text(&o).contains("unknown consistency level \"causl\" (did you mean causal?)"));
+    let dir = tempdir("did-you-mean");
+    let h = dir.join("h.jsonl");
+    std::fs::write(&h, "").unwrap();
+    let o = snowline(&["check", h.to_str().unwrap(), "--level", "strict-serr"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("(did you mean strict-ser?)"), "{}", text(&o));
+    let o = snowline(&["check", h.to_str().unwrap(), "--level", "claimd"]);
+    assert!(text(&o).contains("(did you mean claimed?)"), "{}", text(&o));
+    let o = snowline(&["sim", "--protocol", "paxos", "--duration", "10ms"]);
+    assert!(!text(&o).contains("did you mean"), "{}", text(&o));
 }

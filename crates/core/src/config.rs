@@ -154,6 +154,9 @@ impl ProtocolConfig {
             Begin | Abort | Call { .. } => Box::new(std::iter::empty()),
         };
         for key in named {
+            if key.is_empty() {
+                return Err("empty key: a key must be at least one byte long".into());
+            }
             if self.key_too_long(key) {
                 return Err(self.key_error(key));
             }
@@ -204,5 +207,20 @@ mod tests {
             assert!(err.contains("max_key_bytes") && err.contains(&(c.max_key_bytes + 1).to_string()), "{err}");
         }
         assert!(c.check_request(&Request::Put { key: "k".repeat(c.max_key_bytes).into(), value: "v".into() }).is_ok());
+    }
+
+    #[test]
+    fn empty_keys_are_refused() {
+        let c = ProtocolConfig::default();
+        for req in [
+            Request::Put { key: "".into(), value: "v".into() },
+            Request::Rot { keys: vec!["a".into(), "".into()] },
+            Request::Read { keys: vec!["".into()] },
+            Request::Update { writes: vec![("a".into(), "1".into()), ("".into(), "v".into())] },
+            Request::Commit { writes: vec![("".into(), "v".into())] },
+        ] {
+            let err = c.check_request(&req).unwrap_err();
+            assert!(err.contains("empty key"), "{req:?}: {err}");
+        }
     }
 }

@@ -17,6 +17,7 @@ pub mod procedure;
 pub mod protocol;
 pub mod request;
 pub mod store;
+pub mod suggest;
 pub mod topology;
 pub mod tpcc;
 pub mod validate;

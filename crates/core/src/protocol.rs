@@ -30,7 +30,7 @@
 
 use crate::config::ProtocolConfig;
 use crate::ids::{Addr, ClientId, DcId, OpId, ServerId};
-use crate::request::{OpError, Reply, Request};
+use crate::request::{Key, OpError, Reply, Request, Value};
 use crate::topology::Topology;
 use crate::validate::InvalidInput;
 use rand::rngs::SmallRng;
@@ -86,14 +86,19 @@ pub struct LinkAssumptions {
 }
 
 /// What kinds of request a protocol offers. The client library refuses the others up front
-/// (`OpError::Rejected`), and the CLI names the protocols that do offer them.
+/// (`OpError::Rejected`), and the CLI names the protocols that do offer them and the operations the
+/// cluster's protocol serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Offers {
     /// One-shot read-only transactions (`Request::Rot`; a GET is one of one key).
     pub read_only: bool,
+    /// Read-only transactions over more than one key (false: one key per `Request::Rot`, a GET: raft-kv).
+    pub multi_key_rots: bool,
     /// Multi-shot read-only transactions (`Request::RotRounds`: several rounds over one snapshot).
     pub multi_shot_rots: bool,
-    /// Single-key blind writes (`Request::Put`).
+    /// Blind writes: single-key PUTs (`Request::Put`), and in an interactive transaction writes of keys it
+    /// did not read. Without them (the Jessy family's write-certifying criteria) an interactive
+    /// transaction must read every key it writes first ([`Offers::unread_writes`]).
     pub blind_writes: bool,
     /// Blind multi-key update transactions (`Request::Update`; the W of SNOW). Workloads issue single-key
     /// PUTs instead where a protocol lacks them.
@@ -108,6 +113,7 @@ impl Offers {
     /// The causal family's offer: ROTs and blind writes.
     pub const CAUSAL: Offers = Offers {
         read_only: true,
+        multi_key_rots: true,
         multi_shot_rots: false,
         blind_writes: true,
         write_transactions: false,
@@ -118,6 +124,9 @@ impl Offers {
     /// The capability a request needs, in words ("interactive transactions"), and whether this offer has it.
     pub fn capability(&self, request: &Request) -> (&'static str, bool) {
         match request {
+            Request::Rot { keys } if keys.len() > 1 => {
+                ("read-only transactions over several keys", self.read_only && self.multi_key_rots)
+            }
             Request::Rot { .. } => ("read-only transactions", self.read_only),
             Request::RotRounds { .. } => ("multi-shot read-only transactions", self.multi_shot_rots),
             Request::Put { .. } => ("blind writes", self.blind_writes),
@@ -138,6 +147,37 @@ impl Offers {
     /// The refusal a client of `protocol` gets for a request of a kind it does not offer.
     pub fn refusal(&self, protocol: &str, request: &Request) -> OpError {
         OpError::Rejected(format!("{protocol} offers no {}", self.capability(request).0))
+    }
+
+    /// The keys an interactive transaction that read `reads` would write blindly (without having read
+    /// them) with `writes`, where this offer has no blind writes; empty where it has them. Such a write
+    /// depends on no version of its key, so write-conflict certification aborts it whenever the key was
+    /// ever written (and a protocol certifying reads could commit it unserializably): it is refused before
+    /// it is sent ([`Offers::blind_write_refusal`]).
+    pub fn unread_writes<'a>(&self, reads: &[Key], writes: &'a [(Key, Value)]) -> Vec<&'a Key> {
+        if self.blind_writes {
+            return Vec::new();
+        }
+        let mut unread: Vec<&Key> = Vec::new();
+        for (k, _) in writes {
+            if !reads.contains(k) && !unread.contains(&k) {
+                unread.push(k);
+            }
+        }
+        unread
+    }
+
+    /// Why `protocol` refuses a transaction that writes `unread` keys it did not read (see
+    /// [`Offers::unread_writes`]), and what to do instead.
+    pub fn blind_write_refusal(protocol: &str, unread: &[&Key]) -> String {
+        let keys: Vec<String> = unread.iter().map(|k| format!("{k:?}")).collect();
+        format!(
+            "{protocol} offers no blind writes: a transaction must read each key it writes (it writes {} without \
+             reading {}); {protocol} certifies a write against the versions the transaction read, so an unread \
+             key's write would abort whenever the key already exists. Read it in the same transaction first",
+            keys.join(", "),
+            if keys.len() == 1 { "it" } else { "them" }
+        )
     }
 }
 

@@ -290,7 +290,7 @@ impl LocalCluster {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
-            .map_err(|source| NetError::Spawn { exe: self.exe.clone(), source })?;
+            .map_err(|error| NetError::Spawn { exe: self.exe.clone(), error })?;
         // Until its command line shows, the new process cannot be told apart from a foreign one: a `cluster
         // down` right now would leave it running.
         let _ = settled_cmdline(child.id());
@@ -370,10 +370,12 @@ impl LocalCluster {
         loop {
             for r in self.lock().iter_mut() {
                 if let Some(status) = r.child.try_wait()? {
+                    let log = self.dir.join(format!("node-{}.log", r.id));
+                    let why = self.last_error(r.id, r.log_from).map(|e| format!(": {e}")).unwrap_or_default();
                     return Err(NetError::Cluster(format!(
-                        "node {} exited ({status}) before the cluster was ready; see {}",
+                        "node {} exited ({status}) before the cluster was ready{why}; its log is {}",
                         r.id,
-                        self.dir.join(format!("node-{}.log", r.id)).display()
+                        log.display()
                     )));
                 }
             }
@@ -405,6 +407,13 @@ impl LocalCluster {
         let Ok(log) = std::fs::read(self.dir.join(format!("node-{id}.log"))) else { return false };
         let ours = String::from_utf8_lossy(log.get(from as usize..).unwrap_or_default());
         ours.contains(&format!("node {id} (")) && ours.contains("listening on")
+    }
+
+    /// The last `error: ...` line node `id` wrote to its log since offset `from` (what made it exit).
+    fn last_error(&self, id: u32, from: u64) -> Option<String> {
+        let log = std::fs::read(self.dir.join(format!("node-{id}.log"))).ok()?;
+        let ours = String::from_utf8_lossy(log.get(from as usize..).unwrap_or_default()).into_owned();
+        ours.lines().rev().find_map(|l| l.strip_prefix("error: ")).map(str::to_owned)
     }
 
     /// The nodes whose process has exited, with how.

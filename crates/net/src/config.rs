@@ -153,10 +153,10 @@ impl Routes {
 /// Why a cluster configuration could not be loaded, saved or used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read cluster config {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("cannot write cluster config {}: {source}", path.display())]
-    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot read cluster config {}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
+    #[error("cannot write cluster config {}: {error}", path.display())]
+    Write { path: PathBuf, error: std::io::Error },
     /// The TOML is malformed or has unknown/mistyped fields; `message` names the line.
     #[error("invalid TOML in cluster config {}: {message}", path.display())]
     Parse { path: PathBuf, message: String },
@@ -169,8 +169,7 @@ impl ClusterConfig {
     /// Read, parse and validate a `cluster.toml`.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { path: path.to_owned(), error })?;
         let mut config = Self::parse(&text).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_owned(), message },
             ConfigError::Invalid { message, .. } => ConfigError::Invalid { path: Some(path.to_owned()), message },
@@ -202,8 +201,7 @@ impl ClusterConfig {
     /// reads a config that has no `[tls]` section yet).
     pub fn load_unvalidated(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { path: path.to_owned(), error })?;
         Self::parse_unvalidated(&text).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_owned(), message },
             other => other,
@@ -215,9 +213,9 @@ impl ClusterConfig {
         let path = path.as_ref();
         let text = toml::to_string(self).map_err(|e| ConfigError::Write {
             path: path.to_owned(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+            error: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
         })?;
-        std::fs::write(path, text).map_err(|source| ConfigError::Write { path: path.to_owned(), source })
+        std::fs::write(path, text).map_err(|error| ConfigError::Write { path: path.to_owned(), error })
     }
 
     /// A loopback cluster with one node per server of the topology (full replication: one per

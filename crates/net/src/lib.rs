@@ -43,6 +43,10 @@ pub use server::{Durability, run_server, run_server_with, shutdown_signal};
 use std::path::PathBuf;
 
 /// Errors of the networked runtime (as opposed to an operation's [`snowline_core::OpError`]).
+///
+/// Each message is whole: a variant that wraps an OS error says it in its message and does not also
+/// return it as its `source()` (a field named `error`, not `source`), so that a printer of the error chain
+/// (anyhow's `{:#}`) does not say it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
     #[error(transparent)]
@@ -53,15 +57,15 @@ pub enum NetError {
     UnknownDc { dc: u16, dcs: u16 },
     #[error("the cluster config says protocol {config:?} but this runtime was built for {runtime:?}")]
     ProtocolMismatch { config: String, runtime: &'static str },
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    #[error("cannot listen on {addr}: {error}")]
+    Bind { addr: String, error: std::io::Error },
     /// The node's metrics address (`metrics` in its `[[node]]` entry, or `--metrics`) cannot be bound.
-    #[error("cannot listen for metrics on {addr}: {source}")]
-    MetricsBind { addr: String, source: std::io::Error },
+    #[error("cannot listen for metrics on {addr}: {error}")]
+    MetricsBind { addr: String, error: std::io::Error },
     #[error("no tokio runtime: {0} must be called from inside a tokio runtime")]
     NoRuntime(&'static str),
-    #[error("cannot start {}: {source}", exe.display())]
-    Spawn { exe: PathBuf, source: std::io::Error },
+    #[error("cannot start {}: {error}", exe.display())]
+    Spawn { exe: PathBuf, error: std::io::Error },
     #[error("{0}")]
     Cluster(String),
     #[error(transparent)]

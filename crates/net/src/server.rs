@@ -230,11 +230,11 @@ async fn serve_node<P: Protocol>(
         None => None,
     };
     let listener =
-        TcpListener::bind(&me.addr).await.map_err(|source| NetError::Bind { addr: me.addr.clone(), source })?;
+        TcpListener::bind(&me.addr).await.map_err(|error| NetError::Bind { addr: me.addr.clone(), error })?;
     // Bound before anything runs: a taken metrics port stops the server here, not half-started.
     let metrics_listener = match &me.metrics {
         Some(addr) => {
-            Some(TcpListener::bind(addr).await.map_err(|source| NetError::MetricsBind { addr: addr.clone(), source })?)
+            Some(TcpListener::bind(addr).await.map_err(|error| NetError::MetricsBind { addr: addr.clone(), error })?)
         }
         None => None,
     };

@@ -153,13 +153,121 @@ pub fn check_offered(protocol: &str, request: &snowline_core::Request) -> Result
     }
 }
 
+/// Refuse, up front, an interactive transaction that reads `reads` and then writes `writes` where the
+/// protocol has no blind writes and it writes a key it did not read ([`Offers::unread_writes`]; the
+/// protocol's client node refuses it too).
+pub fn check_transaction(
+    protocol: &str,
+    reads: &[snowline_core::Key],
+    writes: &[(snowline_core::Key, snowline_core::Value)],
+) -> Result<(), String> {
+    let entry = lookup(protocol).map_err(|e| e.to_string())?;
+    let unread = entry.offers.unread_writes(reads, writes);
+    if unread.is_empty() { Ok(()) } else { Err(Offers::blind_write_refusal(entry.name, &unread)) }
+}
+
+/// One operation of the `snowline` command line's clients (`put`, `get`, `rot`, `txn`), and which offers
+/// serve it: [`client_operations`] lists those a protocol serves, [`ClientOperation::protocols`] the
+/// protocols serving one, both from the registry's [`Offers`].
+#[derive(Debug)]
+pub struct ClientOperation {
+    /// The subcommand: `put`, `get`, `rot` or `txn`.
+    pub command: &'static str,
+    /// Its form: `txn --get KEY... [--put KEY=VALUE...]`.
+    pub usage: &'static str,
+    /// What it does, in a few words.
+    pub what: &'static str,
+    /// One example (arguments after `snowline --cluster DIR`).
+    pub example: &'static str,
+    served: fn(&Offers) -> bool,
+}
+
+impl ClientOperation {
+    /// Whether a protocol offering `offers` serves this operation.
+    pub fn served_by(&self, offers: &Offers) -> bool {
+        (self.served)(offers)
+    }
+
+    /// The protocols that serve it, in registry order.
+    pub fn protocols(&self) -> Vec<&'static str> {
+        PROTOCOLS.iter().filter(|p| self.served_by(&p.offers)).map(|p| p.name).collect()
+    }
+}
+
+fn offered(offers: &Offers, request: snowline_core::Request) -> bool {
+    offers.missing(&request).is_none()
+}
+
+fn keys(names: &[&str]) -> Vec<snowline_core::Key> {
+    names.iter().map(|&k| k.into()).collect()
+}
+
+/// The client operations of the command line, each served where the offers have what its requests need.
+/// `txn` runs as an interactive transaction where the protocol offers them (and then writes only keys it
+/// read, where it offers no blind writes), else as a blind write transaction (`Request::Update`).
+pub static CLIENT_OPERATIONS: &[ClientOperation] = &[
+    ClientOperation {
+        command: "put",
+        usage: "put KEY VALUE",
+        what: "write one key",
+        example: "put k1 hello",
+        served: |o| offered(o, snowline_core::Request::Put { key: "k1".into(), value: "hello".into() }),
+    },
+    ClientOperation {
+        command: "get",
+        usage: "get KEY",
+        what: "read one key",
+        example: "get k1",
+        served: |o| offered(o, snowline_core::Request::Rot { keys: keys(&["k1"]) }),
+    },
+    ClientOperation {
+        command: "rot",
+        usage: "rot KEY KEY...",
+        what: "read several keys from one snapshot",
+        example: "rot k1 k2",
+        served: |o| offered(o, snowline_core::Request::Rot { keys: keys(&["k1", "k2"]) }),
+    },
+    ClientOperation {
+        command: "txn",
+        usage: "txn --put KEY=VALUE...",
+        what: "write several keys atomically, without reading them",
+        example: "txn --put k1=a --put k2=b",
+        served: |o| {
+            let writes = vec![("k1".into(), "a".into()), ("k2".into(), "b".into())];
+            if o.interactive {
+                o.unread_writes(&[], &writes).is_empty()
+            } else {
+                offered(o, snowline_core::Request::Update { writes })
+            }
+        },
+    },
+    ClientOperation {
+        command: "txn",
+        usage: "txn --get KEY... [--put KEY=VALUE...]",
+        what: "read, then write, atomically: an interactive transaction",
+        example: "txn --get k1 --put k1=b",
+        served: |o| offered(o, snowline_core::Request::Begin),
+    },
+];
+
+/// The client operations `protocol` serves, in [`CLIENT_OPERATIONS`] order.
+pub fn client_operations(protocol: &str) -> Result<Vec<&'static ClientOperation>, UnknownProtocol> {
+    let offers = lookup(protocol)?.offers;
+    Ok(CLIENT_OPERATIONS.iter().filter(|op| op.served_by(&offers)).collect())
+}
+
 /// A protocol name that is not implemented.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownProtocol(pub String);
 
 impl std::fmt::Display for UnknownProtocol {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "unknown protocol {:?}; valid protocols: {}", self.0, names().join(", "))?;
+        write!(f, "unknown protocol {:?}", self.0)?;
+        let known = PROTOCOLS.iter().flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()));
+        if let Some(near) = snowline_core::suggest::did_you_mean(&self.0, known) {
+            write!(f, " (did you mean {near}?)")?;
+        }
+        write!(f, "; valid protocols: {}", names().join(", "))?;
         for p in PROTOCOLS {
             for alias in p.aliases {
                 write!(f, " ({alias} = {})", p.name)?;
@@ -208,6 +316,59 @@ mod tests {
             assert_eq!(with_protocol!(p.name, P => P::NAME).unwrap(), p.name);
             assert_eq!(with_protocol!(p.name, P => P::OFFERS).unwrap(), p.offers);
         }
+    }
+
+    #[test]
+    fn a_misspelt_protocol_name_gets_a_suggestion() {
+        let err = canonical_name("nmis").unwrap_err().to_string();
+        assert!(err.contains("unknown protocol \"nmis\" (did you mean nmsi?)"), "{err}");
+        let err = canonical_name("contrarain").unwrap_err().to_string();
+        assert!(err.contains("(did you mean contrarian?)"), "{err}");
+        let err = canonical_name("cc-l0").unwrap_err().to_string();
+        assert!(err.contains("(did you mean cc-lo?)"), "{err}");
+        assert!(!canonical_name("paxos").unwrap_err().to_string().contains("did you mean"));
+    }
+
+    #[test]
+    fn client_operations_follow_the_offers() {
+        let served = |p: &str| -> Vec<&str> { client_operations(p).unwrap().iter().map(|o| o.usage).collect() };
+        let usage = |c: &str| CLIENT_OPERATIONS.iter().filter(|o| o.command == c).map(|o| o.usage).collect::<Vec<_>>();
+        // raft-kv: single-key reads and writes only.
+        assert_eq!(served("raft-kv"), [usage("put"), usage("get")].concat());
+        // nmsi: no blind writes, so no put and no txn without reads; reads and read-modify-write transactions.
+        assert_eq!(
+            served("nmsi"),
+            [usage("get"), usage("rot"), vec!["txn --get KEY... [--put KEY=VALUE...]"]].concat()
+        );
+        // cv: blind write transactions, not interactive ones.
+        assert_eq!(served("cv"), [usage("put"), usage("get"), usage("rot"), vec!["txn --put KEY=VALUE..."]].concat());
+        assert_eq!(served("2pl").len(), CLIENT_OPERATIONS.len());
+        let rot = CLIENT_OPERATIONS.iter().find(|o| o.command == "rot").unwrap();
+        assert!(rot.protocols().contains(&"cops") && !rot.protocols().contains(&"raft-kv"));
+        // Every operation a protocol serves passes its up-front checks, and the others do not.
+        for p in PROTOCOLS {
+            for op in CLIENT_OPERATIONS {
+                assert_eq!(op.served_by(&p.offers), served(p.name).contains(&op.usage), "{} {}", p.name, op.usage);
+            }
+        }
+    }
+
+    #[test]
+    fn raft_kv_refuses_multi_key_reads_up_front_naming_those_that_serve_them() {
+        let rot = snowline_core::Request::Rot { keys: vec!["a".into(), "b".into()] };
+        let err = check_offered("raft-kv", &rot).unwrap_err();
+        assert!(err.starts_with("raft-kv offers no read-only transactions over several keys; use cops"), "{err}");
+        assert!(check_offered("raft-kv", &snowline_core::Request::Rot { keys: vec!["a".into()] }).is_ok());
+    }
+
+    #[test]
+    fn a_transaction_writing_a_key_it_did_not_read_is_refused_without_blind_writes() {
+        let writes = vec![("a".into(), "2".into())];
+        let err = check_transaction("nmsi", &[], &writes).unwrap_err();
+        assert!(err.contains("nmsi offers no blind writes: a transaction must read each key it writes"), "{err}");
+        assert!(check_transaction("nmsi", &["a".into()], &writes).is_ok());
+        assert!(check_transaction("2pl", &[], &writes).is_ok());
+        assert!(check_transaction("rc", &[], &writes).is_ok());
     }
 
     #[test]

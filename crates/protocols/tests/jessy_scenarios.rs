@@ -317,3 +317,45 @@ fn a_read_only_transaction_never_aborts_where_queries_are_wait_free() {
     assert!(matches!(&err, OpError::Aborted(a) if a.cause == AbortCause::Certification), "{err:?}");
     assert!(passes(run.events(), Level::Ser));
 }
+
+/// A transaction that writes a key it did not read, under a criterion without blind writes (NMSI, US, SI,
+/// PSI): its snapshot holds no version of the key, so certification would abort it whenever the key exists,
+/// blaming a concurrent transaction there is none of (or, under US, could commit it unserializably). The
+/// client node refuses it before sending anything, naming the fix, and the session goes on; read first, the
+/// same write commits. RC and SER, which offer blind writes, commit it.
+#[test]
+fn a_write_of_an_unread_key_is_refused_up_front_where_blind_writes_are_not_offered() {
+    fn refused<P: Protocol>() {
+        assert!(!P::OFFERS.blind_writes, "{}", P::NAME);
+        let (mut run, x, y) = start::<P>(1);
+        let mut s = run.session(0);
+        for (i, reads) in [&[][..], &[&y][..]].into_iter().enumerate() {
+            run.begin(&mut s);
+            for key in reads {
+                run.read(&mut s, key);
+            }
+            let before = run.sim.now_ns();
+            let err = run.commit(&mut s, &[(&x, &format!("blind-{i}"))]).expect_err("refused");
+            assert_eq!(run.sim.now_ns(), before, "{}: refused without a message", P::NAME);
+            let OpError::Rejected(why) = &err else { panic!("{}: {err:?}", P::NAME) };
+            assert!(why.contains(&format!("{} offers no blind writes", P::NAME)), "{why}");
+            assert!(why.contains("must read each key it writes") && why.contains(&format!("{x:?}")), "{why}");
+        }
+        // The refused transaction is closed; reading x first, the write commits.
+        run.read_modify_write(&mut s, &x, "x1").expect("read, then written: commits");
+        assert!(passes(run.events(), claimed::<P>()), "{}", P::NAME);
+    }
+    refused::<Nmsi>();
+    refused::<Us>();
+    refused::<Si>();
+    refused::<Psi>();
+
+    fn committed<P: Protocol>() {
+        let (mut run, x, _) = start::<P>(1);
+        let mut s = run.session(0);
+        run.begin(&mut s);
+        run.commit(&mut s, &[(&x, "blind")]).expect("a blind write commits");
+    }
+    committed::<Rc>();
+    committed::<Ser>();
+}

@@ -98,7 +98,9 @@ fn multi_key_reads_are_refused() {
     let c = sim.add_client(0);
     let mut op = 0;
     let r = run(&mut sim, c, &mut op, Request::Rot { keys: vec!["a".into(), "b".into()] }, SECOND);
-    assert!(matches!(r, Err(OpError::Rejected(ref m)) if m.contains("one key")), "{r:?}");
+    let why = "raft-kv offers no read-only transactions over several keys";
+    assert!(matches!(r, Err(OpError::Rejected(ref m)) if m == why), "{r:?}");
+    assert!(!snowline_protocols::lookup("raft-kv").unwrap().offers.multi_key_rots, "the registry knows");
 }
 
 #[test]

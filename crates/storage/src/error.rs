@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     /// The data directory cannot be created or read.
-    #[error("cannot open data directory {}: {source}", dir.display())]
+    #[error("cannot open data directory {}: {error}", dir.display())]
     Directory {
         /// The data directory.
         dir: PathBuf,
-        /// The operating system's error.
-        source: io::Error,
+        /// The operating system's error (said in the message, so not also the error's `source()`).
+        error: io::Error,
     },
     /// The data file is damaged: a sector's or the checkpoint's checksum does not match, a segment is cut short,
     /// or records are missing. Nothing was recovered; the file was left as it was.

@@ -177,7 +177,7 @@ impl Log {
         segment_bytes: u64,
     ) -> Result<(Log, Recovered), StorageError> {
         let dir = dir.as_ref().to_path_buf();
-        let dir_err = |source| StorageError::Directory { dir: dir.clone(), source };
+        let dir_err = |error| StorageError::Directory { dir: dir.clone(), error };
         fs::create_dir_all(&dir).map_err(dir_err)?;
         let lock = lock_directory(&dir)?;
         let wal = dir.join(LOG_DIR);
@@ -461,7 +461,7 @@ impl RecordLog for Log {
                         job.run(&outcomes_in);
                     }
                 })
-                .map_err(|source| StorageError::Directory { dir: self.dir.clone(), source })?;
+                .map_err(|error| StorageError::Directory { dir: self.dir.clone(), error })?;
             self.committer = Some((jobs_in, outcomes));
         }
         let job = Job {
@@ -716,7 +716,7 @@ fn lock_directory(dir: &Path) -> Result<File, StorageError> {
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|source| StorageError::Directory { dir: dir.to_path_buf(), source })?;
+        .map_err(|error| StorageError::Directory { dir: dir.to_path_buf(), error })?;
     // A lock released a moment ago may still be held by a child that a thread of the releasing process
     // forked meanwhile (it holds copies of the descriptors until it execs): try again for a little while.
     // (20 tries 10 ms apart.)
@@ -762,8 +762,8 @@ struct Scan {
 /// overlap (a gap the checkpoint covers is not a gap).
 fn recover_segments(wal: &Path, covered: Lsn) -> Result<Scan, StorageError> {
     let mut found = Vec::new();
-    for entry in fs::read_dir(wal).map_err(|source| StorageError::Directory { dir: wal.to_path_buf(), source })? {
-        let entry = entry.map_err(|source| StorageError::Directory { dir: wal.to_path_buf(), source })?;
+    for entry in fs::read_dir(wal).map_err(|error| StorageError::Directory { dir: wal.to_path_buf(), error })? {
+        let entry = entry.map_err(|error| StorageError::Directory { dir: wal.to_path_buf(), error })?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.ends_with(".seg.tmp") {
             // A segment a crash interrupted before it was named: it never held a record.

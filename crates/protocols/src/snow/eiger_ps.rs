@@ -176,6 +176,7 @@ impl Protocol for EigerPs {
     type Client = EigerClient;
     const OFFERS: snowline_core::Offers = snowline_core::Offers {
         read_only: true,
+        multi_key_rots: true,
         multi_shot_rots: false,
         blind_writes: true,
         write_transactions: true,

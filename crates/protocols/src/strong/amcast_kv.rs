@@ -60,6 +60,7 @@ impl Protocol for AmcastKv {
     type Client = AmcastKvClient;
     const OFFERS: Offers = Offers {
         read_only: true,
+        multi_key_rots: true,
         multi_shot_rots: false,
         blind_writes: true,
         write_transactions: true,

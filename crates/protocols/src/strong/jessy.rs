@@ -151,6 +151,7 @@ impl Criterion for NmsiCriterion {
 /// sense.
 const NO_BLIND_WRITES: Offers = Offers {
     read_only: true,
+    multi_key_rots: true,
     multi_shot_rots: false,
     blind_writes: false,
     write_transactions: false,
@@ -161,6 +162,7 @@ const NO_BLIND_WRITES: Offers = Offers {
 /// What the criteria without write-conflict certification offer: blind writes too.
 const ALL_WRITES: Offers = Offers {
     read_only: true,
+    multi_key_rots: true,
     multi_shot_rots: false,
     blind_writes: true,
     write_transactions: true,
@@ -1652,7 +1654,22 @@ impl<C: Criterion> JessyClient<C> {
         self.read_next(cx, None);
     }
 
+    /// Commits the open transaction with `writes`. Where the criterion offers no blind writes, a write of
+    /// a key the transaction did not read is refused here, before anything is sent, and the transaction
+    /// ends: its snapshot holds no version of that key, so write-conflict certification would abort it
+    /// whenever the key exists (blaming a concurrent transaction there is none of), and read certification
+    /// (`us`) could commit it unserializably (see [`UsCriterion`]).
     fn commit(&mut self, cx: &mut Cx<'_, C>, op: OpId, writes: Vec<(Key, Value)>) {
+        if let Some(open) = &self.open {
+            let reads: Vec<Key> = open.reads.iter().map(|(k, _)| k.clone()).collect();
+            let unread = C::OFFERS.unread_writes(&reads, &writes);
+            if !unread.is_empty() {
+                let why = Offers::blind_write_refusal(C::NAME, &unread);
+                self.open = None;
+                cx.complete(op, Err(OpError::Rejected(why)));
+                return;
+            }
+        }
         self.terminate(cx, op, writes, Reply::default());
     }
 

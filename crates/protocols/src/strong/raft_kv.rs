@@ -58,8 +58,11 @@ impl Protocol for RaftKv {
     type Timer = KvTimer;
     type Server = RaftKvServer;
     type Client = RaftKvClient;
+    // Single-key operations only: a read-only transaction of several keys is refused up front (by the
+    // client library and the CLI, from this offer) and by the client node.
     const OFFERS: Offers = Offers {
         read_only: true,
+        multi_key_rots: false,
         multi_shot_rots: false,
         blind_writes: true,
         write_transactions: false,
@@ -444,11 +447,6 @@ impl ClientNode<RaftKv> for RaftKvClient {
         });
         let kv = match request {
             Request::Rot { mut keys } if keys.len() == 1 => KvOp::Get { key: keys.remove(0) },
-            Request::Rot { .. } => {
-                let why = "raft-kv reads one key per request (a GET); use 2pl for multi-key transactions";
-                cx.complete(op, Err(OpError::Rejected(why.into())));
-                return;
-            }
             Request::Put { key, value } => {
                 let seq = match abandoned {
                     Some(KvOp::Put { key: k, value: v, seq }) if k == key && v == value => seq,

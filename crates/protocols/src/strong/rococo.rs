@@ -179,6 +179,7 @@ macro_rules! rococo_protocol {
             type Client = RccClient<$t>;
             const OFFERS: Offers = Offers {
                 read_only: true,
+                multi_key_rots: true,
                 multi_shot_rots: false,
                 blind_writes: true,
                 write_transactions: true,

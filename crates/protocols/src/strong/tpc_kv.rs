@@ -52,6 +52,7 @@ impl Protocol for TpcKv {
     type Client = TpcKvClient;
     const OFFERS: Offers = Offers {
         read_only: true,
+        multi_key_rots: true,
         multi_shot_rots: false,
         blind_writes: true,
         write_transactions: true,

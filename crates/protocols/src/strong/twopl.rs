@@ -184,6 +184,7 @@ impl<C: ConcurrencyControl> Protocol for SingleCopy<C> {
     type Client = TwoPlClient<C>;
     const OFFERS: Offers = Offers {
         read_only: true,
+        multi_key_rots: true,
         multi_shot_rots: true,
         blind_writes: true,
         write_transactions: true,
