@@ -20,30 +20,42 @@ fn documents() -> Vec<PathBuf> {
     files
 }
 
-/// The command lines of `sh` code blocks, continuation lines joined: `(line number, text)`.
+/// The command lines of shell code blocks, continuation lines joined: `(line number, text)`. In `sh`, `bash`
+/// and `shell` blocks every line is a command; in `console` blocks only the lines after a `$ ` prompt are
+/// (the rest is what they printed).
 fn shell_lines(markdown: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
-    let mut in_sh = false;
+    let mut block: Option<bool> = None; // Some(console?) inside a shell block
     let mut pending: Option<(usize, String)> = None;
     for (i, line) in markdown.lines().enumerate() {
         let trimmed = line.trim();
         if let Some(info) = trimmed.strip_prefix("```") {
-            in_sh = !in_sh && matches!(info.trim(), "sh" | "bash" | "shell" | "console");
+            block = match (block, info.trim()) {
+                (None, "sh" | "bash" | "shell") => Some(false),
+                (None, "console") => Some(true),
+                _ => None,
+            };
+            pending = None;
             continue;
         }
-        if !in_sh {
-            continue;
-        }
-        let (start, mut text) = pending.take().unwrap_or((i + 1, String::new()));
-        match trimmed.strip_suffix('\\') {
+        let Some(console) = block else { continue };
+        let text = match (&pending, console) {
+            (Some(_), _) | (None, false) => trimmed,
+            (None, true) => match trimmed.strip_prefix("$ ") {
+                Some(command) => command,
+                None => continue,
+            },
+        };
+        let (start, mut joined) = pending.take().unwrap_or((i + 1, String::new()));
+        match text.strip_suffix('\\') {
             Some(head) => {
-                text.push_str(head);
-                text.push(' ');
-                pending = Some((start, text));
+                joined.push_str(head);
+                joined.push(' ');
+                pending = Some((start, joined));
             }
             None => {
-                text.push_str(trimmed);
-                out.push((start, text));
+                joined.push_str(text);
+                out.push((start, joined));
             }
         }
     }
@@ -93,6 +105,8 @@ fn the_shell_splitter_stops_at_comments_and_pipes_and_keeps_quotes() {
     assert_eq!(words(r#"snowline put k "" "#), ["snowline", "put", "k", ""]);
     let block = "```sh\nsnowline sim --protocol av \\\n  --seed 7\n```\n```text\nsnowline get (output)\n```\n";
     assert_eq!(shell_lines(block), [(2, "snowline sim --protocol av  --seed 7".to_string())]);
+    let console = "```console\n$ snowline get k\nsnowline --cluster d put k v  write one key\n```\n";
+    assert_eq!(shell_lines(console), [(2, "snowline get k".to_string())]);
     assert_eq!(
         snowline_args("cargo run --release -- demo --seconds 1"),
         Some(vec!["demo".into(), "--seconds".into(), "1".into()])
