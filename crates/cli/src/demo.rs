@@ -6,7 +6,7 @@
 use crate::client_cmd::start_local_cluster;
 use anyhow::{Context, Result};
 use clap::Args;
-use snowline_core::{Protocol, Request, Topology};
+use snowline_core::{Protocol, Topology};
 use snowline_harness::{MixedWorkload, RunReport, RunSpec, Summary};
 use snowline_net::ClusterConfig;
 use snowline_protocols::{Registered, with_protocol};
@@ -54,10 +54,9 @@ struct Row {
 /// paper's transactional YCSB (mix A); a protocol whose read-only transactions read one key runs GETs and
 /// PUTs; every other one the mixed workload of ROTs and writes.
 fn workload_for(entry: &Registered) -> (MixedWorkload, &'static str) {
-    let two_key_rot = Request::Rot { keys: vec!["a".into(), "b".into()] };
     if entry.offers.interactive {
         (MixedWorkload { value_bytes: 16, ..MixedWorkload::ycsb_t(snowline_harness::YcsbMix::A) }, "ycsb-t A")
-    } else if entry.offers.missing(&two_key_rot).is_some() {
+    } else if !entry.offers.multi_key_rots {
         (MixedWorkload::kv(), "get/put")
     } else {
         (MixedWorkload::default(), "rot/write")
