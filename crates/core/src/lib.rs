@@ -10,6 +10,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod frames;
 pub mod history;
 pub mod host;
 pub mod ids;

@@ -60,8 +60,6 @@ use tokio_util::codec::{Decoder, LengthDelimitedCodec};
 
 /// How long [`Session::execute`] waits by default.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(10);
-/// Room left in a frame for everything but keys and values.
-const FRAME_OVERHEAD: usize = 4096;
 /// Bytes a direct link's read buffer offers each read.
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -272,10 +270,13 @@ impl<P: Protocol> Session<P> {
             Request::Rot { keys } | Request::Read { keys } => keys.iter().map(|k| k.len()).sum(),
             _ => request.writes().iter().map(|(k, v)| k.len() + v.len()).sum(),
         };
-        if size + FRAME_OVERHEAD > self.limits.max_frame_bytes {
+        let limit = snowline_core::frames::request_limit(self.limits.max_frame_bytes);
+        if size + snowline_core::frames::REQUEST_OVERHEAD > limit {
             return Err(OpError::Rejected(format!(
-                "request of {size} bytes of keys and values does not fit in one frame (max_frame_bytes = {})",
-                self.limits.max_frame_bytes
+                "request of {size} bytes of keys and values does not fit in one request frame ({limit} bytes: \
+                 max_frame_bytes = {} less {} of headroom for the messages that carry it)",
+                self.limits.max_frame_bytes,
+                snowline_core::frames::FRAME_HEADROOM
             )));
         }
         let op = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
@@ -630,7 +631,7 @@ impl<P: Protocol> Core<P> {
                 }
             };
             match frame::decode::<P::Msg>(&bytes) {
-                Ok(f) => inbox.extend(conn::for_client(f, &label())),
+                Ok(f) => inbox.extend(conn::for_client(f, node, &label())),
                 Err(e) => {
                     eprintln!("warning: {}: closing connection: {e}", label());
                     broken.get_or_insert_with(|| format!("connection to {} lost", label()));
@@ -671,10 +672,29 @@ impl<P: Protocol> Core<P> {
                 Addr::Client(c) if self.clients.contains_key(&c) => self.handle(c, NodeInput::Message(from, msg)),
                 _ => {} // A session that is gone (driver contract, rule 4).
             },
-            NetIn::Refused { client, message } => {
+            NetIn::Refused { peer, client, message } => {
+                if let Some(state) = self.clients.get_mut(&client) {
+                    // Certainly without effect only if the refusing server is the only one this operation
+                    // reached: a request resent elsewhere (raft-kv's, to another replica) or a transaction
+                    // that prepared at other servers may have taken effect there.
+                    let elsewhere = state.touched.iter().any(|n| *n != peer);
+                    for (_, done) in state.pending.drain() {
+                        done.send(Err(if elsewhere {
+                            OpError::Unknown(format!(
+                                "{message} (a server refused the request after another had received it: the \
+                                 operation may have taken effect there)"
+                            ))
+                        } else {
+                            OpError::Rejected(message.clone())
+                        }));
+                    }
+                    state.touched.clear();
+                }
+            }
+            NetIn::Unanswerable { client, message } => {
                 if let Some(state) = self.clients.get_mut(&client) {
                     for (_, done) in state.pending.drain() {
-                        done.send(Err(OpError::Rejected(message.clone())));
+                        done.send(Err(OpError::Unknown(message.clone())));
                     }
                     state.touched.clear();
                 }

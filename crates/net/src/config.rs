@@ -352,11 +352,9 @@ impl ClusterConfig {
                 u32::MAX
             ));
         }
-        if self.protocol_config.max_value_bytes >= self.max_frame_bytes {
-            return bad(format!(
-                "protocol_config.max_value_bytes = {} must be smaller than max_frame_bytes = {} (a value travels in one frame)",
-                self.protocol_config.max_value_bytes, self.max_frame_bytes
-            ));
+        // Whatever a server accepts it can pass on and answer (snowline_core::frames).
+        if let Err(why) = snowline_core::frames::check_limits(self.max_frame_bytes, &self.protocol_config) {
+            return bad(format!("{why} (protocol_config)"));
         }
         if !self.inter_dc_latency_ms.is_empty() {
             let n = usize::from(self.dcs);
@@ -618,6 +616,9 @@ partitions = [1]
         assert!(e.contains("node id 1 appears more than once"), "{e}");
         let e = invalid(|c| c.max_frame_bytes = 10);
         assert!(e.contains("max_frame_bytes"), "{e}");
+        // A frame that a value fits in but that leaves no room for the messages that wrap it.
+        let e = invalid(|c| c.max_frame_bytes = c.protocol_config.max_value_bytes + 1);
+        assert!(e.contains("raise max_frame_bytes to at least"), "{e}");
         let e = invalid(|c| c.insecure = false);
         assert!(e.contains("no [tls] section") && e.contains("insecure = true"), "{e}");
         let tls = TlsConfig { ca: "ca.pem".into(), cert: "n.pem".into(), key: "n.key".into(), clients: false };

@@ -267,6 +267,7 @@ fn describe<M: Message>(f: &Frame<M>) -> String {
         Frame::Seq { from, to, seq, msg } => format!("{} message {from} -> {to} (#{seq})", msg.kind()),
         Frame::Ack { from, to, seq, .. } => format!("ack {from} -> {to} (#{seq})"),
         Frame::Refused { client, .. } => format!("refusal to {client}"),
+        Frame::Unanswerable { client, .. } => format!("news of an unsendable reply to {client}"),
     }
 }
 
@@ -279,6 +280,13 @@ pub(crate) enum NetIn<M> {
     },
     /// The server did not take client `client`'s last request (`Frame::Refused`).
     Refused {
+        /// The node that refused.
+        peer: usize,
+        client: snowline_core::ClientId,
+        message: String,
+    },
+    /// The server could not send client `client` its reply (`Frame::Unanswerable`).
+    Unanswerable {
         client: snowline_core::ClientId,
         message: String,
     },
@@ -373,10 +381,11 @@ impl Redial {
 
 /// What an outbound link does with a frame a server sent back: a message or refusal for the client state
 /// (`Some`); an `Error` frame is logged; sequenced frames and acknowledgements never go to clients.
-pub(crate) fn for_client<M>(frame: Frame<M>, label: &str) -> Option<NetIn<M>> {
+pub(crate) fn for_client<M>(frame: Frame<M>, peer: usize, label: &str) -> Option<NetIn<M>> {
     match frame {
         Frame::Msg { from, to, msg } => Some(NetIn::Msg { from, to, msg }),
-        Frame::Refused { client, message } => Some(NetIn::Refused { client, message }),
+        Frame::Refused { client, message } => Some(NetIn::Refused { peer, client, message }),
+        Frame::Unanswerable { client, message } => Some(NetIn::Unanswerable { client, message }),
         // A server says why it closes the connection, or why it refused one message.
         Frame::Error { message } => {
             eprintln!("warning: {label}: peer reports: {message}");
@@ -418,8 +427,14 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
             redial.pause().await;
             continue;
         }
-        let reader =
-            tokio::spawn(read_peer(rd, spec.label.clone(), spec.max_frame, spec.read_delay, spec.inbound.clone()));
+        let reader = tokio::spawn(read_peer(
+            rd,
+            spec.peer,
+            spec.label.clone(),
+            spec.max_frame,
+            spec.read_delay,
+            spec.inbound.clone(),
+        ));
         let abort = reader.abort_handle();
         let end = write_loop(
             &mut wr,
@@ -451,6 +466,7 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
 /// for `delay` first). Returns when the connection closes or fails.
 async fn read_peer<M: Message>(
     rd: ReadHalf,
+    peer: usize,
     label: String,
     max_frame: usize,
     delay: Duration,
@@ -482,7 +498,7 @@ async fn read_peer<M: Message>(
                 break;
             }
         };
-        let m = match frame::decode::<M>(&bytes).map(|f| for_client(f, &label)) {
+        let m = match frame::decode::<M>(&bytes).map(|f| for_client(f, peer, &label)) {
             Ok(Some(m)) => m,
             Ok(None) => continue,
             Err(e) => {

@@ -46,6 +46,9 @@ pub enum Frame<M> {
     /// The server did not take the last request of client `client` (its disk is full, or the request was
     /// invalid): the client's operation fails with `OpError::Rejected(message)`; it had no effect.
     Refused { client: ClientId, message: String },
+    /// The server could not send client `client` its reply: it exceeded `max_frame_bytes` (a read of many
+    /// large values). The request may have taken effect: the client's operation ends as outcome unknown.
+    Unanswerable { client: ClientId, message: String },
 }
 
 /// A frame that could not be encoded or decoded.
@@ -83,6 +86,15 @@ pub fn encode_into<M: Serialize>(
     let len = out.len() - start - LENGTH_PREFIX;
     if len > max_frame_bytes {
         out.truncate(start);
+        // A reply too large to send still reaches its client, as the news that it could not be sent
+        // (snowline_core::frames: a one-key reply always fits; one naming many keys may not).
+        if let Frame::Msg { to: Addr::Client(client), .. } = frame {
+            let message = format!(
+                "the server's reply ({len} bytes) exceeds max_frame_bytes = {max_frame_bytes} and was not sent: \
+                 name fewer keys per request"
+            );
+            return encode_into(&Frame::<M>::Unanswerable { client: *client, message }, max_frame_bytes, out);
+        }
         return Err(FrameError::Oversized { len, max: max_frame_bytes });
     }
     out[start..start + LENGTH_PREFIX].copy_from_slice(&(len as u32).to_be_bytes());
@@ -201,6 +213,8 @@ mod tests {
             },
             Frame::Msg { from: Addr::Server(ServerId::new(0, 0)), to: Addr::Client(ClientId(5)), msg: M::Ack(9) },
             Frame::Error { message: "bye".into() },
+            Frame::Refused { client: ClientId(3), message: "disk full".into() },
+            Frame::Unanswerable { client: ClientId(4), message: "too big".into() },
         ]
     }
 
@@ -225,12 +239,33 @@ mod tests {
         let before = buf.clone();
         let big = Frame::Msg {
             from: Addr::Client(ClientId(1)),
-            to: Addr::Client(ClientId(2)),
+            to: Addr::Server(ServerId::new(0, 1)),
             msg: M::Put { key: "k".into(), value: vec![0; 100] },
         };
         let err = encode_into(&big, 64, &mut buf).unwrap_err();
         assert!(matches!(err, FrameError::Oversized { max: 64, .. }), "{err}");
         assert_eq!(buf, before);
+    }
+
+    /// A reply too large for a frame is replaced by the news that it could not be sent, so the client's
+    /// operation ends (as outcome unknown) instead of waiting for its timeout.
+    #[test]
+    fn oversized_reply_becomes_unanswerable() {
+        let mut buf = BytesMut::new();
+        let reply = Frame::Msg {
+            from: Addr::Server(ServerId::new(0, 1)),
+            to: Addr::Client(ClientId(7)),
+            msg: M::Put { key: "k".into(), value: vec![0; 4000] },
+        };
+        encode_into(&reply, 1024, &mut buf).unwrap();
+        let payload = codec(1024).decode(&mut buf).unwrap().unwrap();
+        match decode::<M>(&payload).unwrap() {
+            Frame::Unanswerable { client, message } => {
+                assert_eq!(client, ClientId(7));
+                assert!(message.contains("exceeds max_frame_bytes = 1024"), "{message}");
+            }
+            other => panic!("expected Unanswerable, got {other:?}"),
+        }
     }
 
     #[test]

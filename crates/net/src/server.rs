@@ -43,6 +43,7 @@ use crate::tls::{NodeTls, TLS_HANDSHAKE_BYTE};
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
 use futures::StreamExt;
 use rand::rngs::SmallRng;
+use snowline_core::frames;
 use snowline_core::host::{self, ContractViolation, NodeInput};
 use snowline_core::{
     Addr, ClientId, Ctx, DcId, Effects, InvalidInput, InvalidKind, Message, Protocol, ReplicaId, ServerId, ServerNode,
@@ -1577,6 +1578,7 @@ async fn read_conn<P: Protocol>(
             Ok(f) => f,
             Err(e) => return reject(format!("bad frame: {e}")),
         };
+        let len = bytes.len();
         drop(bytes);
         match frame {
             Frame::Hello { protocol, from } => {
@@ -1600,10 +1602,29 @@ async fn read_conn<P: Protocol>(
                 }
                 *registered = true;
             }
-            Frame::Msg { .. } | Frame::Error { .. } | Frame::Seq { .. } | Frame::Ack { .. } | Frame::Refused { .. }
+            Frame::Msg { .. }
+            | Frame::Error { .. }
+            | Frame::Seq { .. }
+            | Frame::Ack { .. }
+            | Frame::Refused { .. }
+            | Frame::Unanswerable { .. }
                 if !*registered =>
             {
                 return reject("the first frame on a connection must be Hello".into());
+            }
+            // A request that leaves no headroom for the messages that would carry it on is refused before
+            // the protocol sees it (snowline_core::frames); the connection stays open.
+            Frame::Msg { from: Addr::Client(c), msg, .. } if client && len > frames::request_limit(max_frame) => {
+                let message = format!(
+                    "a {} request of {len} bytes exceeds the request limit of {} bytes (max_frame_bytes = \
+                     {max_frame} less {} of headroom)",
+                    msg.kind(),
+                    frames::request_limit(max_frame),
+                    frames::FRAME_HEADROOM
+                );
+                shared.log.warn(|| format!("{label}: refused: {message}"));
+                queue.push();
+                let _ = tx.send((Instant::now(), Frame::Refused { client: c, message }));
             }
             Frame::Msg { from, to, msg } => {
                 if !handoff.deliver(Inbound::Msg { conn, from, to, seq: None, msg }).await {
@@ -1623,7 +1644,7 @@ async fn read_conn<P: Protocol>(
             }
             Frame::Error { message } => shared.log.warn(|| format!("{label}: peer reports: {message}")),
             // Refusals go to clients; a server has no use for one.
-            Frame::Refused { .. } => {}
+            Frame::Refused { .. } | Frame::Unanswerable { .. } => {}
         }
     }
 }
