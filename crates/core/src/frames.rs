@@ -50,9 +50,48 @@ pub fn check_limits(max_frame_bytes: usize, config: &ProtocolConfig) -> Result<(
     Ok(())
 }
 
+/// The payload budget of one message that batches several requests' effects (replication of many
+/// updates): about one request's worth, so that the batch fits a frame whatever the backlog.
+pub fn batch_budget(config: &ProtocolConfig) -> usize {
+    config.max_value_bytes.saturating_add(config.max_key_bytes)
+}
+
+/// What a key/value pair adds to an encoded message, at most (two length prefixes).
+pub fn pair_size(key: &str, value: &str) -> usize {
+    key.len() + value.len() + 2 * 10
+}
+
+/// `items` in order, cut into batches whose summed `size` stays within `budget`; an item larger than the
+/// budget travels alone. Always at least one batch (empty when `items` is): a batch message may carry news
+/// beside its items (a heartbeat).
+pub fn split_by_size<T>(items: Vec<T>, budget: usize, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
+    let mut batches = vec![Vec::new()];
+    let mut used = 0;
+    for item in items {
+        let n = size(&item);
+        let current = batches.last_mut().expect("never empty");
+        if !current.is_empty() && used + n > budget {
+            batches.push(Vec::new());
+            used = 0;
+        }
+        used += n;
+        batches.last_mut().expect("never empty").push(item);
+    }
+    batches
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_stay_within_budget_and_keep_order() {
+        let items: Vec<usize> = vec![5, 5, 5, 20, 1, 1, 9];
+        let batches = split_by_size(items.clone(), 10, |n| *n);
+        assert_eq!(batches, vec![vec![5, 5], vec![5], vec![20], vec![1, 1], vec![9]]);
+        assert_eq!(batches.concat(), items);
+        assert_eq!(split_by_size(Vec::<usize>::new(), 10, |n| *n), vec![Vec::<usize>::new()]);
+    }
 
     #[test]
     fn defaults_leave_headroom_and_tight_frames_are_refused_with_the_fix() {

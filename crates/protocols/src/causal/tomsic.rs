@@ -78,6 +78,7 @@
 
 use crate::components::Pacer;
 use serde::{Deserialize, Serialize};
+use snowline_core::frames;
 use snowline_core::{
     Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
     MvStore, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, ReplyNote, Request,
@@ -1029,8 +1030,19 @@ impl<F: Flavour> TomsicServer<F> {
         let ready = self.to_send.partition_point(|u| u.ct <= stable_n);
         let updates: Vec<Replicated> = self.to_send.drain(..ready).collect();
         cx.charge(1 + updates.len() as u64);
-        for sibling in self.topology.siblings(self.id) {
-            cx.send(sibling, TomsicMsg::Updates { updates: updates.clone(), stable: stable_n, busy });
+        // A backlog (a stalled round, a burst of large values) goes as several messages, each within a frame
+        // (snowline_core::frames). All but the last say stable up to their own last update: the updates
+        // travel in ct order over FIFO links, and a partition's commit times are unique.
+        let size = |u: &Replicated| {
+            16 + 10 * u.dep.0.len() + u.writes.iter().map(|(k, v)| frames::pair_size(k, v)).sum::<usize>()
+        };
+        let batches = frames::split_by_size(updates, frames::batch_budget(&self.config), size);
+        let last = batches.len() - 1;
+        for (i, batch) in batches.into_iter().enumerate() {
+            let stable = if i == last { stable_n } else { batch.last().map_or(stable_n, |u| u.ct) };
+            for sibling in self.topology.siblings(self.id) {
+                cx.send(sibling, TomsicMsg::Updates { updates: batch.clone(), stable, busy });
+            }
         }
         self.recompute_stable();
         self.start_parked(cx);
@@ -1678,6 +1690,38 @@ mod tests {
             }
         }
         assert_eq!(sent_updates, Some(vec![NOW + 10]), "the commit above stable_n waits for a later round");
+    }
+
+    #[test]
+    fn a_backlog_of_large_updates_is_replicated_in_messages_that_fit_a_frame() {
+        // Three values of max_value_bytes committed in one round: one message each (one would not fit a
+        // frame), in ct order, stable up to each message's last update and stable_n on the last.
+        let config = ProtocolConfig { max_value_bytes: 1000, max_key_bytes: 100, ..Default::default() };
+        let mut p = Av::server(ServerId::new(0, 0), topo(), &config);
+        let big = "v".repeat(1000);
+        for ct in [NOW + 10, NOW + 20, NOW + 30] {
+            committed(&mut p, key(0), &big, [0, 0], ct);
+        }
+        let out = stabilise_round(&mut p, NOW + 1_000_000);
+        let batches: Vec<(Vec<u64>, u64)> = out
+            .sends
+            .iter()
+            .filter_map(|(_, m)| match m {
+                TomsicMsg::Updates { updates, stable, .. } => Some((updates.iter().map(|u| u.ct).collect(), *stable)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(batches.len(), 3, "{batches:?}");
+        assert_eq!(batches[0], (vec![NOW + 10], NOW + 10));
+        assert_eq!(batches[1], (vec![NOW + 20], NOW + 20));
+        assert_eq!(batches[2].0, vec![NOW + 30]);
+        assert!(batches[2].1 >= NOW + 30);
+        // The sibling applies them all, as it would one message.
+        let mut sibling = Av::server(ServerId::new(1, 0), topo(), &config);
+        for (_, m) in out.sends.iter().filter(|(_, m)| matches!(m, TomsicMsg::Updates { .. })) {
+            deliver(&mut sibling, ServerId::new(0, 0), m.clone());
+        }
+        assert_eq!(sibling.vec.get(0), batches[2].1);
     }
 
     #[test]
