@@ -828,6 +828,7 @@ impl<P: Protocol> Core<P> {
                     dial: self.dialer.as_ref().map(|d| d.dial(peer.id)),
                     taken: None,
                     eager,
+                    faults: None,
                 };
                 let _guard = self.handle.enter();
                 Link::Queued(conn::spawn_peer(&mut self.tasks, spec))

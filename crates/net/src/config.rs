@@ -110,6 +110,10 @@ pub struct ClusterConfig {
     /// No peer authentication: any connection may speak for any server (experiments only; `crate::tls`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure: bool,
+    /// A nemesis's fault plan (`snowline nemesis`; `crate::faults`): each server polls this file and cuts
+    /// links, adds delay and moves its clock as it says. Experiments only; omitted for every real cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_file: Option<PathBuf>,
     #[serde(default)]
     pub protocol_config: ProtocolConfig,
     /// Mutual TLS between servers (`crate::tls`); required unless `insecure`.
@@ -262,6 +266,7 @@ impl ClusterConfig {
             inter_dc_latency_ms: Vec::new(),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             insecure: false,
+            fault_file: None,
             protocol_config: ProtocolConfig::default(),
             tls: None,
             nodes,

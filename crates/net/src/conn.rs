@@ -1,6 +1,7 @@
 //! Connection plumbing shared by the server and the client runtime: batching writers with an emulated-latency
 //! delay queue, and outbound peer links that connect lazily and reconnect with backoff.
 
+use crate::faults::LinkFaults;
 use crate::frame::{self, Frame};
 use crate::limits::{ConnQueue, HANDSHAKE_TIMEOUT};
 use crate::tls::Dial;
@@ -78,11 +79,13 @@ pub(crate) async fn write_loop<M: Message>(
     label: &str,
     queue: Option<&ConnQueue>,
     taken: Option<&AtomicU64>,
+    faults: Option<&LinkFaults>,
     stop: impl Future<Output = ()>,
 ) -> WriteEnd {
     let mut stop = std::pin::pin!(stop);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut closed = false;
+    let base_delay = delay;
     loop {
         while !closed {
             match rx.try_recv() {
@@ -91,10 +94,18 @@ pub(crate) async fn write_loop<M: Message>(
                 Err(TryRecvError::Disconnected) => closed = true,
             }
         }
+        // A nemesis's partition holds every frame back until it heals; its extra delay adds to the latency.
+        let (cut, delay) = match faults {
+            Some(f) => {
+                let (cut, extra) = f.faults.link(f.to);
+                (cut, base_delay + extra)
+            }
+            None => (false, base_delay),
+        };
         let now = Instant::now();
         let mut batch = 0;
         while let Some((stamp, _)) = pending.front() {
-            if !(closed || delay.is_zero() || *stamp + delay <= now) || buf.len() >= MAX_BATCH_BYTES {
+            if cut || !(closed || delay.is_zero() || *stamp + delay <= now) || buf.len() >= MAX_BATCH_BYTES {
                 break;
             }
             let (_, f) = pending.pop_front().expect("front exists");
@@ -126,7 +137,12 @@ pub(crate) async fn write_loop<M: Message>(
             let _ = wr.shutdown().await;
             return WriteEnd::Drained;
         }
-        let wake = pending.front().map(|(stamp, _)| *stamp + delay);
+        let wake = if cut || faults.is_some_and(|_| !pending.is_empty()) {
+            // Faults change under a waiting link: look again soon.
+            Some(now + crate::faults::POLL)
+        } else {
+            pending.front().map(|(stamp, _)| *stamp + delay)
+        };
         tokio::select! {
             biased;
             _ = &mut stop => return WriteEnd::Broken,
@@ -319,6 +335,8 @@ pub(crate) struct PeerSpec<M> {
     /// Connect at once instead of on the first frame (a client that must be reachable by a server it has
     /// not sent to yet).
     pub eager: bool,
+    /// A nemesis's faults on this link (`crate::faults`); `None` for every real cluster.
+    pub faults: Option<LinkFaults>,
 }
 
 /// Start an outbound link; returns its queue. The task connects on the first frame, sends `Hello` first on
@@ -445,6 +463,7 @@ async fn peer_task<M: Message>(spec: PeerSpec<M>, mut rx: UnboundedReceiver<Out<
             &spec.label,
             None,
             spec.taken.as_deref(),
+            spec.faults.as_ref(),
             async {
                 let _ = reader.await;
             },

@@ -24,6 +24,7 @@ pub mod client;
 pub mod cluster;
 pub mod config;
 mod conn;
+pub mod faults;
 pub mod frame;
 pub mod limits;
 pub mod metrics;

@@ -33,6 +33,7 @@
 use crate::NetError;
 use crate::config::{ClusterConfig, Routes};
 use crate::conn::{self, OutTx, PeerSpec, ReadHalf, SharedWrite, WriteHalf};
+use crate::faults::{Faults, LinkFaults};
 use crate::frame::{self, Frame};
 use crate::limits::{
     BudgetedCodec, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT,
@@ -268,6 +269,16 @@ async fn serve_node<P: Protocol>(
     });
     let mut server = EventLoop::<P>::new(config, node_id, shared.clone(), started);
     server.timed = metrics_listener.is_some();
+    let _fault_watch = server.config.fault_file.as_ref().map(|path| {
+        eprintln!(
+            "snowline server: node {node_id}: WARNING: fault_file = {}: a nemesis may cut links and move clocks \
+             (experiments only)",
+            path.display()
+        );
+        let faults = Faults::new(node_id);
+        server.faults = Some(faults.clone());
+        AbortOnDrop(faults.watch(path.clone()))
+    });
     if let Some(((log, recovered), fsync)) = opened {
         let (records, from_checkpoint) = (recovered.records.len(), recovered.checkpoint.is_some());
         let hosted: Vec<ServerId> = server.hosted.iter().map(|h| h.id).collect();
@@ -379,8 +390,9 @@ async fn serve_node<P: Protocol>(
             _ = committed(&commit_done) => {}
             _ = tick.tick(), if durable => {
                 let mut server = lock()?;
+                let now_ns = server.host_now();
                 if let Some(d) = &mut server.durable {
-                    d.host.tick(wall_ns());
+                    d.host.tick(now_ns);
                     d.warn_about_backlog();
                     let was_full = d.host.disk_full();
                     if was_full && d.host.reclaim_space() {
@@ -450,6 +462,10 @@ async fn committed(signal: &Option<Arc<tokio::sync::Notify>>) {
 
 struct EventLoop<P: Protocol> {
     config: Arc<ClusterConfig>,
+    /// Faults a nemesis injects (`fault_file` in the config); `None` for every real cluster.
+    faults: Option<Arc<Faults>>,
+    /// The clock the durable host is fed (with the nemesis's offset; never backwards).
+    host_clock: NodeClock,
     dc: DcId,
     /// The replica (in `dc`) of every hosted partition.
     replica: ReplicaId,
@@ -680,6 +696,8 @@ impl<P: Protocol> EventLoop<P> {
         let routes = config.routes();
         let hello = Frame::Hello { protocol: P::NAME.to_owned(), from: Addr::Server(hosted[0].id) };
         Self {
+            faults: None,
+            host_clock: NodeClock::default(),
             dc: me.dc,
             replica: me.replica,
             peers: (0..config.nodes.len()).map(|_| None).collect(),
@@ -1008,6 +1026,17 @@ impl<P: Protocol> EventLoop<P> {
         Ok(())
     }
 
+    /// This node's clock offset from a nemesis (0 without one).
+    fn clock_offset_ns(&self) -> i64 {
+        self.faults.as_ref().map_or(0, |f| f.clock_offset_ns())
+    }
+
+    /// The wall-clock reading the durable host is fed.
+    fn host_now(&mut self) -> u64 {
+        let offset = self.clock_offset_ns();
+        self.host_clock.read_offset(offset)
+    }
+
     fn hosted_index(&self, s: ServerId) -> Option<usize> {
         if s.dc != self.dc || s.replica != self.replica {
             return None;
@@ -1033,8 +1062,9 @@ impl<P: Protocol> EventLoop<P> {
                 if let Err(e) = self.check_sender(conn, Addr::Server(from), "ack") {
                     return self.refuse(conn, e);
                 }
+                let now_ns = self.host_now();
                 if let Some(d) = &mut self.durable {
-                    d.host.on_ack(from, to, seq, resend, wall_ns());
+                    d.host.on_ack(from, to, seq, resend, now_ns);
                 }
             }
             // Timed only when someone can read the histogram: two clock reads per message otherwise saved.
@@ -1060,11 +1090,12 @@ impl<P: Protocol> EventLoop<P> {
             eprintln!("warning: dropping a {} message from {from} addressed to client {to}", msg.kind());
             return;
         };
+        let now_ns = if self.durable.is_some() { self.host_now() } else { 0 };
         if let Some(d) = &mut self.durable {
             if let Addr::Client(c) = from {
                 self.clients.insert(c, conn);
             }
-            if !d.host.on_message(to_server, from, seq, msg, wall_ns()) {
+            if !d.host.on_message(to_server, from, seq, msg, now_ns) {
                 eprintln!("warning: dropping a message from {from} to {to}: not hosted here");
             }
             let (invalid, refusals) = (d.host.take_invalid(), d.host.take_refusals());
@@ -1150,8 +1181,9 @@ impl<P: Protocol> EventLoop<P> {
             self.handle(idx, NodeInput::Timer(timer));
         }
         while let Some((idx, id)) = self.durable.as_mut().and_then(|d| d.timers.pop_due(now)) {
+            let now_ns = self.host_now();
             if let Some(d) = &mut self.durable {
-                d.host.on_timer(idx, id, wall_ns());
+                d.host.on_timer(idx, id, now_ns);
             }
             self.flush_durable(Flush::Input)?;
         }
@@ -1171,8 +1203,9 @@ impl<P: Protocol> EventLoop<P> {
     /// Feed one input to hosted node `idx` and carry out its effects in order; a refused message's error.
     fn handle(&mut self, idx: usize, input: NodeInput<P>) -> Option<InvalidInput> {
         self.now = Instant::now();
+        let offset = self.clock_offset_ns();
         let h = &mut self.hosted[idx];
-        let now_ns = h.clock.read();
+        let now_ns = h.clock.read_offset(offset);
         let me = h.id;
         let mut cx = Ctx::new(now_ns, &mut h.rng, &mut self.effects);
         let served = host::serve(&mut h.node, Addr::Server(me), &mut cx, input);
@@ -1275,6 +1308,7 @@ impl<P: Protocol> EventLoop<P> {
                             dial: self.shared.tls.as_ref().map(|t| t.dial(peer.id)),
                             taken: Some(taken.clone()),
                             eager: false,
+                            faults: self.faults.as_ref().map(|f| LinkFaults { faults: f.clone(), to: peer.id }),
                         };
                         let tx = conn::spawn_peer(&mut self.tasks, spec);
                         self.peers[node].insert(PeerLink { tx, queued: 0, taken })
@@ -1380,6 +1414,7 @@ async fn serve_conn<P: Protocol>(
             max_frame,
             &label,
             Some(&queue),
+            None,
             None,
             std::future::pending(),
         )),
@@ -1646,6 +1681,15 @@ async fn read_conn<P: Protocol>(
             // Refusals go to clients; a server has no use for one.
             Frame::Refused { .. } | Frame::Unanswerable { .. } => {}
         }
+    }
+}
+
+/// Aborts a background task when the server that started it returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

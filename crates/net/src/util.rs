@@ -21,7 +21,13 @@ pub(crate) struct NodeClock {
 
 impl NodeClock {
     pub(crate) fn read(&mut self) -> u64 {
-        self.last = self.last.max(wall_ns());
+        self.read_offset(0)
+    }
+
+    /// A reading `offset_ns` away from real time (a nemesis's clock offset, `crate::faults`); never below
+    /// an earlier reading.
+    pub(crate) fn read_offset(&mut self, offset_ns: i64) -> u64 {
+        self.last = self.last.max(wall_ns().saturating_add_signed(offset_ns));
         self.last
     }
 
