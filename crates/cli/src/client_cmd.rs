@@ -158,6 +158,8 @@ pub struct LocalSetup {
     pub pin: crate::pinning::Placement,
     /// The protocols' tunables, written into the cluster's config file.
     pub protocol_config: snowline_core::ProtocolConfig,
+    /// Servers follow a nemesis's fault file, DIR/faults.json (`snowline nemesis`; experiments only).
+    pub faults: bool,
 }
 
 /// Start a local cluster of real server processes and wait until every one accepts connections.
@@ -167,7 +169,7 @@ pub fn start_local_cluster(
     latency_ms: f64,
     setup: LocalSetup,
 ) -> Result<(LocalCluster, ClusterConfig, PathBuf)> {
-    let LocalSetup { dir, base_port, data, insecure, client_tls, metrics, pin, protocol_config } = setup;
+    let LocalSetup { dir, base_port, data, insecure, client_tls, metrics, pin, protocol_config, faults } = setup;
     anyhow::ensure!(!(insecure && client_tls), "--client-tls needs certificates: it cannot go with --insecure");
     let protocol = snowline_protocols::canonical_name(protocol)?;
     let dir = new_cluster_dir(dir)?;
@@ -177,6 +179,9 @@ pub fn start_local_cluster(
     };
     let mut config = ClusterConfig::local_replicated(protocol, topology, port)?.with_uniform_latency_ms(latency_ms);
     config.protocol_config = protocol_config;
+    if faults {
+        config.fault_file = Some(std::path::absolute(dir.join("faults.json"))?);
+    }
     if metrics {
         let base = metrics_base_port(port, config.nodes.len());
         config = config.with_metrics_ports(base)?;
@@ -247,6 +252,7 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         metrics: args.metrics,
         pin: Default::default(),
         protocol_config: snowline_core::ProtocolConfig { termination: args.termination, ..Default::default() },
+        faults: false,
     };
     let (cluster, _, _) = start_local_cluster(&args.protocol, topology, args.latency_ms, setup)?;
     serve_until_stopped(cluster, false, args.background)

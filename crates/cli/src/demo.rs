@@ -53,7 +53,7 @@ struct Row {
 /// The workload a protocol serves, from what it offers (the registry): interactive transactions run the NMSI
 /// paper's transactional YCSB (mix A); a protocol whose read-only transactions read one key runs GETs and
 /// PUTs; every other one the mixed workload of ROTs and writes.
-fn workload_for(entry: &Registered) -> (MixedWorkload, &'static str) {
+pub(crate) fn workload_for(entry: &Registered) -> (MixedWorkload, &'static str) {
     if entry.offers.interactive {
         (MixedWorkload { value_bytes: 16, ..MixedWorkload::ycsb_t(snowline_harness::YcsbMix::A) }, "ycsb-t A")
     } else if !entry.offers.multi_key_rots {

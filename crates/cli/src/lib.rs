@@ -12,6 +12,7 @@ mod demo;
 mod doc_commands;
 mod duration;
 mod multicast_bench;
+mod nemesis;
 mod pinning;
 mod progress;
 mod redis_baseline;
@@ -45,6 +46,10 @@ enum Command {
     /// Start a local two-datacenter cluster of real processes, run a short workload against every protocol,
     /// check each history and print one table.
     Demo(demo::DemoArgs),
+    /// Run a workload against a real local cluster while injecting faults drawn from a seed (network
+    /// partitions, paused and killed servers, clock offsets); check the history at the protocol's claimed
+    /// level and that every acknowledged write is readable in every datacenter after healing.
+    Nemesis(nemesis::NemesisArgs),
     /// Run one server process (hosting the partitions the config assigns to NODE).
     Server {
         /// The cluster's config file (docs/CONFIG.md), the same for every process of the cluster.
@@ -438,6 +443,7 @@ fn quiet_on_broken_pipe() {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
+        Command::Nemesis(args) => nemesis::run(args),
         Command::Check { history, level, protocol, json, all } => {
             std::process::exit(check_cmd::run(&history, &level, protocol.as_deref(), json, all)?)
         }
