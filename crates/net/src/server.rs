@@ -31,12 +31,13 @@
 //! across processes), kept non-decreasing per node. Timers run on tokio's monotonic clock.
 
 use crate::NetError;
+use crate::admission::{Admission, Role, Slot};
 use crate::config::{ClusterConfig, Routes};
 use crate::conn::{self, OutTx, PeerSpec, ReadHalf, SharedWrite, WriteHalf};
 use crate::frame::{self, Frame};
 use crate::limits::{
-    BudgetedCodec, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT,
-    MAX_CONNECTIONS, MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
+    BudgetedCodec, ConnLimits, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT,
+    IDLE_TIMEOUT, MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
 };
 use crate::metrics::{self, Counters, Scrape, Text};
 use crate::tls::{NodeTls, TLS_HANDSHAKE_BYTE};
@@ -206,16 +207,29 @@ pub async fn run_server_with<P: Protocol>(
     durability: Option<Durability>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), NetError> {
+    run_server_limited::<P>(config, node_id, durability, ConnLimits::default(), shutdown).await
+}
+
+/// [`run_server_with`] under other connection limits than the defaults (`limits::ConnLimits`): tests
+/// shrink them instead of opening thousands of connections.
+pub async fn run_server_limited<P: Protocol>(
+    config: ClusterConfig,
+    node_id: u32,
+    durability: Option<Durability>,
+    limits: ConnLimits,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), NetError> {
     // One instance of the server's body per protocol, whatever future stops it (build time: the body is
     // large, and callers pass futures of many types).
     let shutdown: Pin<Box<dyn Future<Output = ()> + Send + '_>> = Box::pin(shutdown);
-    serve_node::<P>(config, node_id, durability, shutdown).await
+    serve_node::<P>(config, node_id, durability, limits, shutdown).await
 }
 
 async fn serve_node<P: Protocol>(
     config: ClusterConfig,
     node_id: u32,
     durability: Option<Durability>,
+    limits: ConnLimits,
     shutdown: Pin<Box<dyn Future<Output = ()> + Send + '_>>,
 ) -> Result<(), NetError> {
     config.validate()?;
@@ -264,6 +278,8 @@ async fn serve_node<P: Protocol>(
         routes: config.routes(),
         node_ids: config.nodes.iter().map(|n| n.id).collect(),
         open_conns: AtomicUsize::new(0),
+        admission: Admission::new(limits.clone()),
+        limits,
     });
     let mut server = EventLoop::<P>::new(config, node_id, shared.clone(), started);
     server.timed = metrics_listener.is_some();
@@ -527,6 +543,9 @@ struct Shared {
     node_ids: Vec<u32>,
     /// Inbound connections open (handshake done or not), kept by the accept task.
     open_conns: AtomicUsize,
+    /// Which inbound connections are kept (`admission`), under `limits`.
+    admission: Arc<Admission>,
+    limits: ConnLimits,
 }
 
 /// Who is at the other end of an inbound connection, as far as its authentication tells.
@@ -819,6 +838,26 @@ impl<P: Protocol> EventLoop<P> {
             "Inbound connections open, handshake done or not.",
             self.shared.open_conns.load(Ordering::Relaxed),
         );
+        let census = self.shared.admission.census();
+        t.single(
+            "snowline_handshaking_connections",
+            "gauge",
+            "Inbound connections accepted and not yet past their Hello (TLS handshake included).",
+            census.handshaking,
+        );
+        let (mut requests, mut request_bytes) = (0, 0);
+        for (_, q, _, _) in self.conns.values() {
+            let (n, bytes) = q.in_flight();
+            requests += n;
+            request_bytes += bytes;
+        }
+        t.single(
+            "snowline_requests_in_flight",
+            "gauge",
+            "Client requests read and not yet answered, over all connections (each connection's budget: docs/ARCHITECTURE.md, Limits).",
+            requests,
+        );
+        t.single("snowline_requests_in_flight_bytes", "gauge", "Bytes of the frames of those requests.", request_bytes);
         let replies: usize = self.conns.values().map(|(_, q, _, _)| q.queued()).sum();
         t.single(
             "snowline_reply_queue_frames",
@@ -1133,6 +1172,7 @@ impl<P: Protocol> EventLoop<P> {
     /// queued ahead of it on a plain TCP connection, else queued for its writer (counted in its reply queue).
     fn answer(&self, conn: u64, frame: Frame<P::Msg>) {
         if let Some((tx, queue, _, direct)) = self.conns.get(&conn) {
+            queue.answered();
             if let Some(w) = direct
                 && w.write_now(&frame, self.config.max_frame_bytes, queue, "connection to a client")
             {
@@ -1308,19 +1348,22 @@ async fn accept_loop<P: Protocol>(
         };
         match accepted {
             Ok((stream, peer)) => {
-                if conns.len() >= MAX_CONNECTIONS {
-                    shared.log.warn(|| format!("refusing a connection from {peer}: {MAX_CONNECTIONS} already open"));
-                    let why = format!("too many connections: this server keeps at most {MAX_CONNECTIONS}");
-                    let mut buf = bytes::BytesMut::new();
-                    if frame::encode_into(&Frame::<P::Msg>::Error { message: why }, max_frame, &mut buf).is_ok() {
-                        // Best effort, without waiting: a new connection's send buffer is empty.
-                        let _ = stream.try_write(&buf);
-                    }
-                    continue;
-                }
                 let _ = stream.set_nodelay(true);
                 next_conn += 1;
-                conns.spawn(serve_conn::<P>(stream, peer, next_conn, handoff.clone(), max_frame, shared.clone()));
+                // Admission waits for the Hello (`Slot::admit`); until then the connection holds one of the
+                // handshake slots, and a full table closes its oldest.
+                let (slot, evicted) = shared.admission.arrive(next_conn, peer.ip());
+                if evicted {
+                    shared.log.warn(|| {
+                        format!(
+                            "{} connections are before their Hello: closed the oldest to take one from {peer}",
+                            shared.limits.max_handshaking
+                        )
+                    });
+                }
+                let serve = serve_conn::<P>(stream, peer, next_conn, slot, handoff.clone(), max_frame, shared.clone());
+                let handle = conns.spawn(serve);
+                shared.admission.started(next_conn, handle);
                 shared.open_conns.store(conns.len(), Ordering::Relaxed);
             }
             Err(e) => {
@@ -1351,10 +1394,12 @@ enum ReadEnd {
 /// node's certificate may speak for that node's servers), every message's `from` must fit the `Hello`
 /// (`EventLoop::check_sender`), and servers validate every message against the topology
 /// (`snowline_core::validate`).
+#[allow(clippy::too_many_arguments)]
 async fn serve_conn<P: Protocol>(
     stream: TcpStream,
     peer: SocketAddr,
     conn: u64,
+    mut slot: Slot,
     handoff: Handoff<P>,
     max_frame: usize,
     shared: Arc<Shared>,
@@ -1395,6 +1440,7 @@ async fn serve_conn<P: Protocol>(
         &handoff,
         max_frame,
         &shared,
+        &mut slot,
         &mut registered,
     );
     // The writer future must not be polled again once it has completed.
@@ -1403,21 +1449,20 @@ async fn serve_conn<P: Protocol>(
         _ = &mut writer => (ReadEnd::Closed, true),
     };
     if end == ReadEnd::HalfClosed && registered && !writer_done {
-        // A client that shut down its sending side still gets its replies: keep the connection registered
-        // while replies keep being written.
-        let mut taken = queue.taken();
-        loop {
+        // A client that shut down its sending side still gets the replies it is owed (requests in flight,
+        // replies queued): the connection stays registered while it is owed some and they keep coming (no
+        // socket lingers in CLOSE-WAIT once nothing is owed), for at most HALF_CLOSED_LINGER without one.
+        let (mut taken, mut since) = (queue.taken(), Instant::now());
+        while queue.owes() && since.elapsed() < HALF_CLOSED_LINGER {
             tokio::select! {
                 _ = &mut writer => {
                     writer_done = true;
                     break;
                 }
-                _ = tokio::time::sleep(HALF_CLOSED_LINGER) => {
-                    let now = queue.taken();
-                    if now == taken && queue.queued() == 0 {
-                        break;
+                _ = queue.changed(HALF_CLOSED_LINGER.saturating_sub(since.elapsed())) => {
+                    if queue.taken() != taken {
+                        (taken, since) = (queue.taken(), Instant::now());
                     }
-                    taken = now;
                 }
             }
         }
@@ -1493,6 +1538,7 @@ async fn read_conn<P: Protocol>(
     handoff: &Handoff<P>,
     max_frame: usize,
     shared: &Shared,
+    slot: &mut Slot,
     registered: &mut bool,
 ) -> ReadEnd {
     let mut frames = FramedRead::new(rd, BudgetedCodec::new(max_frame, shared.budget.clone()));
@@ -1513,19 +1559,24 @@ async fn read_conn<P: Protocol>(
     // Only client connections time out when idle: a peer's link may be quiet for long, and closing it under
     // a frame in flight would lose that frame.
     let mut client = false;
+    let limits = &shared.limits;
+    let spent =
+        |queue: &ConnQueue, client: bool| queue.queued() >= MAX_QUEUED_REPLIES || client && queue.over_budget(limits);
     loop {
-        if queue.queued() >= MAX_QUEUED_REPLIES {
-            // Backpressure: a client that does not read its replies stops being read, and is dropped if it
-            // takes none of them for SLOW_READER_TIMEOUT.
+        if spent(queue, client) {
+            // Backpressure: a connection whose budget (requests in flight plus replies queued) is spent stops
+            // being read until replies go out; one whose client takes none of its queued replies for
+            // SLOW_READER_TIMEOUT is dropped. (Requests waiting on other servers are no fault of the client.)
             let (mut taken, mut since) = (queue.taken(), Instant::now());
-            while queue.queued() >= MAX_QUEUED_REPLIES {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                if queue.taken() != taken {
+            while spent(queue, client) {
+                queue.changed(Duration::from_secs(1)).await;
+                if queue.taken() != taken || queue.queued() == 0 {
                     (taken, since) = (queue.taken(), Instant::now());
                 } else if since.elapsed() >= SLOW_READER_TIMEOUT {
                     shared.log.warn(|| {
                         format!(
-                            "{label}: closing connection: {MAX_QUEUED_REPLIES} replies queued and none read for {:?}",
+                            "{label}: closing connection: {} replies queued and none read for {:?}",
+                            queue.queued(),
                             SLOW_READER_TIMEOUT
                         )
                     });
@@ -1577,6 +1628,7 @@ async fn read_conn<P: Protocol>(
             Ok(f) => f,
             Err(e) => return reject(format!("bad frame: {e}")),
         };
+        let frame_bytes = bytes.len();
         drop(bytes);
         match frame {
             Frame::Hello { protocol, from } => {
@@ -1593,6 +1645,9 @@ async fn read_conn<P: Protocol>(
                     return reject(why);
                 }
                 client = matches!(from, Addr::Client(_));
+                if let Err(why) = slot.admit(if client { Role::Client } else { Role::Peer }) {
+                    return reject(why);
+                }
                 let ev =
                     Inbound::Connected { conn, from, tx: tx.clone(), queue: queue.clone(), direct: direct.cloned() };
                 if !handoff.deliver(ev).await {
@@ -1606,6 +1661,10 @@ async fn read_conn<P: Protocol>(
                 return reject("the first frame on a connection must be Hello".into());
             }
             Frame::Msg { from, to, msg } => {
+                if client {
+                    // In flight until a frame goes back to this connection (`EventLoop::answer`).
+                    queue.request(last_frame, frame_bytes);
+                }
                 if !handoff.deliver(Inbound::Msg { conn, from, to, seq: None, msg }).await {
                     return ReadEnd::Closed;
                 }
