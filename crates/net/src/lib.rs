@@ -27,6 +27,7 @@ pub mod config;
 mod conn;
 pub mod frame;
 pub mod limits;
+mod memory;
 pub mod metrics;
 pub mod server;
 pub mod tls;

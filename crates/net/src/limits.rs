@@ -29,6 +29,12 @@ pub const MAX_REQUESTS_IN_FLIGHT: usize = 4096;
 /// that connection, as for [`MAX_REQUESTS_IN_FLIGHT`]. One request is always read when below it, so a
 /// request of any allowed size gets through.
 pub const MAX_IN_FLIGHT_BYTES: usize = 16 << 20;
+/// Requests in flight over all client connections of a server: at this many (or
+/// [`MAX_SERVER_IN_FLIGHT_BYTES`]) every client connection stops being read until some are answered, so many
+/// connections cannot add their budgets up to more than the server can hold (peers are always read).
+pub const MAX_SERVER_REQUESTS_IN_FLIGHT: usize = 65_536;
+/// Bytes of the request frames in flight over all client connections of a server (as above).
+pub const MAX_SERVER_IN_FLIGHT_BYTES: usize = 64 << 20;
 /// A request no reply has answered for this long stops counting as in flight (some protocols answer from
 /// another server: a replica group's leader answers a request a follower forwarded, so this server never
 /// sees its reply). Beyond a client's own timeout (10 s by default): by then the client has given up.
@@ -76,6 +82,10 @@ pub struct ConnLimits {
     pub max_requests_in_flight: usize,
     /// [`MAX_IN_FLIGHT_BYTES`] (at least 1).
     pub max_in_flight_bytes: usize,
+    /// [`MAX_SERVER_REQUESTS_IN_FLIGHT`] (at least 1).
+    pub max_server_requests_in_flight: usize,
+    /// [`MAX_SERVER_IN_FLIGHT_BYTES`] (at least 1).
+    pub max_server_in_flight_bytes: usize,
 }
 
 impl Default for ConnLimits {
@@ -87,6 +97,8 @@ impl Default for ConnLimits {
             max_handshaking: MAX_HANDSHAKING,
             max_requests_in_flight: MAX_REQUESTS_IN_FLIGHT,
             max_in_flight_bytes: MAX_IN_FLIGHT_BYTES,
+            max_server_requests_in_flight: MAX_SERVER_REQUESTS_IN_FLIGHT,
+            max_server_in_flight_bytes: MAX_SERVER_IN_FLIGHT_BYTES,
         }
     }
 }
@@ -207,6 +219,32 @@ pub struct ConnQueue {
     in_flight: Mutex<InFlight>,
     /// Notified when a request is answered or a reply taken: a reader waiting for room looks again.
     room: tokio::sync::Notify,
+    /// The server's requests in flight over all client connections, this one's included.
+    total: Arc<InFlightTotal>,
+}
+
+/// Requests in flight over all client connections of a server.
+#[derive(Debug, Default)]
+pub struct InFlightTotal {
+    requests: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+impl InFlightTotal {
+    fn add(&self, requests: usize, bytes: usize) {
+        self.requests.fetch_add(requests, Ordering::AcqRel);
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    fn sub(&self, requests: usize, bytes: usize) {
+        self.requests.fetch_sub(requests, Ordering::AcqRel);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Requests in flight and their bytes.
+    pub fn get(&self) -> (usize, usize) {
+        (self.requests.load(Ordering::Acquire), self.bytes.load(Ordering::Acquire))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -217,18 +255,37 @@ struct InFlight {
 }
 
 impl InFlight {
-    fn expire(&mut self, now: Instant) {
+    fn expire(&mut self, now: Instant, total: &InFlightTotal) {
         while let Some(&(at, n)) = self.requests.front() {
             if now.saturating_duration_since(at) < IN_FLIGHT_EXPIRY {
                 break;
             }
             self.requests.pop_front();
             self.bytes -= n;
+            total.sub(1, n);
         }
     }
 }
 
+impl Drop for ConnQueue {
+    fn drop(&mut self) {
+        let f = self.lock();
+        self.total.sub(f.requests.len(), f.bytes);
+    }
+}
+
 impl ConnQueue {
+    /// The queue of one connection of a server whose requests in flight are counted in `total`.
+    pub fn new(total: Arc<InFlightTotal>) -> Self {
+        Self {
+            queued: AtomicUsize::new(0),
+            taken: AtomicU64::new(0),
+            in_flight: Mutex::default(),
+            room: tokio::sync::Notify::new(),
+            total,
+        }
+    }
+
     pub fn queued(&self) -> usize {
         self.queued.load(Ordering::Acquire)
     }
@@ -257,6 +314,7 @@ impl ConnQueue {
         let mut f = self.lock();
         f.requests.push_back((now, bytes));
         f.bytes += bytes;
+        self.total.add(1, bytes);
     }
 
     /// A frame went to this connection's client: it answers the oldest request in flight (requests answered
@@ -265,6 +323,7 @@ impl ConnQueue {
         let mut f = self.lock();
         if let Some((_, n)) = f.requests.pop_front() {
             f.bytes -= n;
+            self.total.sub(1, n);
         }
         drop(f);
         self.room.notify_one();
@@ -273,14 +332,22 @@ impl ConnQueue {
     /// Requests in flight and their bytes (expired ones left out).
     pub fn in_flight(&self) -> (usize, usize) {
         let mut f = self.lock();
-        f.expire(Instant::now());
+        f.expire(Instant::now(), &self.total);
         (f.requests.len(), f.bytes)
     }
 
     /// Whether the connection's budget is spent: its reader must wait for room.
     pub fn over_budget(&self, limits: &ConnLimits) -> bool {
         let (requests, bytes) = self.in_flight();
-        requests + self.queued() >= limits.max_requests_in_flight.max(1) || bytes >= limits.max_in_flight_bytes.max(1)
+        requests + self.queued() >= limits.max_requests_in_flight.max(1)
+            || bytes >= limits.max_in_flight_bytes.max(1)
+            || self.server_over_budget(limits)
+    }
+
+    /// Whether the server's budget (over all client connections) is spent.
+    pub fn server_over_budget(&self, limits: &ConnLimits) -> bool {
+        let (requests, bytes) = self.total.get();
+        requests >= limits.max_server_requests_in_flight.max(1) || bytes >= limits.max_server_in_flight_bytes.max(1)
     }
 
     /// Whether the server still owes this connection anything: a request unanswered or a reply not taken.
@@ -398,6 +465,24 @@ mod tests {
         // A request never answered stops counting after IN_FLIGHT_EXPIRY.
         q.request(now - IN_FLIGHT_EXPIRY, 10);
         assert_eq!(q.in_flight(), (0, 0));
+    }
+
+    #[test]
+    fn the_server_budget_spans_connections() {
+        let limits = ConnLimits { max_server_requests_in_flight: 3, ..ConnLimits::default() };
+        let total = Arc::new(InFlightTotal::default());
+        let (a, b) = (ConnQueue::new(total.clone()), ConnQueue::new(total.clone()));
+        let now = Instant::now();
+        a.request(now, 5);
+        a.request(now, 5);
+        assert!(!b.over_budget(&limits));
+        b.request(now, 7);
+        assert!(a.over_budget(&limits) && b.over_budget(&limits));
+        assert_eq!(total.get(), (3, 17));
+        drop(a);
+        assert_eq!(total.get(), (1, 7), "a connection's end releases what it had in flight");
+        b.answered();
+        assert_eq!(total.get(), (0, 0));
     }
 
     #[test]

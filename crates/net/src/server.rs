@@ -37,8 +37,9 @@ use crate::conn::{self, OutTx, PeerSpec, ReadHalf, SharedWrite, WriteHalf};
 use crate::frame::{self, Frame};
 use crate::limits::{
     BudgetedCodec, ConnLimits, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT,
-    IDLE_TIMEOUT, MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
+    IDLE_TIMEOUT, InFlightTotal, MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
 };
+use crate::memory;
 use crate::metrics::{self, Counters, Scrape, Text};
 use crate::tls::{NodeTls, TLS_HANDSHAKE_BYTE};
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
@@ -279,6 +280,7 @@ async fn serve_node<P: Protocol>(
         node_ids: config.nodes.iter().map(|n| n.id).collect(),
         open_conns: AtomicUsize::new(0),
         admission: Admission::new(limits.clone()),
+        in_flight: Arc::default(),
         limits,
     });
     let mut server = EventLoop::<P>::new(config, node_id, shared.clone(), started);
@@ -364,6 +366,9 @@ async fn serve_node<P: Protocol>(
     let commit_done = lock()?.durable.as_ref().map(|d| Arc::clone(&d.committed));
     let mut tick = tokio::time::interval(DURABLE_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trim_tick = tokio::time::interval(memory::TRIM_EVERY);
+    trim_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trimmer = memory::Trimmer::default();
     loop {
         // `EventLoop::armed` is the one record of what `sleep` waits for: connection tasks compare their
         // timers with it.
@@ -392,6 +397,12 @@ async fn serve_node<P: Protocol>(
                 None => scrapes = None,
             },
             _ = committed(&commit_done) => {}
+            _ = trim_tick.tick() => {
+                let inputs = lock()?.inputs;
+                if let Some(took) = trimmer.tick(inputs) && took > Duration::from_millis(50) {
+                    eprintln!("snowline server: node {node_id}: giving freed memory back took {took:?}");
+                }
+            }
             _ = tick.tick(), if durable => {
                 let mut server = lock()?;
                 if let Some(d) = &mut server.durable {
@@ -509,6 +520,8 @@ struct EventLoop<P: Protocol> {
     armed: Option<Instant>,
     /// Shutting down: connection tasks hand in nothing more (as the inbox is no longer read then).
     stopping: bool,
+    /// Inputs from the network handled so far (whether the server is quiet: `memory::Trimmer`).
+    inputs: u64,
 }
 
 /// An outbound link to a peer node: its queue, and what was queued and taken for the backlog metric.
@@ -545,6 +558,8 @@ struct Shared {
     open_conns: AtomicUsize,
     /// Which inbound connections are kept (`admission`), under `limits`.
     admission: Arc<Admission>,
+    /// Requests in flight over all client connections (each connection's `ConnQueue` counts into it).
+    in_flight: Arc<InFlightTotal>,
     limits: ConnLimits,
 }
 
@@ -726,6 +741,7 @@ impl<P: Protocol> EventLoop<P> {
             timed: false,
             armed: None,
             stopping: false,
+            inputs: 0,
         }
     }
 
@@ -1054,6 +1070,7 @@ impl<P: Protocol> EventLoop<P> {
     }
 
     fn on_inbound(&mut self, ev: Inbound<P::Msg>) {
+        self.inputs += 1;
         match ev {
             Inbound::Connected { conn, from, tx, queue, direct } => {
                 self.conns.insert(conn, (tx, queue, from, direct));
@@ -1407,7 +1424,7 @@ async fn serve_conn<P: Protocol>(
     let label = format!("connection from {peer}");
     let Some((rd, wr, caller)) = authenticate(stream, &label, &shared).await else { return };
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let queue = Arc::new(ConnQueue::default());
+    let queue = Arc::new(ConnQueue::new(shared.in_flight.clone()));
     let mut pending = VecDeque::new();
     let mut registered = false;
     let (direct, mut boxed) = match wr {
@@ -1569,7 +1586,10 @@ async fn read_conn<P: Protocol>(
             // SLOW_READER_TIMEOUT is dropped. (Requests waiting on other servers are no fault of the client.)
             let (mut taken, mut since) = (queue.taken(), Instant::now());
             while spent(queue, client) {
-                queue.changed(Duration::from_secs(1)).await;
+                // Other connections' answers do not wake this one: look again soon when it is the server's
+                // budget that is spent.
+                let server_wide = queue.server_over_budget(limits);
+                queue.changed(if server_wide { Duration::from_millis(20) } else { Duration::from_secs(1) }).await;
                 if queue.taken() != taken || queue.queued() == 0 {
                     (taken, since) = (queue.taken(), Instant::now());
                 } else if since.elapsed() >= SLOW_READER_TIMEOUT {
