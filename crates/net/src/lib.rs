@@ -20,6 +20,7 @@
 // `Ctx`; the workspace-wide ban on `Instant::now`/`SystemTime::now` (clippy.toml) is for protocol code.
 #![allow(clippy::disallowed_methods)]
 
+mod admission;
 pub mod client;
 pub mod cluster;
 pub mod config;
@@ -27,6 +28,7 @@ mod conn;
 pub mod faults;
 pub mod frame;
 pub mod limits;
+mod memory;
 pub mod metrics;
 pub mod server;
 pub mod tls;

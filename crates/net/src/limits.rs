@@ -2,15 +2,43 @@
 //! logging of bad connections. The numbers are documented in `docs/ARCHITECTURE.md` ("Limits").
 
 use bytes::BytesMut;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::time::{Duration, Instant};
 use tokio_util::codec::{Decoder, LengthDelimitedCodec};
 
-/// Inbound connections one server keeps at once; a connection beyond this gets an `Error` frame and is
-/// closed at once.
+/// Inbound connections one server keeps past their `Hello`, peers and clients together; a connection beyond
+/// this gets an `Error` frame and is closed.
 pub const MAX_CONNECTIONS: usize = 8192;
+/// Of [`MAX_CONNECTIONS`], the connections only peers (servers of the cluster, authenticated) may take:
+/// clients may hold at most `MAX_CONNECTIONS - PEER_RESERVE`, so idle clients never stop a node's peers from
+/// opening their links to it.
+pub const PEER_RESERVE: usize = 256;
+/// Client connections from one source address (IP) at once: one source cannot take the clients' allowance.
+pub const MAX_CONNECTIONS_PER_SOURCE: usize = 1024;
+/// Connections not yet past their `Hello` (TLS handshake included); a new one beyond this closes the oldest
+/// of them, so a flood of silent connections cannot keep a peer from reaching its `Hello`.
+pub const MAX_HANDSHAKING: usize = 1024;
+/// Requests a client connection may have in flight (read, not yet answered) plus replies queued for it
+/// (not yet handed to its socket); at this count the server stops reading that connection (TCP flow
+/// control then stops its client) until replies go out.
+pub const MAX_REQUESTS_IN_FLIGHT: usize = 4096;
+/// Bytes of the request frames a client connection has in flight; at this many the server stops reading
+/// that connection, as for [`MAX_REQUESTS_IN_FLIGHT`]. One request is always read when below it, so a
+/// request of any allowed size gets through.
+pub const MAX_IN_FLIGHT_BYTES: usize = 16 << 20;
+/// Requests in flight over all client connections of a server: at this many (or
+/// [`MAX_SERVER_IN_FLIGHT_BYTES`]) every client connection stops being read until some are answered, so many
+/// connections cannot add their budgets up to more than the server can hold (peers are always read).
+pub const MAX_SERVER_REQUESTS_IN_FLIGHT: usize = 65_536;
+/// Bytes of the request frames in flight over all client connections of a server (as above).
+pub const MAX_SERVER_IN_FLIGHT_BYTES: usize = 64 << 20;
+/// A request no reply has answered for this long stops counting as in flight (some protocols answer from
+/// another server: a replica group's leader answers a request a follower forwarded, so this server never
+/// sees its reply). Beyond a client's own timeout (10 s by default): by then the client has given up.
+pub const IN_FLIGHT_EXPIRY: Duration = Duration::from_secs(30);
 /// Replies queued for one connection (not yet handed to its socket) before the server stops reading that
 /// connection's requests: a client that pipelines requests and never reads its replies stops being read.
 pub const MAX_QUEUED_REPLIES: usize = 1024;
@@ -37,6 +65,50 @@ pub const UNBUDGETED_FRAME_BYTES: usize = 64 << 10;
 /// At most this many warnings about bad connections per [`LOG_WINDOW`]; the rest are counted and summed up.
 pub const LOG_BURST: u32 = 10;
 pub const LOG_WINDOW: Duration = Duration::from_secs(10);
+
+/// The connection limits of one server: the constants above by default; tests shrink them
+/// (`server::run_server_limited`) instead of opening thousands of sockets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// [`MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// [`PEER_RESERVE`] (at most `max_connections`).
+    pub peer_reserve: usize,
+    /// [`MAX_CONNECTIONS_PER_SOURCE`].
+    pub max_per_source: usize,
+    /// [`MAX_HANDSHAKING`] (at least 1).
+    pub max_handshaking: usize,
+    /// [`MAX_REQUESTS_IN_FLIGHT`] (at least 1).
+    pub max_requests_in_flight: usize,
+    /// [`MAX_IN_FLIGHT_BYTES`] (at least 1).
+    pub max_in_flight_bytes: usize,
+    /// [`MAX_SERVER_REQUESTS_IN_FLIGHT`] (at least 1).
+    pub max_server_requests_in_flight: usize,
+    /// [`MAX_SERVER_IN_FLIGHT_BYTES`] (at least 1).
+    pub max_server_in_flight_bytes: usize,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: MAX_CONNECTIONS,
+            peer_reserve: PEER_RESERVE,
+            max_per_source: MAX_CONNECTIONS_PER_SOURCE,
+            max_handshaking: MAX_HANDSHAKING,
+            max_requests_in_flight: MAX_REQUESTS_IN_FLIGHT,
+            max_in_flight_bytes: MAX_IN_FLIGHT_BYTES,
+            max_server_requests_in_flight: MAX_SERVER_REQUESTS_IN_FLIGHT,
+            max_server_in_flight_bytes: MAX_SERVER_IN_FLIGHT_BYTES,
+        }
+    }
+}
+
+impl ConnLimits {
+    /// Client connections allowed in all: what the peers' reserve leaves.
+    pub fn client_allowance(&self) -> usize {
+        self.max_connections.saturating_sub(self.peer_reserve)
+    }
+}
 
 /// The bytes of partially received frames, shared by every connection of a server.
 #[derive(Debug, Default)]
@@ -134,16 +206,86 @@ impl Decoder for BudgetedCodec {
     }
 }
 
-/// What the event loop and a connection's tasks share about its reply queue.
+/// What the event loop and a connection's tasks share about what the server owes that connection: the
+/// requests it read and has not answered (client connections) and the replies queued for it. This is the
+/// connection's memory budget: its reader stops while the budget is spent ([`ConnQueue::over_budget`]).
 #[derive(Debug, Default)]
 pub struct ConnQueue {
     /// Replies queued and not yet taken by the writer.
     queued: AtomicUsize,
     /// Replies taken by the writer so far (progress, for the slow-reader and linger timeouts).
     taken: AtomicU64,
+    /// Requests read and not yet answered, oldest first.
+    in_flight: Mutex<InFlight>,
+    /// Notified when a request is answered or a reply taken: a reader waiting for room looks again.
+    room: tokio::sync::Notify,
+    /// The server's requests in flight over all client connections, this one's included.
+    total: Arc<InFlightTotal>,
+}
+
+/// Requests in flight over all client connections of a server.
+#[derive(Debug, Default)]
+pub struct InFlightTotal {
+    requests: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+impl InFlightTotal {
+    fn add(&self, requests: usize, bytes: usize) {
+        self.requests.fetch_add(requests, Ordering::AcqRel);
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    fn sub(&self, requests: usize, bytes: usize) {
+        self.requests.fetch_sub(requests, Ordering::AcqRel);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Requests in flight and their bytes.
+    pub fn get(&self) -> (usize, usize) {
+        (self.requests.load(Ordering::Acquire), self.bytes.load(Ordering::Acquire))
+    }
+}
+
+#[derive(Debug, Default)]
+struct InFlight {
+    /// When each request was read, and its frame's size.
+    requests: VecDeque<(Instant, usize)>,
+    bytes: usize,
+}
+
+impl InFlight {
+    fn expire(&mut self, now: Instant, total: &InFlightTotal) {
+        while let Some(&(at, n)) = self.requests.front() {
+            if now.saturating_duration_since(at) < IN_FLIGHT_EXPIRY {
+                break;
+            }
+            self.requests.pop_front();
+            self.bytes -= n;
+            total.sub(1, n);
+        }
+    }
+}
+
+impl Drop for ConnQueue {
+    fn drop(&mut self) {
+        let f = self.lock();
+        self.total.sub(f.requests.len(), f.bytes);
+    }
 }
 
 impl ConnQueue {
+    /// The queue of one connection of a server whose requests in flight are counted in `total`.
+    pub fn new(total: Arc<InFlightTotal>) -> Self {
+        Self {
+            queued: AtomicUsize::new(0),
+            taken: AtomicU64::new(0),
+            in_flight: Mutex::default(),
+            room: tokio::sync::Notify::new(),
+            total,
+        }
+    }
+
     pub fn queued(&self) -> usize {
         self.queued.load(Ordering::Acquire)
     }
@@ -160,6 +302,62 @@ impl ConnQueue {
         // Saturating: frames queued by others than the event loop (Error frames) are not counted.
         let _ = self.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| q.checked_sub(1));
         self.taken.fetch_add(1, Ordering::AcqRel);
+        self.room.notify_one();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, InFlight> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A request of `bytes` was read at `now` (before it is handed to the event loop).
+    pub fn request(&self, now: Instant, bytes: usize) {
+        let mut f = self.lock();
+        f.requests.push_back((now, bytes));
+        f.bytes += bytes;
+        self.total.add(1, bytes);
+    }
+
+    /// A frame went to this connection's client: it answers the oldest request in flight (requests answered
+    /// twice, or not at all, are no error: the count saturates, and [`IN_FLIGHT_EXPIRY`] ends the rest).
+    pub fn answered(&self) {
+        let mut f = self.lock();
+        if let Some((_, n)) = f.requests.pop_front() {
+            f.bytes -= n;
+            self.total.sub(1, n);
+        }
+        drop(f);
+        self.room.notify_one();
+    }
+
+    /// Requests in flight and their bytes (expired ones left out).
+    pub fn in_flight(&self) -> (usize, usize) {
+        let mut f = self.lock();
+        f.expire(Instant::now(), &self.total);
+        (f.requests.len(), f.bytes)
+    }
+
+    /// Whether the connection's budget is spent: its reader must wait for room.
+    pub fn over_budget(&self, limits: &ConnLimits) -> bool {
+        let (requests, bytes) = self.in_flight();
+        requests + self.queued() >= limits.max_requests_in_flight.max(1)
+            || bytes >= limits.max_in_flight_bytes.max(1)
+            || self.server_over_budget(limits)
+    }
+
+    /// Whether the server's budget (over all client connections) is spent.
+    pub fn server_over_budget(&self, limits: &ConnLimits) -> bool {
+        let (requests, bytes) = self.total.get();
+        requests >= limits.max_server_requests_in_flight.max(1) || bytes >= limits.max_server_in_flight_bytes.max(1)
+    }
+
+    /// Whether the server still owes this connection anything: a request unanswered or a reply not taken.
+    pub fn owes(&self) -> bool {
+        self.queued() > 0 || self.in_flight().0 > 0
+    }
+
+    /// Wait until a request is answered or a reply taken (or `at_most` passed: expiry needs no event).
+    pub async fn changed(&self, at_most: Duration) {
+        let _ = tokio::time::timeout(at_most, self.room.notified()).await;
     }
 }
 
@@ -241,6 +439,50 @@ mod tests {
         let err = c.decode_eof(&mut buf).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
         assert!(c.decode_eof(&mut BytesMut::new()).unwrap().is_none());
+    }
+
+    #[test]
+    fn requests_in_flight_and_queued_replies_share_one_budget() {
+        let limits = ConnLimits { max_requests_in_flight: 3, max_in_flight_bytes: 100, ..ConnLimits::default() };
+        let q = ConnQueue::default();
+        let now = Instant::now();
+        q.request(now, 10);
+        q.request(now, 10);
+        assert!(!q.over_budget(&limits) && q.owes());
+        q.push();
+        assert!(q.over_budget(&limits), "two in flight and one queued");
+        q.pop();
+        q.answered();
+        assert_eq!(q.in_flight(), (1, 10));
+        assert!(!q.over_budget(&limits));
+        q.request(now, 200);
+        assert!(q.over_budget(&limits), "bytes");
+        q.answered();
+        q.answered();
+        q.answered();
+        assert_eq!(q.in_flight(), (0, 0));
+        assert!(!q.owes());
+        // A request never answered stops counting after IN_FLIGHT_EXPIRY.
+        q.request(now - IN_FLIGHT_EXPIRY, 10);
+        assert_eq!(q.in_flight(), (0, 0));
+    }
+
+    #[test]
+    fn the_server_budget_spans_connections() {
+        let limits = ConnLimits { max_server_requests_in_flight: 3, ..ConnLimits::default() };
+        let total = Arc::new(InFlightTotal::default());
+        let (a, b) = (ConnQueue::new(total.clone()), ConnQueue::new(total.clone()));
+        let now = Instant::now();
+        a.request(now, 5);
+        a.request(now, 5);
+        assert!(!b.over_budget(&limits));
+        b.request(now, 7);
+        assert!(a.over_budget(&limits) && b.over_budget(&limits));
+        assert_eq!(total.get(), (3, 17));
+        drop(a);
+        assert_eq!(total.get(), (1, 7), "a connection's end releases what it had in flight");
+        b.answered();
+        assert_eq!(total.get(), (0, 0));
     }
 
     #[test]

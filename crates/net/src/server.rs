@@ -31,14 +31,16 @@
 //! across processes), kept non-decreasing per node. Timers run on tokio's monotonic clock.
 
 use crate::NetError;
+use crate::admission::{Admission, Role, Slot};
 use crate::config::{ClusterConfig, Routes};
 use crate::conn::{self, OutTx, PeerSpec, ReadHalf, SharedWrite, WriteHalf};
 use crate::faults::{Faults, LinkFaults};
 use crate::frame::{self, Frame};
 use crate::limits::{
-    BudgetedCodec, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT,
-    MAX_CONNECTIONS, MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
+    BudgetedCodec, ConnLimits, ConnQueue, FRAME_BUFFER_BUDGET, FrameBudget, HALF_CLOSED_LINGER, HANDSHAKE_TIMEOUT,
+    IDLE_TIMEOUT, InFlightTotal, MAX_QUEUED_REPLIES, PARTIAL_FRAME_TIMEOUT, RateLimitedLog, SLOW_READER_TIMEOUT,
 };
+use crate::memory;
 use crate::metrics::{self, Counters, Scrape, Text};
 use crate::tls::{NodeTls, TLS_HANDSHAKE_BYTE};
 use crate::util::{NodeClock, TimerHeap, far_future, node_rng, os_u64, wall_ns};
@@ -208,16 +210,29 @@ pub async fn run_server_with<P: Protocol>(
     durability: Option<Durability>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), NetError> {
+    run_server_limited::<P>(config, node_id, durability, ConnLimits::default(), shutdown).await
+}
+
+/// [`run_server_with`] under other connection limits than the defaults (`limits::ConnLimits`): tests
+/// shrink them instead of opening thousands of connections.
+pub async fn run_server_limited<P: Protocol>(
+    config: ClusterConfig,
+    node_id: u32,
+    durability: Option<Durability>,
+    limits: ConnLimits,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), NetError> {
     // One instance of the server's body per protocol, whatever future stops it (build time: the body is
     // large, and callers pass futures of many types).
     let shutdown: Pin<Box<dyn Future<Output = ()> + Send + '_>> = Box::pin(shutdown);
-    serve_node::<P>(config, node_id, durability, shutdown).await
+    serve_node::<P>(config, node_id, durability, limits, shutdown).await
 }
 
 async fn serve_node<P: Protocol>(
     config: ClusterConfig,
     node_id: u32,
     durability: Option<Durability>,
+    limits: ConnLimits,
     shutdown: Pin<Box<dyn Future<Output = ()> + Send + '_>>,
 ) -> Result<(), NetError> {
     config.validate()?;
@@ -266,6 +281,9 @@ async fn serve_node<P: Protocol>(
         routes: config.routes(),
         node_ids: config.nodes.iter().map(|n| n.id).collect(),
         open_conns: AtomicUsize::new(0),
+        admission: Admission::new(limits.clone()),
+        in_flight: Arc::default(),
+        limits,
     });
     let mut server = EventLoop::<P>::new(config, node_id, shared.clone(), started);
     server.timed = metrics_listener.is_some();
@@ -360,6 +378,9 @@ async fn serve_node<P: Protocol>(
     let commit_done = lock()?.durable.as_ref().map(|d| Arc::clone(&d.committed));
     let mut tick = tokio::time::interval(DURABLE_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trim_tick = tokio::time::interval(memory::TRIM_EVERY);
+    trim_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trimmer = memory::Trimmer::default();
     loop {
         // `EventLoop::armed` is the one record of what `sleep` waits for: connection tasks compare their
         // timers with it.
@@ -388,6 +409,12 @@ async fn serve_node<P: Protocol>(
                 None => scrapes = None,
             },
             _ = committed(&commit_done) => {}
+            _ = trim_tick.tick() => {
+                let inputs = lock()?.inputs;
+                if let Some(took) = trimmer.tick(inputs) && took > Duration::from_millis(50) {
+                    eprintln!("snowline server: node {node_id}: giving freed memory back took {took:?}");
+                }
+            }
             _ = tick.tick(), if durable => {
                 let mut server = lock()?;
                 let now_ns = server.host_now();
@@ -510,6 +537,8 @@ struct EventLoop<P: Protocol> {
     armed: Option<Instant>,
     /// Shutting down: connection tasks hand in nothing more (as the inbox is no longer read then).
     stopping: bool,
+    /// Inputs from the network handled so far (whether the server is quiet: `memory::Trimmer`).
+    inputs: u64,
 }
 
 /// An outbound link to a peer node: its queue, and what was queued and taken for the backlog metric.
@@ -544,6 +573,11 @@ struct Shared {
     node_ids: Vec<u32>,
     /// Inbound connections open (handshake done or not), kept by the accept task.
     open_conns: AtomicUsize,
+    /// Which inbound connections are kept (`admission`), under `limits`.
+    admission: Arc<Admission>,
+    /// Requests in flight over all client connections (each connection's `ConnQueue` counts into it).
+    in_flight: Arc<InFlightTotal>,
+    limits: ConnLimits,
 }
 
 /// Who is at the other end of an inbound connection, as far as its authentication tells.
@@ -726,6 +760,7 @@ impl<P: Protocol> EventLoop<P> {
             timed: false,
             armed: None,
             stopping: false,
+            inputs: 0,
         }
     }
 
@@ -838,6 +873,26 @@ impl<P: Protocol> EventLoop<P> {
             "Inbound connections open, handshake done or not.",
             self.shared.open_conns.load(Ordering::Relaxed),
         );
+        let census = self.shared.admission.census();
+        t.single(
+            "snowline_handshaking_connections",
+            "gauge",
+            "Inbound connections accepted and not yet past their Hello (TLS handshake included).",
+            census.handshaking,
+        );
+        let (mut requests, mut request_bytes) = (0, 0);
+        for (_, q, _, _) in self.conns.values() {
+            let (n, bytes) = q.in_flight();
+            requests += n;
+            request_bytes += bytes;
+        }
+        t.single(
+            "snowline_requests_in_flight",
+            "gauge",
+            "Client requests read and not yet answered, over all connections (each connection's budget: docs/ARCHITECTURE.md, Limits).",
+            requests,
+        );
+        t.single("snowline_requests_in_flight_bytes", "gauge", "Bytes of the frames of those requests.", request_bytes);
         let replies: usize = self.conns.values().map(|(_, q, _, _)| q.queued()).sum();
         t.single(
             "snowline_reply_queue_frames",
@@ -1045,6 +1100,7 @@ impl<P: Protocol> EventLoop<P> {
     }
 
     fn on_inbound(&mut self, ev: Inbound<P::Msg>) {
+        self.inputs += 1;
         match ev {
             Inbound::Connected { conn, from, tx, queue, direct } => {
                 self.conns.insert(conn, (tx, queue, from, direct));
@@ -1165,6 +1221,7 @@ impl<P: Protocol> EventLoop<P> {
     /// queued ahead of it on a plain TCP connection, else queued for its writer (counted in its reply queue).
     fn answer(&self, conn: u64, frame: Frame<P::Msg>) {
         if let Some((tx, queue, _, direct)) = self.conns.get(&conn) {
+            queue.answered();
             if let Some(w) = direct
                 && w.write_now(&frame, self.config.max_frame_bytes, queue, "connection to a client")
             {
@@ -1343,19 +1400,22 @@ async fn accept_loop<P: Protocol>(
         };
         match accepted {
             Ok((stream, peer)) => {
-                if conns.len() >= MAX_CONNECTIONS {
-                    shared.log.warn(|| format!("refusing a connection from {peer}: {MAX_CONNECTIONS} already open"));
-                    let why = format!("too many connections: this server keeps at most {MAX_CONNECTIONS}");
-                    let mut buf = bytes::BytesMut::new();
-                    if frame::encode_into(&Frame::<P::Msg>::Error { message: why }, max_frame, &mut buf).is_ok() {
-                        // Best effort, without waiting: a new connection's send buffer is empty.
-                        let _ = stream.try_write(&buf);
-                    }
-                    continue;
-                }
                 let _ = stream.set_nodelay(true);
                 next_conn += 1;
-                conns.spawn(serve_conn::<P>(stream, peer, next_conn, handoff.clone(), max_frame, shared.clone()));
+                // Admission waits for the Hello (`Slot::admit`); until then the connection holds one of the
+                // handshake slots, and a full table closes its oldest.
+                let (slot, evicted) = shared.admission.arrive(next_conn, peer.ip());
+                if evicted {
+                    shared.log.warn(|| {
+                        format!(
+                            "{} connections are before their Hello: closed the oldest to take one from {peer}",
+                            shared.limits.max_handshaking
+                        )
+                    });
+                }
+                let serve = serve_conn::<P>(stream, peer, next_conn, slot, handoff.clone(), max_frame, shared.clone());
+                let handle = conns.spawn(serve);
+                shared.admission.started(next_conn, handle);
                 shared.open_conns.store(conns.len(), Ordering::Relaxed);
             }
             Err(e) => {
@@ -1386,10 +1446,12 @@ enum ReadEnd {
 /// node's certificate may speak for that node's servers), every message's `from` must fit the `Hello`
 /// (`EventLoop::check_sender`), and servers validate every message against the topology
 /// (`snowline_core::validate`).
+#[allow(clippy::too_many_arguments)]
 async fn serve_conn<P: Protocol>(
     stream: TcpStream,
     peer: SocketAddr,
     conn: u64,
+    mut slot: Slot,
     handoff: Handoff<P>,
     max_frame: usize,
     shared: Arc<Shared>,
@@ -1397,7 +1459,7 @@ async fn serve_conn<P: Protocol>(
     let label = format!("connection from {peer}");
     let Some((rd, wr, caller)) = authenticate(stream, &label, &shared).await else { return };
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let queue = Arc::new(ConnQueue::default());
+    let queue = Arc::new(ConnQueue::new(shared.in_flight.clone()));
     let mut pending = VecDeque::new();
     let mut registered = false;
     let (direct, mut boxed) = match wr {
@@ -1431,6 +1493,7 @@ async fn serve_conn<P: Protocol>(
         &handoff,
         max_frame,
         &shared,
+        &mut slot,
         &mut registered,
     );
     // The writer future must not be polled again once it has completed.
@@ -1439,21 +1502,20 @@ async fn serve_conn<P: Protocol>(
         _ = &mut writer => (ReadEnd::Closed, true),
     };
     if end == ReadEnd::HalfClosed && registered && !writer_done {
-        // A client that shut down its sending side still gets its replies: keep the connection registered
-        // while replies keep being written.
-        let mut taken = queue.taken();
-        loop {
+        // A client that shut down its sending side still gets the replies it is owed (requests in flight,
+        // replies queued): the connection stays registered while it is owed some and they keep coming (no
+        // socket lingers in CLOSE-WAIT once nothing is owed), for at most HALF_CLOSED_LINGER without one.
+        let (mut taken, mut since) = (queue.taken(), Instant::now());
+        while queue.owes() && since.elapsed() < HALF_CLOSED_LINGER {
             tokio::select! {
                 _ = &mut writer => {
                     writer_done = true;
                     break;
                 }
-                _ = tokio::time::sleep(HALF_CLOSED_LINGER) => {
-                    let now = queue.taken();
-                    if now == taken && queue.queued() == 0 {
-                        break;
+                _ = queue.changed(HALF_CLOSED_LINGER.saturating_sub(since.elapsed())) => {
+                    if queue.taken() != taken {
+                        (taken, since) = (queue.taken(), Instant::now());
                     }
-                    taken = now;
                 }
             }
         }
@@ -1529,6 +1591,7 @@ async fn read_conn<P: Protocol>(
     handoff: &Handoff<P>,
     max_frame: usize,
     shared: &Shared,
+    slot: &mut Slot,
     registered: &mut bool,
 ) -> ReadEnd {
     let mut frames = FramedRead::new(rd, BudgetedCodec::new(max_frame, shared.budget.clone()));
@@ -1549,19 +1612,27 @@ async fn read_conn<P: Protocol>(
     // Only client connections time out when idle: a peer's link may be quiet for long, and closing it under
     // a frame in flight would lose that frame.
     let mut client = false;
+    let limits = &shared.limits;
+    let spent =
+        |queue: &ConnQueue, client: bool| queue.queued() >= MAX_QUEUED_REPLIES || client && queue.over_budget(limits);
     loop {
-        if queue.queued() >= MAX_QUEUED_REPLIES {
-            // Backpressure: a client that does not read its replies stops being read, and is dropped if it
-            // takes none of them for SLOW_READER_TIMEOUT.
+        if spent(queue, client) {
+            // Backpressure: a connection whose budget (requests in flight plus replies queued) is spent stops
+            // being read until replies go out; one whose client takes none of its queued replies for
+            // SLOW_READER_TIMEOUT is dropped. (Requests waiting on other servers are no fault of the client.)
             let (mut taken, mut since) = (queue.taken(), Instant::now());
-            while queue.queued() >= MAX_QUEUED_REPLIES {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                if queue.taken() != taken {
+            while spent(queue, client) {
+                // Other connections' answers do not wake this one: look again soon when it is the server's
+                // budget that is spent.
+                let server_wide = queue.server_over_budget(limits);
+                queue.changed(if server_wide { Duration::from_millis(20) } else { Duration::from_secs(1) }).await;
+                if queue.taken() != taken || queue.queued() == 0 {
                     (taken, since) = (queue.taken(), Instant::now());
                 } else if since.elapsed() >= SLOW_READER_TIMEOUT {
                     shared.log.warn(|| {
                         format!(
-                            "{label}: closing connection: {MAX_QUEUED_REPLIES} replies queued and none read for {:?}",
+                            "{label}: closing connection: {} replies queued and none read for {:?}",
+                            queue.queued(),
                             SLOW_READER_TIMEOUT
                         )
                     });
@@ -1630,6 +1701,9 @@ async fn read_conn<P: Protocol>(
                     return reject(why);
                 }
                 client = matches!(from, Addr::Client(_));
+                if let Err(why) = slot.admit(if client { Role::Client } else { Role::Peer }) {
+                    return reject(why);
+                }
                 let ev =
                     Inbound::Connected { conn, from, tx: tx.clone(), queue: queue.clone(), direct: direct.cloned() };
                 if !handoff.deliver(ev).await {
@@ -1662,6 +1736,10 @@ async fn read_conn<P: Protocol>(
                 let _ = tx.send((Instant::now(), Frame::Refused { client: c, message }));
             }
             Frame::Msg { from, to, msg } => {
+                if client {
+                    // In flight until a frame goes back to this connection (`EventLoop::answer`).
+                    queue.request(last_frame, len);
+                }
                 if !handoff.deliver(Inbound::Msg { conn, from, to, seq: None, msg }).await {
                     return ReadEnd::Closed;
                 }

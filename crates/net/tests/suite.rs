@@ -7,6 +7,7 @@ use snowline as _;
 
 mod cluster;
 mod common;
+mod conn_limits;
 mod faults;
 mod frame_limits;
 mod hostile;
