@@ -446,7 +446,11 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                     self.file.display()
                 )
             };
-            self.refusals.push(Refusal { client, to, msg: msg.kind(), why });
+            match msg.refusal(&why) {
+                // The protocol's own refusal: its client node says what the application is told.
+                Some(answer) => self.ready.push(Output::ToClient { from: to, to: from, msg: answer }),
+                None => self.refusals.push(Refusal { client, to, msg: msg.kind(), why }),
+            }
             return true;
         }
         self.deliver(idx, from, seq.unwrap_or(0), msg, wall_ns);
