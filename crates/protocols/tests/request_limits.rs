@@ -212,3 +212,42 @@ fn requests_at_the_limits_are_served() {
         assert!(results.iter().all(Result::is_ok), "{}: {results:?}", p.name);
     }
 }
+
+/// On a full disk a durable server refuses a client's message that writes and serves the rest
+/// (`snowline_storage::host`), so every protocol must say which of its clients' messages write
+/// (`Message::is_client_write`): every message a client node sends for a write (the last request of
+/// [`big_write`]) writes, no message it sends for a read does.
+#[test]
+fn every_protocol_tells_its_clients_writes_from_their_reads() {
+    use snowline_core::Message;
+    fn sent<P: Protocol>(cluster: &mut Cluster<P>, op: u64, request: Request) -> Vec<P::Msg> {
+        let mut fx = Effects::<P>::default();
+        cluster.client.on_request(&mut Ctx::new(cluster.now, &mut cluster.client_rng, &mut fx), OpId(op), request);
+        fx.sends.into_iter().filter(|(to, _)| matches!(to, Addr::Server(_))).map(|(_, m)| m).collect()
+    }
+    fn classify<P: Protocol>() -> Result<(), String> {
+        let mut cluster = Cluster::<P>::new(Topology::new(1, 1));
+        let reads = sent(&mut cluster, 0, Request::Rot { keys: vec!["a".into()] });
+        // (eiger-ps first asks for a safe time on a timer: its read sends nothing at once.)
+        if reads.iter().any(Message::is_client_write) {
+            return Err(format!("a read's messages {reads:?}"));
+        }
+        // Run the write's earlier steps (Begin, Read), then look at what its commit sends.
+        let mut requests = big_write::<P>("v");
+        let last = requests.pop().expect("a write");
+        let mut cluster = Cluster::<P>::new(Topology::new(1, 1));
+        for (op, request) in requests.into_iter().enumerate() {
+            cluster.run(op as u64 + 1, request);
+        }
+        let writes = sent(&mut cluster, 9, last);
+        if writes.is_empty() || !writes.iter().all(Message::is_client_write) {
+            return Err(format!("a write's messages {writes:?}"));
+        }
+        Ok(())
+    }
+    let wrong: Vec<String> = PROTOCOLS
+        .iter()
+        .filter_map(|p| with_protocol!(p.name, P => classify::<P>()).unwrap().err().map(|e| format!("{}: {e}", p.name)))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -381,6 +381,11 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         &self.log
     }
 
+    /// The log, to change (tests: [`MemLog::set_disk_full`](crate::MemLog::set_disk_full)).
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+
     /// Gives the log back (tests crash a [`MemLog`](crate::MemLog) with it).
     pub fn into_log(self) -> L {
         self.log
