@@ -39,6 +39,18 @@ pub struct ProtocolConfig {
     /// clock is refused as invalid input (`snowline_core::validate`), so a forged or corrupt timestamp cannot
     /// push a clock to the end of time. Must exceed the clock skew between any two servers.
     pub max_clock_ahead_ms: u64,
+    /// 2PL (and OCC, which shares its messages): the longest a transaction may live, from its wound-wait age
+    /// (the client's clock when it, or the first of its retries, began). A participant refuses as invalid
+    /// input a request whose age is older than this, and aborts (cause `Timeout`) and releases a
+    /// transaction not yet prepared that has lived longer, whatever requests keep it busy; so a client can
+    /// neither claim an age that outranks every honest transaction nor hold a lock for ever. A session
+    /// retrying an aborted transaction keeps its age (wound-wait's starvation freedom) only while it is
+    /// younger than half of this, then takes a fresh one. Default 10 s.
+    pub max_txn_lifetime_ms: u64,
+    /// 2PL: the most locks one transaction may hold at a partition. A read that would take more is refused
+    /// (and the transaction released there); a prepare that would is voted no. Default 10,000
+    /// (`max_keys_per_request`).
+    pub max_locks_per_txn: usize,
     /// Rococo-SNOW: the largest difference between two nodes' clocks, in µs. A write transaction's answer
     /// waits until its coordinator's clock is this far past the transaction's timestamp (commit wait), so a
     /// read-only transaction that begins after the answer reads at a later timestamp. The simulator's
@@ -73,6 +85,8 @@ impl Default for ProtocolConfig {
             idle_backoff_ms: 10_000,
             max_clock_ahead_ms: 60_000,
             max_clock_skew_us: 2_100,
+            max_txn_lifetime_ms: 10_000,
+            max_locks_per_txn: 10_000,
             record_components: false,
             termination: Termination::Multicast,
             multicast_skip_final: false,
@@ -137,6 +151,14 @@ impl ProtocolConfig {
             Begin | Abort => return Ok(()),
             Commit { writes } => writes.len().max(1),
             Call { procedure, args } => {
+                if let Some((i, arg)) = args.iter().enumerate().find(|(_, a)| a.len() > self.max_value_bytes) {
+                    return Err(format!(
+                        "argument {} of {procedure:?} is {} bytes; the limit is {} (max_value_bytes)",
+                        i + 1,
+                        arg.len(),
+                        self.max_value_bytes
+                    ));
+                }
                 let (_, pieces) = crate::procedure::plan_call(procedure, args)?;
                 if let Some(key) =
                     pieces.iter().flat_map(|p| p.reads.iter().chain(&p.writes)).find(|k| self.key_too_long(k))
@@ -154,27 +176,52 @@ impl ProtocolConfig {
             Begin | Abort | Call { .. } => Box::new(std::iter::empty()),
         };
         for key in named {
-            if key.is_empty() {
-                return Err("empty key: a key must be at least one byte long".into());
-            }
-            if self.key_too_long(key) {
-                return Err(self.key_error(key));
-            }
+            self.check_key(key)?;
         }
+        self.check_key_count(keys)?;
+        for (key, value) in req.writes() {
+            self.check_value(&key, &value)?;
+        }
+        Ok(())
+    }
+
+    /// A key a request names: at least one byte, at most `max_key_bytes` (the message names the limit).
+    /// Clients check it before sending ([`check_request`](Self::check_request)), servers when a request
+    /// arrives (`validate::Check::request_keys`): one wording for both.
+    pub fn check_key(&self, key: &str) -> Result<(), String> {
+        if key.is_empty() {
+            return Err("empty key: a key must be at least one byte long".into());
+        }
+        if self.key_too_long(key) {
+            return Err(self.key_error(key));
+        }
+        Ok(())
+    }
+
+    /// The number of keys one request names: at least one, at most `max_keys_per_request`.
+    pub fn check_key_count(&self, keys: usize) -> Result<(), String> {
         if keys == 0 {
             return Err("a request must name at least one key".into());
         }
         if keys > self.max_keys_per_request {
-            return Err(format!("{keys} keys in one request; the limit is {}", self.max_keys_per_request));
+            return Err(format!(
+                "{keys} keys in one request; the limit is {} (max_keys_per_request)",
+                self.max_keys_per_request
+            ));
         }
-        for (key, value) in req.writes() {
-            if value.len() > self.max_value_bytes {
-                return Err(format!(
-                    "value for key {key:?} is {} bytes; the limit is {} (max_value_bytes)",
-                    value.len(),
-                    self.max_value_bytes
-                ));
-            }
+        Ok(())
+    }
+
+    /// A value written to `key`: at most `max_value_bytes`.
+    pub fn check_value(&self, key: &str, value: &str) -> Result<(), String> {
+        if value.len() > self.max_value_bytes {
+            return Err(format!(
+                "value for key {:?}{} is {} bytes; the limit is {} (max_value_bytes)",
+                head(key),
+                if key.len() > HEAD { "…" } else { "" },
+                value.len(),
+                self.max_value_bytes
+            ));
         }
         Ok(())
     }
@@ -184,9 +231,15 @@ impl ProtocolConfig {
     }
 
     fn key_error(&self, key: &str) -> String {
-        let head: String = key.chars().take(32).collect();
-        format!("key {head:?}… is {} bytes; the limit is {} (max_key_bytes)", key.len(), self.max_key_bytes)
+        format!("key {:?}… is {} bytes; the limit is {} (max_key_bytes)", head(key), key.len(), self.max_key_bytes)
     }
+}
+
+/// Characters of a key an error message shows.
+const HEAD: usize = 32;
+
+fn head(key: &str) -> String {
+    key.chars().take(HEAD).collect()
 }
 
 #[cfg(test)]

@@ -47,6 +47,15 @@ pub trait Message: Serialize + DeserializeOwned + Clone + Debug + Send + 'static
     fn is_client_write(&self) -> bool {
         false
     }
+    /// For a client's request that its server's host refuses without handling it (a full disk,
+    /// `snowline_storage::host`), the protocol's own answer saying so (`why`), sent to the client in the
+    /// server's name: the client node then decides what its application is told (a refused retry of a write
+    /// whose earlier attempt may have been applied is outcome unknown, not rejected). `None` (the default):
+    /// the host answers with its generic refusal, which the client library reports as rejected, so a
+    /// protocol whose client node resends writes must answer here.
+    fn refusal(&self, _why: &str) -> Option<Self> {
+        None
+    }
     /// For a server's message to a client that ends an operation or a step of one: how it went, for the
     /// server's metrics (aborts by cause, time spent waiting). `None` for every other message, and in
     /// protocols whose clients assemble the outcome from several replies.

@@ -13,7 +13,7 @@
 use crate::clock::VectorClock;
 use crate::config::ProtocolConfig;
 use crate::ids::{Addr, ClientId, DcId, PartitionId, ServerId};
-use crate::request::Version;
+use crate::request::{Key, Value, Version};
 use crate::topology::Topology;
 use std::fmt;
 
@@ -29,6 +29,9 @@ pub enum InvalidKind {
     Malformed,
     /// A timestamp too far ahead of this server's clock (or one that would overflow).
     Timestamp,
+    /// A request over one of the limits of [`ProtocolConfig`] (key, value and request sizes, keys per
+    /// request, a transaction's lifetime and locks); the detail names the limit and its value.
+    Limit,
     /// A message that does not match this server's state (a reply to nothing it asked, a stale duplicate
     /// that would move state backwards).
     Unexpected,
@@ -41,6 +44,7 @@ impl fmt::Display for InvalidKind {
             InvalidKind::OutOfRange => "id out of range",
             InvalidKind::Malformed => "malformed",
             InvalidKind::Timestamp => "timestamp out of bounds",
+            InvalidKind::Limit => "over a limit",
             InvalidKind::Unexpected => "unexpected",
         })
     }
@@ -73,12 +77,14 @@ pub struct Check<'a> {
     /// The receiving server's physical clock.
     pub now_ns: u64,
     pub max_ahead_ns: u64,
+    /// The limits client requests are checked against ([`Check::request_keys`], [`Check::request_writes`]).
+    pub config: &'a ProtocolConfig,
 }
 
 impl<'a> Check<'a> {
-    pub fn new(topology: &'a Topology, config: &ProtocolConfig, now_ns: u64, from: Addr, msg: &'static str) -> Self {
+    pub fn new(topology: &'a Topology, config: &'a ProtocolConfig, now_ns: u64, from: Addr, msg: &'static str) -> Self {
         let max_ahead_ns = config.max_clock_ahead_ms.saturating_mul(1_000_000);
-        Self { topology, from, msg, now_ns, max_ahead_ns }
+        Self { topology, from, msg, now_ns, max_ahead_ns, config }
     }
 
     pub fn fail(&self, kind: InvalidKind, detail: impl Into<String>) -> InvalidInput {
@@ -195,6 +201,40 @@ impl<'a> Check<'a> {
         if v.0.is_empty() { Ok(()) } else { self.vector(v, what) }
     }
 
+    /// The keys a client's request names, against the limits a client checks before sending
+    /// ([`ProtocolConfig::check_request`], same wording): at most `max_keys_per_request`, each at least one
+    /// byte and at most `max_key_bytes` (whether a message may name no key is the protocol's to say). A server calls it on every client-originated
+    /// message that names keys, so a client that skips the library's check gets the same refusal.
+    pub fn request_keys<'k>(&self, keys: impl IntoIterator<Item = &'k Key>) -> Result<(), InvalidInput> {
+        let limit = |why: String| self.fail(InvalidKind::Limit, why);
+        let mut n = 0usize;
+        for key in keys {
+            n += 1;
+            self.config.check_key(key).map_err(limit)?;
+        }
+        self.config.check_key_count(n.max(1)).map_err(limit)
+    }
+
+    /// The writes a client's request carries: its keys as [`Check::request_keys`] (together with `reads`,
+    /// other keys the same request names), and each value at most `max_value_bytes`.
+    pub fn request_writes<'k>(
+        &self,
+        writes: impl IntoIterator<Item = (&'k Key, &'k Value)> + Clone,
+        reads: impl IntoIterator<Item = &'k Key>,
+    ) -> Result<(), InvalidInput> {
+        self.request_keys(writes.clone().into_iter().map(|(k, _)| k).chain(reads))?;
+        for (key, value) in writes {
+            self.config.check_value(key, value).map_err(|why| self.fail(InvalidKind::Limit, why))?;
+        }
+        Ok(())
+    }
+
+    /// A whole client request carried in a message (protocols whose servers take the client's `Request`):
+    /// every limit [`ProtocolConfig::check_request`] checks.
+    pub fn request(&self, request: &crate::Request) -> Result<(), InvalidInput> {
+        self.config.check_request(request).map_err(|why| self.fail(InvalidKind::Limit, why))
+    }
+
     /// `cond` holds, else a [`InvalidKind::Malformed`] error saying `detail`.
     pub fn ensure(&self, cond: bool, kind: InvalidKind, detail: impl FnOnce() -> String) -> Result<(), InvalidInput> {
         if cond { Ok(()) } else { Err(self.fail(kind, detail())) }
@@ -230,5 +270,33 @@ mod tests {
         let k = t.key_on(2, "k");
         assert!(ok.key_on(&k, 2).is_ok());
         assert_eq!(ok.key_on(&k, 0).unwrap_err().kind, InvalidKind::OutOfRange);
+    }
+
+    #[test]
+    fn request_limits_are_checked_with_the_limit_named() {
+        let t = Topology::new(1, 1);
+        let config =
+            ProtocolConfig { max_key_bytes: 8, max_value_bytes: 16, max_keys_per_request: 3, ..Default::default() };
+        let check = Check::new(&t, &config, 0, Addr::Client(ClientId(1)), "put");
+        let keys = |names: &[&str]| names.iter().map(|k| Key::from(*k)).collect::<Vec<_>>();
+        assert!(check.request_keys(&keys(&["a", "b", "c"])).is_ok());
+        assert!(check.request_keys(&keys(&[])).is_ok());
+        let err = |r: Result<(), InvalidInput>| {
+            let e = r.unwrap_err();
+            assert_eq!(e.kind, InvalidKind::Limit, "{e}");
+            e.to_string()
+        };
+        let e = err(check.request_keys(&keys(&["a", "b", "c", "d"])));
+        assert!(e.contains("4 keys") && e.contains("max_keys_per_request") && e.contains('3'), "{e}");
+        let e = err(check.request_keys(&keys(&["123456789"])));
+        assert!(e.contains("9 bytes") && e.contains("max_key_bytes") && e.contains('8'), "{e}");
+        assert!(err(check.request_keys(&keys(&[""]))).contains("empty key"));
+        let (k, big, ok) = (Key::from("k"), Value::from("x".repeat(17)), Value::from("x".repeat(16)));
+        assert!(check.request_writes([(&k, &ok)], []).is_ok());
+        let e = err(check.request_writes([(&k, &big)], []));
+        assert!(e.contains("17 bytes") && e.contains("max_value_bytes") && e.contains("16"), "{e}");
+        // Writes and reads of one request count together.
+        let reads = keys(&["a", "b", "c"]);
+        assert!(err(check.request_writes([(&k, &ok)], &reads)).contains("max_keys_per_request"));
     }
 }

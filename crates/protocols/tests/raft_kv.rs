@@ -125,3 +125,63 @@ fn the_same_seed_gives_the_same_run() {
     assert!(trace(3) == trace(3), "the same seed gives the same trace");
     assert!(trace(3) != trace(4), "different seeds draw different election timeouts");
 }
+
+/// What a client is told (docs/OPERATIONS.md): a PUT refused (a full disk, a key of another group) at its
+/// first attempt, or after members said they had done nothing, certainly had no effect: rejected. A PUT
+/// refused after an earlier attempt went unanswered (the client resent it after `RETRY_NS`) or was proposed by
+/// a member that then lost its leadership may have been applied: outcome unknown, never rejected.
+#[test]
+fn a_refused_retry_of_a_put_that_may_have_been_applied_is_outcome_unknown() {
+    use rand::SeedableRng;
+    use snowline_core::{ClientNode, Ctx, Effects, Protocol, ProtocolConfig};
+    use snowline_protocols::raft_kv::{KvMsg, KvTimer, RETRY_NS};
+    let topology = Topology::replicated(1, 1, 3);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    let mut client = RaftKv::client(ClientId(0), 0, topology, &ProtocolConfig::default());
+    let member = topology.group(0).next().expect("a member");
+    let mut op = 0;
+    // Submits a PUT; returns where its first attempt went.
+    let mut put = |client: &mut <RaftKv as Protocol>::Client, op: &mut u64| {
+        *op += 1;
+        let mut fx = Effects::<RaftKv>::default();
+        let request = Request::Put { key: "k".into(), value: format!("v{op}").into() };
+        client.on_request(&mut Ctx::new(0, &mut rng, &mut fx), OpId(*op), request);
+        assert!(matches!(fx.sends.as_slice(), [(_, KvMsg::Request { attempt: 1, .. })]), "{:?}", fx.sends);
+        OpId(*op)
+    };
+    let mut rng2 = rand::rngs::SmallRng::seed_from_u64(2);
+    let mut answer = |client: &mut <RaftKv as Protocol>::Client, msg: KvMsg| {
+        let mut fx = Effects::<RaftKv>::default();
+        client.on_message(&mut Ctx::new(0, &mut rng2, &mut fx), Addr::Server(member), msg);
+        fx
+    };
+    let refused = |op, attempt| KvMsg::Refused { op, attempt, reason: "the disk is full".into() };
+    let outcome = |fx: &Effects<RaftKv>| fx.completions.first().map(|(_, r)| r.clone()).expect("completed");
+
+    // Refused at the first attempt: rejected.
+    let o = put(&mut client, &mut op);
+    assert!(matches!(outcome(&answer(&mut client, refused(o, 1))), Err(OpError::Rejected(_))));
+
+    // Unanswered, resent after RETRY_NS, then refused: unknown.
+    let o = put(&mut client, &mut op);
+    let mut fx = Effects::<RaftKv>::default();
+    let mut rng3 = rand::rngs::SmallRng::seed_from_u64(3);
+    client.on_timer(&mut Ctx::new(RETRY_NS, &mut rng3, &mut fx), KvTimer::Retry { op: o, attempt: 1 });
+    assert!(matches!(fx.sends.as_slice(), [(_, KvMsg::Request { attempt: 2, .. })]), "resent: {:?}", fx.sends);
+    match outcome(&answer(&mut client, refused(o, 2))) {
+        Err(OpError::Unknown(why)) => assert!(why.contains("may have been applied") && why.contains("full"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+
+    // Redirected by a member that did nothing, then refused: rejected.
+    let o = put(&mut client, &mut op);
+    let next = topology.next_member(member);
+    let fx = answer(&mut client, KvMsg::Redirect { op: o, attempt: 1, hint: Some(next), proposed: false });
+    assert!(matches!(fx.sends.as_slice(), [(to, KvMsg::Request { attempt: 2, .. })] if *to == Addr::Server(next)));
+    assert!(matches!(outcome(&answer(&mut client, refused(o, 2))), Err(OpError::Rejected(_))));
+
+    // Redirected by a member that had proposed it (and lost its leadership), then refused: unknown.
+    let o = put(&mut client, &mut op);
+    answer(&mut client, KvMsg::Redirect { op: o, attempt: 1, hint: Some(next), proposed: true });
+    assert!(matches!(outcome(&answer(&mut client, refused(o, 2))), Err(OpError::Unknown(_))));
+}

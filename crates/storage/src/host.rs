@@ -381,6 +381,11 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         &self.log
     }
 
+    /// The log, to change (tests: [`MemLog::set_disk_full`](crate::MemLog::set_disk_full)).
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+
     /// Gives the log back (tests crash a [`MemLog`](crate::MemLog) with it).
     pub fn into_log(self) -> L {
         self.log
@@ -446,7 +451,11 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                     self.file.display()
                 )
             };
-            self.refusals.push(Refusal { client, to, msg: msg.kind(), why });
+            match msg.refusal(&why) {
+                // The protocol's own refusal: its client node says what the application is told.
+                Some(answer) => self.ready.push(Output::ToClient { from: to, to: from, msg: answer }),
+                None => self.refusals.push(Refusal { client, to, msg: msg.kind(), why }),
+            }
             return true;
         }
         self.deliver(idx, from, seq.unwrap_or(0), msg, wall_ns);

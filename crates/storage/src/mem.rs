@@ -19,6 +19,9 @@ pub struct MemLog {
     in_flight: Vec<Record>,
     background: bool,
     last: Lsn,
+    /// A full disk, as [`RecordLog::disk_full`] reports it (set by tests; commits still succeed, as a log
+    /// writing into its space reserve does).
+    full: bool,
 }
 
 impl MemLog {
@@ -31,6 +34,12 @@ impl MemLog {
     /// `background` (type docs), or commit at once.
     pub fn with_background(self, background: bool) -> MemLog {
         MemLog { background, ..self }
+    }
+
+    /// Report the disk full (or not) from now on: what a [`Log`](crate::Log) reports once it has given up
+    /// its space reserve (tests of what a host refuses on a full disk).
+    pub fn set_disk_full(&mut self, full: bool) {
+        self.full = full;
     }
 
     /// Records appended but not durable (pending, or in the background commit under way): what a crash now
@@ -65,6 +74,10 @@ impl MemLog {
 }
 
 impl RecordLog for MemLog {
+    fn disk_full(&self) -> bool {
+        self.full
+    }
+
     fn append(&mut self, record: &[u8]) -> Lsn {
         self.last = self.last.next();
         self.pending.push(Record { lsn: self.last, payload: record.to_vec() });

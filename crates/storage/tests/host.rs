@@ -38,6 +38,10 @@ enum RegMsg {
     GetOk {
         value: Option<String>,
     },
+    /// A server's own refusal of a client's put whose host did not take it (a full disk).
+    Refused {
+        why: String,
+    },
     /// Breaks the driver contract twice: completes an operation and sends to a server that does not exist.
     Misbehave,
 }
@@ -51,6 +55,19 @@ impl Message for RegMsg {
             RegMsg::Get { .. } => "get",
             RegMsg::GetOk { .. } => "get-ok",
             RegMsg::Misbehave => "misbehave",
+            RegMsg::Refused { .. } => "refused",
+        }
+    }
+
+    fn is_client_write(&self) -> bool {
+        matches!(self, RegMsg::Put { .. })
+    }
+
+    /// A put its host refuses is answered in the protocol's words (`Refused`), except one of key "generic".
+    fn refusal(&self, why: &str) -> Option<Self> {
+        match self {
+            RegMsg::Put { key, .. } if key != "generic" => Some(RegMsg::Refused { why: why.into() }),
+            _ => None,
         }
     }
 }
@@ -104,7 +121,7 @@ impl ServerNode<Reg> for RegServer {
                 cx.send(ServerId::new(9, 0), RegMsg::PutOk { at: 0 });
                 cx.send(from, RegMsg::PutOk { at: 1 });
             }
-            RegMsg::PutOk { .. } | RegMsg::GetOk { .. } => {}
+            RegMsg::PutOk { .. } | RegMsg::GetOk { .. } | RegMsg::Refused { .. } => {}
         }
         Ok(())
     }
@@ -497,4 +514,34 @@ fn contract_violations_are_dropped_and_reported() {
     host.commit().unwrap();
     assert!(host.take_violations().is_empty());
     assert!(host.take_outputs().iter().any(|o| matches!(o, Output::ToClient { msg: RegMsg::PutOk { .. }, .. })));
+}
+
+#[test]
+fn a_full_disk_refuses_writes_in_the_protocols_words_and_serves_reads() {
+    let mut a = open(MemLog::new(), A, 1).unwrap();
+    a.take_outputs();
+    put(&mut a, 0, 10);
+    a.commit().unwrap();
+    a.take_outputs();
+    a.log_mut().set_disk_full(true);
+    // A write: the protocol's own refusal, sent to the client in the server's name at once; nothing logged.
+    let before = a.log().last_lsn();
+    put(&mut a, 1, 20);
+    let out = a.take_outputs();
+    assert!(
+        matches!(out.as_slice(), [Output::ToClient { from, to, msg: RegMsg::Refused { why } }]
+            if *from == A && *to == CLIENT && why.contains("full")),
+        "{out:?}"
+    );
+    assert!(a.take_refusals().is_empty());
+    assert_eq!((a.log().last_lsn(), server(&a).puts), (before, 1), "not taken");
+    // Without the protocol's words, the host's generic refusal.
+    let msg = RegMsg::Put { key: "generic".into(), value: "v".into() };
+    assert!(a.on_message(A, CLIENT, None, msg, 30));
+    assert!(a.take_outputs().is_empty());
+    assert_eq!(a.take_refusals().len(), 1);
+    // Reads go on.
+    get(&mut a, "k0", 0, 40);
+    a.commit().unwrap();
+    assert_eq!(got(&a.take_outputs()), vec![Some("v0".to_string())]);
 }

@@ -396,13 +396,19 @@ impl ContrarianServer {
         let check = Check::new(&self.topology, &self.config, now_ns, from, msg.kind());
         let me = self.id;
         match msg {
-            ContrarianMsg::Put { dv, .. } | ContrarianMsg::Snapshot { dv, .. } => {
+            ContrarianMsg::Put { key, value, dv, .. } => {
+                check.client()?;
+                check.request_writes([(key, value)], [])?;
+                check.vector(dv, "dependency vector")?;
+            }
+            ContrarianMsg::Snapshot { dv, .. } => {
                 check.client()?;
                 check.vector(dv, "dependency vector")?;
             }
             ContrarianMsg::Read { keys, sv, .. } => {
                 check.client()?;
                 check.vector(sv, "snapshot vector")?;
+                check.request_keys(keys)?;
                 keys.iter().try_for_each(|k| check.key_on(k, me.partition))?;
             }
             ContrarianMsg::PutDone { .. }

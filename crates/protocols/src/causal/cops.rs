@@ -530,18 +530,18 @@ impl CopsServer {
                 let c = check.client()?;
                 check.ensure(rot.client == c, InvalidKind::Sender, || format!("{c} sends a ROT of {}", rot.client))?;
                 check.time(*ts, "causal time")?;
+                check.request_keys(keys)?;
                 keys.iter().try_for_each(|k| check.key_on(k, me.partition))?;
             }
             CopsMsg::ReadAt { keys, at, .. } => {
                 check.client()?;
                 check.time(*at, "read time")?;
+                check.request_keys(keys)?;
                 keys.iter().try_for_each(|k| check.key_on(k, me.partition))?;
             }
-            CopsMsg::Put { key, deps, ts, .. } => {
+            CopsMsg::Put { key, value, deps, ts, .. } => {
                 check.client()?;
-                check.ensure(key.len() <= self.config.max_key_bytes, InvalidKind::Malformed, || {
-                    format!("a key of {} bytes; the limit is {} (max_key_bytes)", key.len(), self.config.max_key_bytes)
-                })?;
+                check.request_writes([(key, value)], [])?;
                 check.key_on(key, me.partition)?;
                 check.time(*ts, "causal time")?;
                 deps_valid(deps)?;
@@ -609,15 +609,6 @@ impl CopsServer {
                 cx.send(c, CopsMsg::ReadReply { op, round: 2, items });
             }
             (Addr::Client(client), CopsMsg::Put { op, key, value, deps, ts }) => {
-                if value.len() > self.config.max_value_bytes {
-                    let reason = format!(
-                        "value for key {key:?} is {} bytes; the limit is {} (max_value_bytes)",
-                        value.len(),
-                        self.config.max_value_bytes
-                    );
-                    cx.send(client, CopsMsg::PutReply { op, result: Err(OpError::Rejected(reason)) });
-                    return Ok(());
-                }
                 cx.charge(1 + deps.len() as u64);
                 // COPS applies a local PUT at once (its dependencies are visible here); COPS-SNOW runs the
                 // readers check against its dependencies first (Fig. 4 lines 26–28).

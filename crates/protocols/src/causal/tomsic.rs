@@ -939,8 +939,9 @@ impl<F: Flavour> TomsicServer<F> {
         let variant =
             |ok: bool| check.ensure(ok, InvalidKind::Sender, || format!("{} servers send no such message", F::NAME));
         match msg {
-            TomsicMsg::Begin { session, .. } => {
+            TomsicMsg::Begin { request, session, .. } => {
                 check.client()?;
+                check.request(request)?;
                 // Empty: a session that has seen nothing yet.
                 check.vector_or_empty(&session.dep, "session dependency vector")?;
                 check.vector_or_empty(&session.ss, "session snapshot")?;
@@ -1771,11 +1772,12 @@ mod tests {
     fn oversized_values_are_rejected_with_the_limit_named() {
         let mut tc = server::<CvFlavour>(0, 0);
         let big: Value = "x".repeat(ProtocolConfig::default().max_value_bytes + 1).into();
-        let out = deliver(&mut tc, CLIENT, begin(1, Request::Put { key: key(0), value: big }));
-        match done(&out) {
-            Err(OpError::Rejected(msg)) => assert!(msg.contains("max_value_bytes"), "{msg}"),
-            other => panic!("{other:?}"),
-        }
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut out = Effects::default();
+        let msg = begin(1, Request::Put { key: key(0), value: big });
+        let err = tc.on_message(&mut Ctx::new(NOW, &mut rng, &mut out), CLIENT.into(), msg).unwrap_err();
+        assert!(err.kind == InvalidKind::Limit && err.detail.contains("max_value_bytes"), "{err}");
+        assert!(out.sends.is_empty());
         assert_eq!(tc.stored_versions(), 0);
     }
 

@@ -340,14 +340,13 @@ impl DwServer {
         match msg {
             DwMsg::Read { keys, .. } => {
                 check.client()?;
+                check.request_keys(keys)?;
                 keys.iter().try_for_each(|k| check.key_on(k, me.partition))?;
             }
-            DwMsg::Put { key, .. } => {
+            DwMsg::Put { key, value, .. } => {
                 check.client()?;
                 check.ensure(me == WRITER, InvalidKind::Unexpected, || format!("{me} is not the writer"))?;
-                check.ensure(key.len() <= self.config.max_key_bytes, InvalidKind::Malformed, || {
-                    format!("a key of {} bytes; the limit is {} (max_key_bytes)", key.len(), self.config.max_key_bytes)
-                })?;
+                check.request_writes([(key, value)], [])?;
             }
             DwMsg::ReadReply { .. } | DwMsg::PutReply { .. } => {
                 return Err(check.fail(InvalidKind::Sender, "only a client is sent this"));
@@ -385,15 +384,6 @@ impl DwServer {
                 cx.send(c, DwMsg::ReadReply { op, items });
             }
             (Addr::Client(client), DwMsg::Put { op, key, value }) => {
-                if value.len() > self.config.max_value_bytes {
-                    let reason = format!(
-                        "value for key {key:?} is {} bytes; the limit is {} (max_value_bytes)",
-                        value.len(),
-                        self.config.max_value_bytes
-                    );
-                    cx.send(client, DwMsg::PutReply { op, result: Err(OpError::Rejected(reason)) });
-                    return Ok(());
-                }
                 let w = self.writer.as_mut().expect("validated: the writer");
                 w.queue.push_back(Queued { client, op, key, value });
                 if w.in_flight.is_none() {

@@ -365,11 +365,13 @@ impl EigerServer {
                 check.ensure(*at <= self.local_safe_time(), InvalidKind::Unexpected, || {
                     format!("a read at {at}, above this server's safe time {}", self.local_safe_time())
                 })?;
+                check.request_keys(keys)?;
                 keys.iter().try_for_each(|k| check.key_on(k, me.partition))?;
             }
             EigerMsg::Write { writes, .. } => {
                 check.client()?;
                 check.ensure(!writes.is_empty(), InvalidKind::Malformed, || "no writes".into())?;
+                check.request_writes(writes.iter().map(|(k, v)| (k, v)), [])?;
                 check.key_on(&writes[0].0, me.partition)?;
             }
             EigerMsg::SafeTime { .. } | EigerMsg::ReadReply { .. } | EigerMsg::WriteDone { .. } => {
@@ -476,15 +478,6 @@ impl EigerServer {
 
     /// A client's write transaction: prepare it at the server of every written partition in every datacenter.
     fn coordinate(&mut self, cx: &mut Cx<'_>, client: ClientId, op: OpId, writes: Vec<(Key, Value)>) {
-        if let Some((key, value)) = writes.iter().find(|(_, v)| v.len() > self.config.max_value_bytes) {
-            let reason = format!(
-                "value for key {key:?} is {} bytes; the limit is {} (max_value_bytes)",
-                value.len(),
-                self.config.max_value_bytes
-            );
-            cx.send(client, EigerMsg::WriteDone { op, result: Err(OpError::Rejected(reason)) });
-            return;
-        }
         if let Err(reason) = self.config.check_request(&Request::Update { writes: writes.clone() }) {
             cx.send(client, EigerMsg::WriteDone { op, result: Err(OpError::Rejected(reason)) });
             return;

@@ -44,7 +44,7 @@ use crate::components::multicast::{
 };
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
+    Addr, Check, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
     Offers, OpError, OpId, PartitionId, Protocol, ProtocolConfig, Request, ServerId, ServerNode, Topology, Value,
     Version,
 };
@@ -83,7 +83,7 @@ impl Protocol for AmcastKv {
     }
 
     fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> AmcastKvServer {
-        AmcastKvServer::new(id, topology, params(config))
+        AmcastKvServer::new(id, topology, params(config), config)
     }
 
     fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> AmcastKvClient {
@@ -123,6 +123,17 @@ impl Message for AmMsg {
             AmMsg::Mcast(McastWire::Proposal { .. }) => "proposal",
             AmMsg::Mcast(McastWire::Decided { .. }) => "decided",
             AmMsg::Done { .. } => "done",
+        }
+    }
+
+    /// A submitted operation that writes (one that does not decode is refused as one): on a full disk its
+    /// host refuses it, while read-only operations go on.
+    fn is_client_write(&self) -> bool {
+        match self {
+            AmMsg::Mcast(McastWire::Submit(m)) => {
+                postcard::from_bytes::<Operation>(&m.payload).map_or(true, |op| !op.writes.is_empty())
+            }
+            _ => false,
         }
     }
 }
@@ -185,11 +196,14 @@ pub struct AmcastKvServer {
     topology: Topology,
     member: McastMember,
     state: KvState,
+    /// The limits clients' operations are checked against.
+    config: ProtocolConfig,
 }
 
 impl AmcastKvServer {
-    pub fn new(id: ServerId, topology: Topology, params: McastParams) -> Self {
-        Self { id, topology, member: McastMember::new(id, topology, params), state: KvState::default() }
+    pub fn new(id: ServerId, topology: Topology, params: McastParams, config: &ProtocolConfig) -> Self {
+        let member = McastMember::new(id, topology, params);
+        Self { id, topology, member, state: KvState::default(), config: config.clone() }
     }
 
     /// The multicast endpoint (its log, leadership, pending messages).
@@ -248,10 +262,15 @@ impl AmcastKvServer {
     /// its destination groups (a member of this group forwarding it to its leader, or the leader of another
     /// destination group relaying it), and carries an operation whose keys are exactly on its destination
     /// groups. (The multicast component then checks the destination set itself.)
-    fn check_submit(&self, from: Addr, msg: &McastMsg) -> Result<(), (InvalidKind, String)> {
+    /// A client's operation is within the request limits (`ProtocolConfig`; `now_ns`: this server's clock).
+    fn check_submit(&self, now_ns: u64, from: Addr, msg: &McastMsg) -> Result<(), (InvalidKind, String)> {
         check_submit_sender(&self.topology, self.id, from, msg)?;
         let op = postcard::from_bytes::<Operation>(&msg.payload)
             .map_err(|e| (InvalidKind::Malformed, format!("{}: undecodable operation: {e}", msg.id)))?;
+        if let Addr::Client(_) = from {
+            let check = Check::new(&self.topology, &self.config, now_ns, from, "submit");
+            check.request_writes(op.writes.iter().map(|(k, v)| (k, v)), &op.reads).map_err(|e| (e.kind, e.detail))?;
+        }
         let groups: BTreeSet<PartitionId> =
             op.reads.iter().chain(op.writes.iter().map(|(k, _)| k)).map(|k| self.topology.partition_of(k)).collect();
         if groups.is_empty() || !groups.iter().eq(msg.dest.iter()) {
@@ -298,7 +317,7 @@ impl ServerNode<AmcastKv> for AmcastKvServer {
                 return Err(refuse(InvalidKind::Sender, "only the members of a group exchange raft messages".into()));
             }
             (_, AmMsg::Mcast(McastWire::Submit(msg))) => {
-                self.check_submit(from, &msg).map_err(|(k, why)| refuse(k, why))?;
+                self.check_submit(cx.now_ns(), from, &msg).map_err(|(k, why)| refuse(k, why))?;
                 self.on_submit(cx, from, msg).map_err(malformed)?;
             }
             (_, AmMsg::Mcast(wire)) => {

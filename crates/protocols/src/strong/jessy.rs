@@ -67,9 +67,9 @@ use crate::components::multicast::{
 use crate::components::twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions,
-    Message, Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request,
-    ServerId, ServerNode, Termination, Topology, Value, Version,
+    AbortCause, Addr, Check, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key,
+    LinkAssumptions, Message, Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult,
+    Reply, Request, ServerId, ServerNode, Termination, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;
@@ -338,7 +338,7 @@ impl<C: Criterion> Protocol for Jessy<C> {
     }
 
     fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> JessyServer<C> {
-        JessyServer::new(id, topology, params(config), config.termination)
+        JessyServer::new(id, topology, params(config), config.termination).with_limits(config)
     }
 
     fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> JessyClient<C> {
@@ -446,6 +446,18 @@ impl Message for JessyMsg {
             JessyMsg::Votes { .. } => "votes",
             JessyMsg::Heads { .. } => "heads",
             JessyMsg::HeadsQuery => "heads-query",
+        }
+    }
+
+    /// A transaction that writes, multicast or begun by two-phase commit (one that does not decode is refused
+    /// as one): on a full disk its host refuses it, while reads and read-only transactions go on.
+    fn is_client_write(&self) -> bool {
+        let writes =
+            |payload: &[u8]| postcard::from_bytes::<TxPayload>(payload).map_or(true, |tx| !tx.writes.is_empty());
+        match self {
+            JessyMsg::Mcast(McastWire::Submit(m)) => writes(&m.payload),
+            JessyMsg::Tpc(TpcWire::Begin { payload, .. }) => writes(payload),
+            _ => false,
         }
     }
 }
@@ -838,6 +850,8 @@ pub struct JessyServer<C> {
     remote: BTreeMap<PartitionId, Vec<(u64, DepVector)>>,
     #[serde(skip)]
     criterion: PhantomData<C>,
+    /// The limits clients' transactions and reads are checked against.
+    config: ProtocolConfig,
 }
 
 impl<C: Criterion> JessyServer<C> {
@@ -861,7 +875,33 @@ impl<C: Criterion> JessyServer<C> {
             sweep_armed: false,
             remote: BTreeMap::new(),
             criterion: PhantomData,
+            config: ProtocolConfig::default(),
         }
+    }
+
+    /// Check clients' requests against `config`'s limits (the default limits otherwise).
+    pub fn with_limits(mut self, config: &ProtocolConfig) -> Self {
+        self.config = config.clone();
+        self
+    }
+
+    /// A client's transaction or read is within the request limits (`ProtocolConfig`): its writes (at most
+    /// `max_keys_per_request`, as the commit that sent them) and the keys it read (each of them, in
+    /// several reads: their number is not one request's).
+    fn check_limits<'k>(
+        &self,
+        now_ns: u64,
+        from: Addr,
+        kind: &'static str,
+        writes: &'k [(Key, Value)],
+        reads: impl IntoIterator<Item = &'k Key>,
+    ) -> Result<(), InvalidInput> {
+        if let Addr::Client(_) = from {
+            let check = Check::new(&self.topology, &self.config, now_ns, from, kind);
+            check.request_writes(writes.iter().map(|(k, v)| (k, v)), [])?;
+            reads.into_iter().try_for_each(|k| check.request_keys([k]))?;
+        }
+        Ok(())
     }
 
     /// Runs `f` on the two-phase commit member with the group's data as its host, then acts on what was
@@ -1252,7 +1292,7 @@ impl<C: Criterion> JessyServer<C> {
 
     /// A `Submit` comes from its origin (a client multicasting its own transaction) or from a member of a
     /// destination group, and carries a transaction whose writes are exactly on its destination groups.
-    fn check_submit(&self, from: Addr, msg: &McastMsg) -> Result<(), (InvalidKind, String)> {
+    fn check_submit(&self, from: Addr, msg: &McastMsg) -> Result<TxPayload, (InvalidKind, String)> {
         check_submit_sender(&self.topology, self.id, from, msg)?;
         self.check_tx(msg.id, &msg.payload, &msg.dest)
     }
@@ -1260,7 +1300,7 @@ impl<C: Criterion> JessyServer<C> {
     /// A transaction (multicast or begun by two-phase commit) decodes, certifies reads only where its
     /// criterion does, carries stamps and vectors in range, and is addressed to exactly its destination
     /// groups.
-    fn check_tx(&self, id: McastId, payload: &[u8], dest: &[PartitionId]) -> Result<(), (InvalidKind, String)> {
+    fn check_tx(&self, id: McastId, payload: &[u8], dest: &[PartitionId]) -> Result<TxPayload, (InvalidKind, String)> {
         let tx = postcard::from_bytes::<TxPayload>(payload)
             .map_err(|e| (InvalidKind::Malformed, format!("{id}: undecodable transaction: {e}")))?;
         if !certifies_reads::<C>(!tx.writes.is_empty()) && !tx.reads.is_empty() {
@@ -1275,7 +1315,7 @@ impl<C: Criterion> JessyServer<C> {
             return Err((InvalidKind::Malformed, why));
         }
         check_vector(&self.topology, &tx.snapshot).map_err(|why| (InvalidKind::Malformed, why))?;
-        Ok(())
+        Ok(tx)
     }
 
     /// Whether `msg` belongs to this member's termination (anything else is not a termination message).
@@ -1350,7 +1390,8 @@ impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
                 }
             },
             (_, JessyMsg::Tpc(TpcWire::Begin { id, participants, payload })) => {
-                self.check_tx(id, &payload, &participants).map_err(|(k, why)| refuse(k, why))?;
+                let tx = self.check_tx(id, &payload, &participants).map_err(|(k, why)| refuse(k, why))?;
+                self.check_limits(cx.now_ns(), from, kind, &tx.writes, tx.reads.iter().map(|(k, _)| k))?;
                 let wire = TpcWire::Begin { id, participants, payload };
                 self.with_tpc(cx, |m, cx, host| m.on_wire(cx, from, wire, host))
                     .unwrap_or(Ok(()))
@@ -1367,7 +1408,8 @@ impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
                     .map_err(malformed)?;
             }
             (_, JessyMsg::Mcast(McastWire::Submit(msg))) => {
-                self.check_submit(from, &msg).map_err(|(k, why)| refuse(k, why))?;
+                let tx = self.check_submit(from, &msg).map_err(|(k, why)| refuse(k, why))?;
+                self.check_limits(cx.now_ns(), from, kind, &tx.writes, tx.reads.iter().map(|(k, _)| k))?;
                 if let Some((yes, stamp)) = self.data.vote_of(&msg.id) {
                     // Voted already: the coordinator lost the vote; send it again.
                     cx.send(msg.id.origin, JessyMsg::Vote { id: msg.id, yes, stamp });
@@ -1383,6 +1425,8 @@ impl<C: Criterion> ServerNode<Jessy<C>> for JessyServer<C> {
                 self.handle(cx, events);
             }
             (Addr::Client(_), JessyMsg::Read { tag, key, reads, floor }) => {
+                let read_keys = std::iter::once(&key).chain(reads.iter().map(|(k, _)| k));
+                self.check_limits(cx.now_ns(), from, kind, &[], read_keys)?;
                 self.check_read(&key, &reads).map_err(malformed)?;
                 check_vector(&self.topology, &floor).map_err(malformed)?;
                 self.on_read(cx, from, tag, key, reads, floor);

@@ -40,7 +40,7 @@
 use crate::components::consensus::{Event, RaftGroup, RaftParams, RaftTick, RaftWire};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
+    Addr, Check, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
     Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult, Reply, Request, ServerId,
     ServerNode, Topology, Value, Version,
 };
@@ -83,8 +83,8 @@ impl Protocol for RaftKv {
         Ok(())
     }
 
-    fn server(id: ServerId, topology: Topology, _config: &ProtocolConfig) -> RaftKvServer {
-        RaftKvServer::new(id, topology, RaftParams::default())
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> RaftKvServer {
+        RaftKvServer::new(id, topology, RaftParams::default()).with_limits(config)
     }
 
     fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> RaftKvClient {
@@ -114,9 +114,11 @@ pub enum KvMsg {
     Request { op: OpId, attempt: u32, kv: KvOp },
     /// Member → client: done. For a GET the value read (and its version), for a PUT the version written.
     Done { op: OpId, attempt: u32, value: Option<Value>, version: Version },
-    /// Member → client: ask `hint` (or, without one, try again later); nothing was done.
-    Redirect { op: OpId, attempt: u32, hint: Option<ServerId> },
-    /// Member → client: the operation is invalid (certainly no effect).
+    /// Member → client: ask `hint` (or, without one, try again later). `proposed`: this member had proposed
+    /// the PUT before it lost its leadership, so it may still commit; otherwise nothing was done.
+    Redirect { op: OpId, attempt: u32, hint: Option<ServerId>, proposed: bool },
+    /// Member → client: this attempt is refused and had no effect (a key of another group, a full disk).
+    /// Earlier attempts of the same operation may have: the client tells its application so.
     Refused { op: OpId, attempt: u32, reason: String },
 }
 
@@ -129,6 +131,21 @@ impl Message for KvMsg {
             KvMsg::Done { .. } => "done",
             KvMsg::Redirect { .. } => "redirect",
             KvMsg::Refused { .. } => "refused",
+        }
+    }
+
+    fn is_client_write(&self) -> bool {
+        matches!(self, KvMsg::Request { kv: KvOp::Put { .. }, .. })
+    }
+
+    /// A request its host refuses unhandled (a full disk) is answered as the member refuses one, so that
+    /// the client node, which knows whether an earlier attempt may have been applied, says what happened.
+    fn refusal(&self, why: &str) -> Option<Self> {
+        match self {
+            KvMsg::Request { op, attempt, .. } => {
+                Some(KvMsg::Refused { op: *op, attempt: *attempt, reason: why.into() })
+            }
+            _ => None,
         }
     }
 }
@@ -195,6 +212,8 @@ pub struct RaftKvServer {
     /// GETs waiting for their ReadIndex: read id → (waiter, key).
     reads: BTreeMap<u64, (Waiter, Key)>,
     next_read: u64,
+    /// The limits clients' requests are checked against.
+    config: ProtocolConfig,
 }
 
 impl RaftKvServer {
@@ -207,7 +226,14 @@ impl RaftKvServer {
             puts: BTreeMap::new(),
             reads: BTreeMap::new(),
             next_read: 0,
+            config: ProtocolConfig::default(),
         }
+    }
+
+    /// Check clients' requests against `config`'s limits (the default limits otherwise).
+    pub fn with_limits(mut self, config: &ProtocolConfig) -> Self {
+        self.config = config.clone();
+        self
     }
 
     /// The consensus member (for tests and metrics: leadership, term, applied index).
@@ -262,7 +288,7 @@ impl RaftKvServer {
         };
         match result {
             Ok(events) => self.handle(cx, events),
-            Err(not_leader) => cx.send(client, KvMsg::Redirect { op, attempt, hint: not_leader.hint }),
+            Err(not_leader) => cx.send(client, KvMsg::Redirect { op, attempt, hint: not_leader.hint, proposed: false }),
         }
     }
 
@@ -291,10 +317,14 @@ impl RaftKvServer {
                         // What waited here will not be answered here: send the clients to the new leader.
                         // (A PUT already proposed may still commit; the retry is deduplicated.)
                         for (_, (w, _)) in std::mem::take(&mut self.reads) {
-                            cx.send(w.client, KvMsg::Redirect { op: w.op, attempt: w.attempt, hint: leader });
+                            let redirect =
+                                KvMsg::Redirect { op: w.op, attempt: w.attempt, hint: leader, proposed: false };
+                            cx.send(w.client, redirect);
                         }
                         for (_, w) in std::mem::take(&mut self.puts) {
-                            cx.send(w.client, KvMsg::Redirect { op: w.op, attempt: w.attempt, hint: leader });
+                            let redirect =
+                                KvMsg::Redirect { op: w.op, attempt: w.attempt, hint: leader, proposed: true };
+                            cx.send(w.client, redirect);
                         }
                     }
                 }
@@ -351,7 +381,14 @@ impl ServerNode<RaftKv> for RaftKvServer {
                     .map_err(|why| InvalidInput::new(InvalidKind::Malformed, kind, from, why))?;
                 self.handle(cx, events);
             }
-            (Addr::Client(client), KvMsg::Request { op, attempt, kv }) => self.on_request(cx, client, op, attempt, kv),
+            (Addr::Client(client), KvMsg::Request { op, attempt, kv }) => {
+                let check = Check::new(&self.topology, &self.config, cx.now_ns(), from, kind);
+                match &kv {
+                    KvOp::Get { key } => check.request_keys([key])?,
+                    KvOp::Put { key, value, .. } => check.request_writes([(key, value)], [])?,
+                }
+                self.on_request(cx, client, op, attempt, kv)
+            }
             (Addr::Client(_), _) => {
                 return Err(InvalidInput::new(InvalidKind::Sender, kind, from, "a client sends only requests"));
             }
@@ -389,6 +426,12 @@ struct Pending {
     partition: PartitionId,
     attempt: u32,
     rounds: u32,
+    /// The current attempt was sent and has had no answer yet.
+    in_flight: bool,
+    /// An earlier attempt of this PUT may have been applied (it had no answer before it was sent again,
+    /// its member had proposed it, or it is an abandoned PUT submitted again): a refusal of a later attempt
+    /// then leaves the outcome unknown.
+    maybe_applied: bool,
 }
 
 /// A client session: one operation at a time, sent to the believed leader of its key's group.
@@ -418,6 +461,7 @@ impl RaftKvClient {
         let Some(p) = &mut self.pending else { return };
         p.attempt += 1;
         p.rounds += 1;
+        p.in_flight = true;
         let to = self.leaders[usize::from(p.partition)];
         cx.send(to, KvMsg::Request { op: p.op, attempt: p.attempt, kv: p.kv.clone() });
         cx.set_timer(RETRY_NS, KvTimer::Retry { op: p.op, attempt: p.attempt });
@@ -445,11 +489,15 @@ impl ClientNode<RaftKv> for RaftKvClient {
             self.leaders[usize::from(p.partition)] = self.topology.next_member(tried);
             p.kv
         });
+        let mut maybe_applied = false;
         let kv = match request {
             Request::Rot { mut keys } if keys.len() == 1 => KvOp::Get { key: keys.remove(0) },
             Request::Put { key, value } => {
                 let seq = match abandoned {
-                    Some(KvOp::Put { key: k, value: v, seq }) if k == key && v == value => seq,
+                    Some(KvOp::Put { key: k, value: v, seq }) if k == key && v == value => {
+                        maybe_applied = true;
+                        seq
+                    }
                     _ => {
                         self.next_seq += 1;
                         self.next_seq
@@ -466,7 +514,7 @@ impl ClientNode<RaftKv> for RaftKvClient {
             KvOp::Get { key } | KvOp::Put { key, .. } => key,
         };
         let partition = self.topology.partition_of(key);
-        self.pending = Some(Pending { op, kv, partition, attempt: 0, rounds: 0 });
+        self.pending = Some(Pending { op, kv, partition, attempt: 0, rounds: 0, in_flight: false, maybe_applied });
         self.send(cx);
     }
 
@@ -487,8 +535,11 @@ impl ClientNode<RaftKv> for RaftKvClient {
                 };
                 cx.complete(op, Ok(reply));
             }
-            KvMsg::Redirect { op, attempt, hint } if self.current(op, attempt) => {
-                let partition = self.pending.as_ref().expect("current").partition;
+            KvMsg::Redirect { op, attempt, hint, proposed } if self.current(op, attempt) => {
+                let p = self.pending.as_mut().expect("current");
+                p.in_flight = false;
+                p.maybe_applied |= proposed && matches!(p.kv, KvOp::Put { .. });
+                let partition = p.partition;
                 match hint {
                     Some(leader)
                         if self.topology.member_index(leader).is_some()
@@ -511,8 +562,15 @@ impl ClientNode<RaftKv> for RaftKvClient {
                 }
             }
             KvMsg::Refused { op, attempt, reason } if self.current(op, attempt) => {
-                self.pending = None;
-                cx.complete(op, Err(OpError::Rejected(reason)));
+                let p = self.pending.take().expect("current");
+                let error = if p.maybe_applied {
+                    OpError::Unknown(format!(
+                        "an earlier attempt may have been applied; this one was refused (no effect): {reason}"
+                    ))
+                } else {
+                    OpError::Rejected(reason)
+                };
+                cx.complete(op, Err(error));
             }
             _ => {}
         }
@@ -522,7 +580,10 @@ impl ClientNode<RaftKv> for RaftKvClient {
         if let KvTimer::Retry { op, attempt } = timer
             && self.current(op, attempt)
         {
-            let partition = self.pending.as_ref().expect("current").partition;
+            let p = self.pending.as_mut().expect("current");
+            // An attempt unanswered may have been proposed, and may still be applied.
+            p.maybe_applied |= p.in_flight && matches!(p.kv, KvOp::Put { .. });
+            let partition = p.partition;
             let tried = self.leaders[usize::from(partition)];
             self.leaders[usize::from(partition)] = self.topology.next_member(tried);
             self.send(cx);

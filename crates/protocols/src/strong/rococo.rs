@@ -1436,12 +1436,14 @@ where
             RccMsg::Submit { txn, procedure, args } => {
                 let client = check.client()?;
                 check.ensure(txn.client == client, InvalidKind::Sender, || "a transaction of another client".into())?;
+                check.request(&Request::Call { procedure: procedure.clone(), args: args.clone() })?;
                 self.on_submit(cx, client, txn, procedure, args);
             }
             RccMsg::RotRead { rot, round, keys, snow, started_ns } => {
                 let client = check.client()?;
                 check.ensure(rot.client == client, InvalidKind::Sender, || "a read of another client".into())?;
                 check.ensure(keys.len() <= MAX_SET, InvalidKind::Malformed, || "too many keys".into())?;
+                check.request_keys(&keys)?;
                 for k in &keys {
                     check.key_on(k, me)?;
                 }

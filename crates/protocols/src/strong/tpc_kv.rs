@@ -36,9 +36,9 @@ use crate::components::consensus::{RaftTick, RaftWire};
 use crate::components::twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire, TxnId};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
-    AbortCause, Addr, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key, LinkAssumptions,
-    Message, Offers, OpError, OpId, PartitionId, Protocol, ProtocolConfig, Request, ServerId, ServerNode, Topology,
-    Value, Version,
+    AbortCause, Addr, Check, ClientId, ClientNode, Ctx, DcId, Durability, InvalidInput, InvalidKind, Key,
+    LinkAssumptions, Message, Offers, OpError, OpId, PartitionId, Protocol, ProtocolConfig, Request, ServerId,
+    ServerNode, Topology, Value, Version,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -72,8 +72,8 @@ impl Protocol for TpcKv {
         Ok(())
     }
 
-    fn server(id: ServerId, topology: Topology, _config: &ProtocolConfig) -> TpcKvServer {
-        TpcKvServer::new(id, topology, TpcParams::default())
+    fn server(id: ServerId, topology: Topology, config: &ProtocolConfig) -> TpcKvServer {
+        TpcKvServer::new(id, topology, TpcParams::default(), config)
     }
 
     fn client(id: ClientId, dc: DcId, topology: Topology, config: &ProtocolConfig) -> TpcKvClient {
@@ -95,6 +95,17 @@ impl Message for TpcMsg {
             TpcMsg::Tpc(TpcWire::Vote { .. }) => "vote",
             TpcMsg::Tpc(TpcWire::Decision { .. }) => "decision",
             TpcMsg::Tpc(TpcWire::Outcome { .. }) => "outcome",
+        }
+    }
+
+    /// A transaction that writes (one that does not decode is refused as one): on a full disk its host
+    /// refuses it, while read-only ones go on.
+    fn is_client_write(&self) -> bool {
+        match self {
+            TpcMsg::Tpc(TpcWire::Begin { payload, .. }) => {
+                postcard::from_bytes::<Operation>(payload).map_or(true, |op| !op.writes.is_empty())
+            }
+            _ => false,
         }
     }
 }
@@ -254,19 +265,23 @@ pub struct TpcKvServer {
     topology: Topology,
     member: TpcMember,
     state: KvState,
+    /// The limits clients' operations are checked against.
+    config: ProtocolConfig,
 }
 
 impl TpcKvServer {
-    pub fn new(id: ServerId, topology: Topology, params: TpcParams) -> Self {
+    pub fn new(id: ServerId, topology: Topology, params: TpcParams, config: &ProtocolConfig) -> Self {
         let state = KvState { partition: id.partition, topology: Some(topology), ..KvState::default() };
-        Self { id, topology, member: TpcMember::new(id, topology, params), state }
+        Self { id, topology, member: TpcMember::new(id, topology, params), state, config: config.clone() }
     }
 
     /// A `Begin` comes from its origin (a client beginning its own transaction) or from another member of
     /// this group forwarding it to its leader, and carries an operation whose keys are exactly on its
     /// participant groups. (The 2PC component then checks the participant list itself.)
+    /// A client's operation is within the request limits (`ProtocolConfig`; `now_ns`: this server's clock).
     fn check_begin(
         &self,
+        now_ns: u64,
         from: Addr,
         id: TxnId,
         participants: &[PartitionId],
@@ -291,6 +306,10 @@ impl TpcKvServer {
         if groups.is_empty() || !groups.iter().eq(participants.iter()) {
             let why = format!("{id} names participants {participants:?}, its keys are on {groups:?}");
             return Err((InvalidKind::Malformed, why));
+        }
+        if let Addr::Client(_) = from {
+            let check = Check::new(&self.topology, &self.config, now_ns, from, "begin");
+            check.request_writes(op.writes.iter().map(|(k, v)| (k, v)), &op.reads).map_err(|e| (e.kind, e.detail))?;
         }
         Ok(())
     }
@@ -331,7 +350,7 @@ impl ServerNode<TpcKv> for TpcKvServer {
                 return Err(refuse(InvalidKind::Sender, "only the members of a group exchange raft messages".into()));
             }
             (_, TpcMsg::Tpc(TpcWire::Begin { id, participants, payload })) => {
-                self.check_begin(from, id, &participants, &payload).map_err(|(k, why)| refuse(k, why))?;
+                self.check_begin(cx.now_ns(), from, id, &participants, &payload).map_err(|(k, why)| refuse(k, why))?;
                 let wire = TpcWire::Begin { id, participants, payload };
                 self.member.on_wire(cx, from, wire, &mut self.state).map_err(malformed)?;
             }

@@ -133,6 +133,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;
 use std::ops::Range;
 
+mod limits;
 pub mod occ;
 
 /// The datacenter whose servers hold the single copy of every key.
@@ -376,6 +377,8 @@ struct Local {
     pending: Option<Pending>,
     /// When its last request arrived here (idle abort).
     last_seen_ns: u64,
+    /// Its age, or when it was first seen here if that is earlier (the lifetime's start, `limits`).
+    born_ns: u64,
 }
 
 /// A transaction this server coordinates.
@@ -405,8 +408,9 @@ pub struct TwoPlServer<C = Pessimistic> {
     /// Messages to this server itself, drained before the handler returns (empty between handler calls).
     #[serde(skip)]
     loopback: VecDeque<(ServerId, TwoPlMsg)>,
-    /// The bound on timestamps in messages (`ProtocolConfig::max_clock_ahead_ms`).
-    max_clock_ahead_ms: u64,
+    /// The limits messages are checked against (`max_clock_ahead_ms`, the request limits, the transaction
+    /// lifetime and lock bound: `limits`).
+    config: ProtocolConfig,
     #[serde(skip)]
     _control: PhantomData<C>,
 }
@@ -422,7 +426,7 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
 
     pub fn with_config(id: ServerId, topology: Topology, config: &ProtocolConfig) -> Self {
         Self {
-            max_clock_ahead_ms: config.max_clock_ahead_ms,
+            config: config.clone(),
             id,
             topology,
             store: BTreeMap::new(),
@@ -543,8 +547,7 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
     /// clock before the message touches any state (`snowline_core::validate`). Requests a client may get
     /// wrong by mistake (a commit naming a partition twice) are answered with a refusal instead.
     fn validate(&self, now_ns: u64, from: Addr, msg: &TwoPlMsg) -> Result<(), InvalidInput> {
-        let config = ProtocolConfig { max_clock_ahead_ms: self.max_clock_ahead_ms, ..ProtocolConfig::default() };
-        let check = Check::new(&self.topology, &config, now_ns, from, msg.kind());
+        let check = Check::new(&self.topology, &self.config, now_ns, from, msg.kind());
         let home_server = || -> Result<ServerId, InvalidInput> {
             let s = check.server()?;
             check.ensure(s.dc == HOME_DC && s != self.id, InvalidKind::Sender, || {
@@ -560,16 +563,21 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
         let versions = |reads: &[(Key, Version)]| reads.iter().try_for_each(|(_, v)| check.version(v, "read version"));
         match msg {
             // The handlers answer a client that names another's transaction with a refusal.
-            TwoPlMsg::Read { age, exclusive, .. } => {
+            TwoPlMsg::Read { txn, age, keys, exclusive, .. } => {
                 check.client()?;
-                check.time(age.time, "age")?;
+                limits::check_age(&check, age, txn)?;
+                check.request_keys(keys.iter().chain(exclusive))?;
                 check.ensure(!Self::OPTIMISTIC || exclusive.is_empty(), InvalidKind::Malformed, || {
                     format!("{}'s reads lock nothing", C::NAME)
                 })?;
             }
-            TwoPlMsg::Commit { age, .. } => {
+            TwoPlMsg::Commit { txn, age, participants } => {
                 check.client()?;
-                check.time(age.time, "age")?;
+                limits::check_age(&check, age, txn)?;
+                // The writes are the commit request's; the reads (OCC's) were several requests' keys.
+                check.request_writes(participants.iter().flat_map(|p| p.writes.iter().map(|(k, v)| (k, v))), [])?;
+                let mut reads = participants.iter().flat_map(|p| &p.reads);
+                reads.try_for_each(|(k, v)| check.request_keys([k]).and_then(|()| check.version(v, "read version")))?;
             }
             TwoPlMsg::Release { .. } => {
                 check.client()?;
@@ -578,6 +586,7 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
             TwoPlMsg::Validate { reads, .. } => {
                 check.client()?;
                 optimistic(true)?;
+                reads.iter().try_for_each(|(k, _)| check.request_keys([k]))?;
                 versions(reads)?;
             }
             TwoPlMsg::ReadReply { .. } | TwoPlMsg::Released { .. } | TwoPlMsg::Outcome { .. } => {
@@ -648,6 +657,12 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
         if let Err(reason) = self.check_read(client, txn, keys.iter().chain(&exclusive)) {
             return refuse(cx, OpError::Rejected(reason));
         }
+        if let Some(abort) = limits::expired(&self.config, &age, cx.now_ns()) {
+            let mut dirty = BTreeSet::new();
+            self.abort_here(cx, txn, abort.clone(), false, &mut dirty);
+            self.pump(cx, dirty);
+            return refuse(cx, OpError::Aborted(abort));
+        }
         match self.txns.get(&txn) {
             Some(t) if t.pending.is_some() => {
                 return refuse(cx, OpError::Rejected("a request of this transaction is already waiting here".into()));
@@ -666,12 +681,22 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
                         OpError::aborted(AbortCause::Timeout, format!("{} no longer holds its locks", self.id)),
                     );
                 }
-                self.txns
-                    .insert(txn, Local { age, locks: BTreeMap::new(), prepared: None, pending: None, last_seen_ns: 0 });
+                let born_ns = Self::born(&age, cx.now_ns());
+                let local =
+                    Local { age, locks: BTreeMap::new(), prepared: None, pending: None, last_seen_ns: 0, born_ns };
+                self.txns.insert(txn, local);
             }
         }
         let mut wanted: BTreeMap<Key, Mode> = keys.iter().map(|k| (k.clone(), Mode::Shared)).collect();
         wanted.extend(exclusive.into_iter().map(|k| (k, Mode::Exclusive)));
+        if let Some(why) = self.over_lock_bound(txn, &wanted) {
+            // Released here; its client releases the rest when it learns of it.
+            let mut dirty = BTreeSet::new();
+            let abort = Abort { cause: AbortCause::User, detail: why.clone() };
+            self.abort_here(cx, txn, abort, false, &mut dirty);
+            self.pump(cx, dirty);
+            return refuse(cx, OpError::Rejected(why));
+        }
         let t = self.txns.get_mut(&txn).expect("present");
         t.last_seen_ns = cx.now_ns();
         t.pending =
@@ -694,17 +719,18 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
         if Self::OPTIMISTIC {
             return self.prepare_optimistic(cx, coordinator, txn, age, writes, reads);
         }
-        let mut no = |s: &mut Self, cause: AbortCause, detail: String| {
+        let no = |s: &mut Self, cx: &mut Cx<'_, C>, cause: AbortCause, detail: String| {
             s.send_server(cx, coordinator, TwoPlMsg::Vote { txn, vote: Err(Abort { cause, detail }), blocked_ns: 0 });
         };
         if let Some(reason) = self.misplaced(writes.iter().map(|(k, _)| k)) {
-            return no(self, AbortCause::Vote, reason);
+            return no(self, cx, AbortCause::Vote, reason);
         }
         match self.txns.get(&txn) {
             Some(t) if t.prepared.is_some() => return, // a duplicate: the vote was sent
             Some(t) if t.pending.is_some() => {
                 return no(
                     self,
+                    cx,
                     AbortCause::Vote,
                     format!("a read of the transaction is still waiting at {}", self.id),
                 );
@@ -713,16 +739,25 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
             None => {
                 if let Some((abort, _)) = self.aborted.get(&txn) {
                     let abort = abort.clone();
-                    return no(self, abort.cause, abort.detail);
+                    return no(self, cx, abort.cause, abort.detail);
                 }
                 if held {
-                    return no(self, AbortCause::Timeout, format!("{} no longer holds its locks", self.id));
+                    return no(self, cx, AbortCause::Timeout, format!("{} no longer holds its locks", self.id));
                 }
-                self.txns
-                    .insert(txn, Local { age, locks: BTreeMap::new(), prepared: None, pending: None, last_seen_ns: 0 });
+                let born_ns = Self::born(&age, cx.now_ns());
+                let local =
+                    Local { age, locks: BTreeMap::new(), prepared: None, pending: None, last_seen_ns: 0, born_ns };
+                self.txns.insert(txn, local);
             }
         }
         let wanted: BTreeMap<Key, Mode> = writes.iter().map(|(k, _)| (k.clone(), Mode::Exclusive)).collect();
+        if let Some(why) = self.over_lock_bound(txn, &wanted) {
+            let mut dirty = BTreeSet::new();
+            let abort = Abort { cause: AbortCause::Vote, detail: why.clone() };
+            self.abort_here(cx, txn, abort, false, &mut dirty);
+            self.pump(cx, dirty);
+            return no(self, cx, AbortCause::Vote, why);
+        }
         let t = self.txns.get_mut(&txn).expect("present");
         t.last_seen_ns = cx.now_ns();
         t.pending = Some(Pending {
@@ -969,6 +1004,7 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
             .collect();
         cx.charge(1 + idle.len() as u64);
         let mut dirty = BTreeSet::new();
+        self.sweep_outlived(cx, &mut dirty);
         for txn in idle {
             let abort = Abort {
                 cause: AbortCause::Timeout,
@@ -1023,6 +1059,11 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
             return;
         }
         if self.coordinated.contains_key(&txn) {
+            return;
+        }
+        // Its participants' sweeps release what it holds: it has outlived its lifetime there too.
+        if let Some(abort) = limits::expired(&self.config, &age, cx.now_ns()) {
+            cx.send(client, TwoPlMsg::Outcome { txn, result: Err(OpError::Aborted(abort)) });
             return;
         }
         let votes = participants.iter().map(|p| (p.partition, None)).collect();
@@ -1223,7 +1264,8 @@ impl<C: ConcurrencyControl> TwoPlClient<C> {
     fn open(&mut self, cx: &mut Cx<'_, C>, purpose: Purpose) {
         let id = TxnId { client: self.id, seq: self.next_seq };
         self.next_seq += 1;
-        let age = Age { time: self.retry_age.take().unwrap_or(cx.now_ns()), client: self.id };
+        let age =
+            Age { time: limits::next_age_time(&self.config, self.retry_age.take(), cx.now_ns()), client: self.id };
         self.txn = Some(Open {
             id,
             age,
@@ -1256,6 +1298,18 @@ impl<C: ConcurrencyControl> TwoPlClient<C> {
         }
     }
 
+    /// Abort the open transaction, before another request, if its age has outlived the transaction lifetime
+    /// (participants would refuse the request: `limits`).
+    fn give_up_outlived(&mut self, cx: &mut Cx<'_, C>, op: OpId) -> bool {
+        let now = cx.now_ns();
+        let Some(why) = self.txn.as_ref().and_then(|t| limits::outlived(&self.config, &t.age, now)) else {
+            return false;
+        };
+        let t = self.txn.take().expect("open");
+        self.fail(cx, t, op, OpError::aborted(AbortCause::Timeout, why), None);
+        true
+    }
+
     /// End `t` with an error: release its locks and complete `op`.
     fn fail(&mut self, cx: &mut Cx<'_, C>, t: Open, op: OpId, error: OpError, except: Option<PartitionId>) {
         self.release(cx, &t, except);
@@ -1282,6 +1336,9 @@ impl<C: ConcurrencyControl> TwoPlClient<C> {
     /// exclusively (read too if also in `keys`). OCC reads without locks: it sends `keys` only. A round
     /// with nothing to send (OCC: a stored procedure's wave that only writes) is done at once.
     fn send_round(&mut self, cx: &mut Cx<'_, C>, op: OpId, keys: Vec<Key>, exclusive: Vec<Key>) {
+        if self.give_up_outlived(cx, op) {
+            return;
+        }
         let Some(t) = self.txn.as_mut() else { return };
         let exclusive = if Self::OPTIMISTIC { Vec::new() } else { exclusive };
         let mut per: BTreeMap<PartitionId, (Vec<Key>, Vec<Key>)> = BTreeMap::new();
@@ -1504,6 +1561,9 @@ impl<C: ConcurrencyControl> TwoPlClient<C> {
             }
             return;
         }
+        if let Some(why) = limits::outlived(&self.config, &t.age, cx.now_ns()) {
+            return self.fail(cx, t, op, OpError::aborted(AbortCause::Timeout, why), None);
+        }
         let coordinator = home(*parts.keys().next().expect("a participant"));
         cx.send(coordinator, TwoPlMsg::Commit { txn: t.id, age: t.age, participants: parts.into_values().collect() });
         t.metrics.rounds += 1;
@@ -1689,9 +1749,9 @@ mod tests {
         TxnId { client: ClientId(client), seq: 0 }
     }
 
-    /// Transaction `client` with age `time`: smaller is older.
+    /// Transaction `client` with age `time` (ns before `NOW`, less a millisecond): smaller is older.
     fn age(client: u64, time: u64) -> Age {
-        Age { time, client: ClientId(client) }
+        Age { time: NOW - 1_000_000 + time, client: ClientId(client) }
     }
 
     fn read(client: u64, time: u64, keys: &[&Key], held: bool) -> TwoPlMsg {
@@ -2049,6 +2109,11 @@ mod tests {
 
     // ---- client ----
 
+    /// The age a client gives a transaction begun at its clock reading `time`.
+    fn client_age(client: u64, time: u64) -> Age {
+        Age { time, client: ClientId(client) }
+    }
+
     fn client() -> TwoPlClient {
         TwoPl::client(ClientId(1), 1, topo(), &ProtocolConfig::default())
     }
@@ -2084,12 +2149,12 @@ mod tests {
         let out = request(&mut cl, NOW, 0, Request::Begin);
         assert_eq!((out.sends.len(), completion(&out)), (0, &Ok(Reply::default())));
         let me = TxnId { client: ClientId(1), seq: 0 };
-        assert_eq!(cl.open_transaction(), Some((me, age(1, NOW))));
+        assert_eq!(cl.open_transaction(), Some((me, client_age(1, NOW))));
         let (x, y) = (key(0, "x"), key(1, "y"));
         let out = request(&mut cl, NOW + 1, 1, Request::Read { keys: vec![y.clone(), x.clone()] });
         let lock = |k: &Key| TwoPlMsg::Read {
             txn: me,
-            age: age(1, NOW),
+            age: client_age(1, NOW),
             keys: vec![k.clone()],
             exclusive: vec![],
             held: false,
@@ -2128,12 +2193,12 @@ mod tests {
         assert_eq!(cl.open_transaction(), None);
         request(&mut cl, NOW + 1_000, 2, Request::Begin);
         let retry = TxnId { client: ClientId(1), seq: 1 };
-        assert_eq!(cl.open_transaction(), Some((retry, age(1, NOW))), "same age, new id");
+        assert_eq!(cl.open_transaction(), Some((retry, client_age(1, NOW))), "same age, new id");
         // A user abort does not carry the age over.
         let out = request(&mut cl, NOW + 2_000, 3, Request::Abort);
         assert_eq!(completion(&out).as_ref().err().and_then(OpError::abort_cause), Some(AbortCause::User));
         request(&mut cl, NOW + 3_000, 4, Request::Begin);
-        assert_eq!(cl.open_transaction().map(|(_, a)| a), Some(age(1, NOW + 3_000)));
+        assert_eq!(cl.open_transaction().map(|(_, a)| a), Some(client_age(1, NOW + 3_000)));
     }
 
     #[test]
@@ -2155,7 +2220,10 @@ mod tests {
         ];
         assert_eq!(
             out.sends,
-            vec![(Addr::Server(ServerId::new(0, 0)), TwoPlMsg::Commit { txn: me, age: age(1, NOW), participants })]
+            vec![(
+                Addr::Server(ServerId::new(0, 0)),
+                TwoPlMsg::Commit { txn: me, age: client_age(1, NOW), participants }
+            )]
         );
         let version = Version { time: 77, dc: 0 };
         let outcome = Ok(Reply { commit: Some(version), ..Default::default() });

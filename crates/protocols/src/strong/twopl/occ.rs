@@ -108,13 +108,15 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
         }
         let mut wanted: BTreeMap<Key, Mode> = reads.iter().map(|(k, _)| (k.clone(), Mode::Shared)).collect();
         wanted.extend(writes.iter().map(|(k, _)| (k.clone(), Mode::Exclusive)));
-        if let Err(abort) = self.validation(txn, &reads, &wanted) {
+        let bound = self.over_lock_bound(txn, &wanted).map(|detail| Abort { cause: AbortCause::Vote, detail });
+        if let Some(abort) = bound.map_or_else(|| self.validation(txn, &reads, &wanted).err(), Some) {
             return self.send_server(cx, coordinator, TwoPlMsg::Vote { txn, vote: Err(abort), blocked_ns: 0 });
         }
         for (key, mode) in &wanted {
             self.locks.entry(key.clone()).or_default().holders.insert(txn, *mode);
         }
-        let local = Local { age, locks: wanted, prepared: None, pending: None, last_seen_ns: cx.now_ns() };
+        let (last_seen_ns, born_ns) = (cx.now_ns(), Self::born(&age, cx.now_ns()));
+        let local = Local { age, locks: wanted, prepared: None, pending: None, last_seen_ns, born_ns };
         self.txns.insert(txn, local);
         self.vote_yes(cx, txn, coordinator, writes, 0);
     }
