@@ -27,6 +27,7 @@ pub struct NemesisArgs {
     /// How many seeds per protocol (seeds FIRST_SEED, FIRST_SEED+1, ...).
     #[arg(long, default_value_t = 1)]
     pub seeds: u64,
+    /// The first seed: a seed fixes the faults' schedule (the workload's timing is the machine's).
     #[arg(long, default_value_t = 1)]
     pub first_seed: u64,
     /// Seconds of workload per seed (faults stop one second before the end).
@@ -35,6 +36,7 @@ pub struct NemesisArgs {
     /// The faults to draw from: partition, pause, kill, clock.
     #[arg(long, value_delimiter = ',', default_value = "partition,pause,kill,clock")]
     pub faults: Vec<FaultKind>,
+    /// Partitions per datacenter (two datacenters, or one for a protocol that runs in one).
     #[arg(long, default_value_t = 2)]
     pub partitions: u16,
     /// Closed-loop clients per datacenter.
