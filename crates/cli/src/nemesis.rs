@@ -45,6 +45,20 @@ pub struct NemesisArgs {
     /// Emulated one-way latency between the two datacenters, in milliseconds.
     #[arg(long, default_value_t = 5.0)]
     pub latency_ms: f64,
+    /// Run a deliberately broken variant, to see the nemesis catch it (never for real use).
+    #[arg(long)]
+    pub broken: Option<Broken>,
+}
+
+/// Deliberately broken variants the nemesis must catch.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Broken {
+    /// In-memory servers, killed and started again: a restarted server has forgotten every write it held,
+    /// acknowledged or not.
+    ForgetOnRestart,
+    /// The atomic multicast delivers at each group's local timestamp, skipping the final-timestamp step
+    /// (`multicast_skip_final`; amcast-kv and the Jessy family with multicast termination).
+    MulticastSkipFinal,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -111,11 +125,16 @@ fn run_one(name: &'static str, seed: u64, args: &NemesisArgs) -> Result<Outcome>
     }
     let dir = std::env::temp_dir().join(format!("snowline-nemesis-{name}-{seed}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let kills = args.faults.contains(&FaultKind::Kill);
+    // Kills need durable servers: an in-memory server forgets everything when killed (the broken variant).
+    let durable = args.faults.contains(&FaultKind::Kill) && args.broken != Some(Broken::ForgetOnRestart);
     let setup = LocalSetup {
         dir: Some(dir.clone()),
-        data: kills.then(|| LocalData { root: dir.join("data"), fsync: Default::default() }),
+        data: durable.then(|| LocalData { root: dir.join("data"), fsync: Default::default() }),
         faults: true,
+        protocol_config: snowline_core::ProtocolConfig {
+            multicast_skip_final: args.broken == Some(Broken::MulticastSkipFinal),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let (cluster, config, dir) = start_local_cluster(name, topology, args.latency_ms, setup)?;

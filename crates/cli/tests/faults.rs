@@ -219,3 +219,21 @@ fn bench_exits_non_zero_when_a_server_dies_during_the_run() {
     assert!(text(&o).contains("node 1"), "the error names the dead server: {}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `snowline nemesis` (issue 32): a real cluster under seeded partitions, pauses, kills and clock offsets
+/// passes its claim and keeps every acknowledged write; the same run with in-memory servers, which forget
+/// their writes when killed, is caught.
+#[test]
+fn the_nemesis_passes_a_durable_cluster_and_catches_one_that_forgets() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["nemesis", "--protocols", "cv", "--seconds", "4", "--clients", "2", "--first-seed", "3"];
+        args.extend_from_slice(extra);
+        snowline(&args)
+    };
+    let ok = run(&[]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert!(text(&ok).contains("rc ok"), "{}", text(&ok));
+    let broken = run(&["--faults", "kill", "--broken", "forget-on-restart"]);
+    assert!(!broken.status.success(), "{}", text(&broken));
+    assert!(text(&broken).contains("the nemesis found violations in: cv seed 3"), "{}", text(&broken));
+}
