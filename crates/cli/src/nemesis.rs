@@ -1,7 +1,7 @@
 //! `snowline nemesis`: faults injected into a real local cluster while a workload runs. On a schedule drawn
-//! from a seed it cuts the network between datacenters or isolates a node (inside the runtime's links:
-//! `snowline_net::faults`), pauses server processes (SIGSTOP/SIGCONT), kills them and starts them again
-//! (durable servers), and moves node clocks; then it heals everything, checks the recorded history at the
+//! from a seed it cuts the network between datacenters or isolates a node and adds delay (inside the
+//! runtime's links: `snowline_net::faults`), pauses server processes (SIGSTOP/SIGCONT), kills them and
+//! starts them again (durable servers), and moves node clocks; then it heals everything, checks the recorded history at the
 //! protocol's claimed level, and reads every written key in every datacenter: every key with an
 //! acknowledged write must hold a value that was written, the same in every datacenter.
 
@@ -33,8 +33,8 @@ pub struct NemesisArgs {
     /// Seconds of workload per seed (faults stop one second before the end).
     #[arg(long, default_value_t = 8.0)]
     pub seconds: f64,
-    /// The faults to draw from: partition, pause, kill, clock.
-    #[arg(long, value_delimiter = ',', default_value = "partition,pause,kill,clock")]
+    /// The faults to draw from: partition, pause, kill, clock, delay.
+    #[arg(long, value_delimiter = ',', default_value = "partition,pause,kill,clock,delay")]
     pub faults: Vec<FaultKind>,
     /// Partitions per datacenter (two datacenters, or one for a protocol that runs in one).
     #[arg(long, default_value_t = 2)]
@@ -71,6 +71,8 @@ pub enum FaultKind {
     Kill,
     /// Move a node's clock by up to half the protocols' `max_clock_skew_us`, either way.
     Clock,
+    /// Add 5 to 50 ms of one-way delay to every link between nodes for a while.
+    Delay,
 }
 
 /// What one seed's run found.
@@ -248,6 +250,13 @@ fn inject(
                 sleep(hold / 2);
                 cluster.restart_node(node, Duration::from_secs(30))?;
             }
+            FaultKind::Delay => {
+                plan.extra_delay_ms = rng.random_range(5..=50);
+                plan.write(file)?;
+                sleep(hold);
+                plan.extra_delay_ms = 0;
+                plan.write(file)?;
+            }
             FaultKind::Clock => {
                 let offset = if skew_ms > 0 { rng.random_range(-skew_ms..=skew_ms) } else { 0 };
                 plan.clock_offset_ms.insert(node, offset);
@@ -257,8 +266,9 @@ fn inject(
         *done.entry(kind).or_default() += 1;
         sleep(Duration::from_millis(rng.random_range(100..500)));
     }
-    // Healed: links whole, clocks left where they are (an offset is not a fault that heals).
+    // Healed: links whole and prompt, clocks left where they are (an offset is not a fault that heals).
     plan.cut.clear();
+    plan.extra_delay_ms = 0;
     plan.write(file)?;
     Ok(done)
 }
