@@ -1161,7 +1161,9 @@ impl<P: Protocol> EventLoop<P> {
             for r in refusals {
                 self.counters.refused_disk_full += 1;
                 self.shared.log.warn(|| format!("refused a {} from {}: {}", r.msg, r.client, r.why));
-                self.answer(conn, Frame::Refused { client: r.client, message: r.why });
+                if !r.answered {
+                    self.answer(conn, Frame::Refused { client: r.client, message: r.why });
+                }
             }
             return;
         }

@@ -251,6 +251,8 @@ pub struct Refusal {
     /// The request's kind (`Message::kind`).
     pub msg: &'static str,
     pub why: String,
+    /// The protocol answered the client in its own words (`Message::refusal`); otherwise the runtime must.
+    pub answered: bool,
 }
 
 impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
@@ -451,11 +453,17 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                     self.file.display()
                 )
             };
-            match msg.refusal(&why) {
-                // The protocol's own refusal: its client node says what the application is told.
-                Some(answer) => self.ready.push(Output::ToClient { from: to, to: from, msg: answer }),
-                None => self.refusals.push(Refusal { client, to, msg: msg.kind(), why }),
-            }
+            // The protocol's own refusal where it has one (its client node says what the application is
+            // told); else the runtime answers with its generic one. Either way the refusal is reported.
+            let kind = msg.kind();
+            let answered = match msg.refusal(&why) {
+                Some(answer) => {
+                    self.ready.push(Output::ToClient { from: to, to: from, msg: answer });
+                    true
+                }
+                None => false,
+            };
+            self.refusals.push(Refusal { client, to, msg: kind, why, answered });
             return true;
         }
         self.deliver(idx, from, seq.unwrap_or(0), msg, wall_ns);
