@@ -15,7 +15,9 @@
 //!   max_key_bytes + REQUEST_OVERHEAD + FRAME_HEADROOM <= max_frame_bytes`. A reply to a request naming many keys may not; the server then
 //!   tells the client that the reply could not be sent (`snowline-net`'s `Frame::Unanswerable`).
 //!
-//! The simulator checks the same nesting on every message when asked (`SimConfig::max_frame_bytes`).
+//! The simulator has no frames; the limits are tested on real servers (`crates/net/tests/frame_limits.rs`:
+//! a value at `max_value_bytes` written, replicated and read in every family at the smallest frame the
+//! config allows), and the batch split by the protocols' own unit tests.
 
 use crate::ProtocolConfig;
 
