@@ -1,6 +1,6 @@
 //! `snowline nemesis`: faults injected into a real local cluster while a workload runs. On a schedule drawn
-//! from a seed it cuts the network between datacenters or isolates a node and adds delay (inside the
-//! runtime's links: `snowline_net::faults`), pauses server processes (SIGSTOP/SIGCONT), kills them and
+//! from a seed it cuts the network between datacenters or isolates a node, adds delay, drops frames and
+//! resets connections (inside the runtime's links: `snowline_net::faults`), pauses server processes (SIGSTOP/SIGCONT), kills them and
 //! starts them again (durable servers), and moves node clocks; then it heals everything, checks the recorded history at the
 //! protocol's claimed level, and reads every written key in every datacenter: every key with an
 //! acknowledged write must hold a value that was written, the same in every datacenter.
@@ -33,7 +33,7 @@ pub struct NemesisArgs {
     /// Seconds of workload per seed (faults stop one second before the end).
     #[arg(long, default_value_t = 8.0)]
     pub seconds: f64,
-    /// The faults to draw from: partition, pause, kill, clock, delay.
+    /// The faults to draw from: partition, pause, kill, clock, delay, reset, loss.
     #[arg(long, value_delimiter = ',', default_value = "partition,pause,kill,clock,delay")]
     pub faults: Vec<FaultKind>,
     /// Partitions per datacenter (two datacenters, or one for a protocol that runs in one).
@@ -59,6 +59,9 @@ pub enum Broken {
     /// The atomic multicast delivers at each group's local timestamp, skipping the final-timestamp step
     /// (`multicast_skip_final`; amcast-kv and the Jessy family with multicast termination).
     MulticastSkipFinal,
+    /// In-memory servers send to each other without the sequenced links, so a reset or lossy connection
+    /// loses messages (`broken_unsequenced_links` in the fault file).
+    UnsequencedLinks,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,6 +76,10 @@ pub enum FaultKind {
     Clock,
     /// Add 5 to 50 ms of one-way delay to every link between nodes for a while.
     Delay,
+    /// Reset every connection between nodes at once, throwing away every frame queued on them.
+    Reset,
+    /// Drop 5 to 30 % of the frames between nodes for a while.
+    Loss,
 }
 
 /// What one seed's run found.
@@ -213,7 +220,9 @@ fn inject(
     let ids: Vec<u32> = config.nodes.iter().map(|n| n.id).collect();
     let end = Instant::now() + Duration::from_secs_f64(args.seconds - 1.0);
     let skew_ms = (config.protocol_config.max_clock_skew_us / 2000) as i64;
-    let mut plan = FaultPlan::default();
+    let mut plan =
+        FaultPlan { broken_unsequenced_links: args.broken == Some(Broken::UnsequencedLinks), ..Default::default() };
+    plan.write(file)?;
     let sleep = |d: Duration| {
         let until = Instant::now() + d;
         while Instant::now() < until && !stop.load(Ordering::Relaxed) {
@@ -257,6 +266,17 @@ fn inject(
                 plan.extra_delay_ms = 0;
                 plan.write(file)?;
             }
+            FaultKind::Reset => {
+                plan.resets += 1;
+                plan.write(file)?;
+            }
+            FaultKind::Loss => {
+                plan.loss = rng.random_range(0.05..0.3);
+                plan.write(file)?;
+                sleep(hold);
+                plan.loss = 0.0;
+                plan.write(file)?;
+            }
             FaultKind::Clock => {
                 let offset = if skew_ms > 0 { rng.random_range(-skew_ms..=skew_ms) } else { 0 };
                 plan.clock_offset_ms.insert(node, offset);
@@ -269,6 +289,7 @@ fn inject(
     // Healed: links whole and prompt, clocks left where they are (an offset is not a fault that heals).
     plan.cut.clear();
     plan.extra_delay_ms = 0;
+    plan.loss = 0.0;
     plan.write(file)?;
     Ok(done)
 }

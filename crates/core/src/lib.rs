@@ -14,6 +14,7 @@ pub mod frames;
 pub mod history;
 pub mod host;
 pub mod ids;
+pub mod links;
 pub mod procedure;
 pub mod protocol;
 pub mod request;

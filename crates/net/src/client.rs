@@ -389,6 +389,9 @@ struct ClientState<P: Protocol> {
     pending: HashMap<OpId, Completion>,
     /// Server nodes this session sent to while it had operations pending (which links it depends on).
     touched: Vec<usize>,
+    /// Request frames sent while operations were pending (cleared with `touched`): more than one, and a
+    /// refusal of the last says nothing certain about the earlier ones (a resend to the same server).
+    sent: u32,
 }
 
 /// The link to one server node.
@@ -486,6 +489,7 @@ impl<P: Protocol> Core<P> {
             clock: NodeClock::default(),
             pending: HashMap::new(),
             touched: Vec::new(),
+            sent: 0,
         };
         self.clients.insert(client, state);
         self.handle(client, NodeInput::Start);
@@ -508,6 +512,7 @@ impl<P: Protocol> Core<P> {
             state.pending.remove(&op);
             if state.pending.is_empty() {
                 state.touched.clear();
+                state.sent = 0;
             }
         }
     }
@@ -674,10 +679,11 @@ impl<P: Protocol> Core<P> {
             },
             NetIn::Refused { peer, client, message } => {
                 if let Some(state) = self.clients.get_mut(&client) {
-                    // Certainly without effect only if the refusing server is the only one this operation
-                    // reached: a request resent elsewhere (raft-kv's, to another replica) or a transaction
-                    // that prepared at other servers may have taken effect there.
-                    let elsewhere = state.touched.iter().any(|n| *n != peer);
+                    // Certainly without effect only if the refused request is the only one this operation
+                    // sent: a request resent (raft-kv's, to another replica; amcast-kv's and tpc-kv's, to
+                    // the same server) or a transaction that prepared at other servers may have taken
+                    // effect with an earlier one.
+                    let elsewhere = state.touched.iter().any(|n| *n != peer) || state.sent > 1;
                     for (_, done) in state.pending.drain() {
                         done.send(Err(if elsewhere {
                             OpError::Unknown(format!(
@@ -689,6 +695,7 @@ impl<P: Protocol> Core<P> {
                         }));
                     }
                     state.touched.clear();
+                    state.sent = 0;
                 }
             }
             NetIn::Unanswerable { client, message } => {
@@ -697,6 +704,7 @@ impl<P: Protocol> Core<P> {
                         done.send(Err(OpError::Unknown(message.clone())));
                     }
                     state.touched.clear();
+                    state.sent = 0;
                 }
             }
             NetIn::Down { peer, reason } => {
@@ -706,6 +714,7 @@ impl<P: Protocol> Core<P> {
                             done.send(Err(OpError::Unknown(reason.clone())));
                         }
                         state.touched.clear();
+                        state.sent = 0;
                     }
                 }
             }
@@ -737,6 +746,7 @@ impl<P: Protocol> Core<P> {
             }
             if state.pending.is_empty() {
                 state.touched.clear();
+                state.sent = 0;
             }
         }
         effects.clear();
@@ -757,9 +767,11 @@ impl<P: Protocol> Core<P> {
         };
         if let Some(state) = self.clients.get_mut(&from)
             && !state.pending.is_empty()
-            && !state.touched.contains(&node)
         {
-            state.touched.push(node);
+            state.sent += 1;
+            if !state.touched.contains(&node) {
+                state.touched.push(node);
+            }
         }
         let frame = Frame::Msg { from: Addr::Client(from), to, msg };
         let max_frame = self.config.max_frame_bytes;

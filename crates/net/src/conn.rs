@@ -7,6 +7,7 @@ use crate::limits::{ConnQueue, HANDSHAKE_TIMEOUT};
 use crate::tls::Dial;
 use bytes::{Buf, BytesMut};
 use futures::StreamExt;
+use rand::{Rng, SeedableRng};
 use snowline_core::{Addr, Message};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -86,6 +87,7 @@ pub(crate) async fn write_loop<M: Message>(
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut closed = false;
     let base_delay = delay;
+    let mut loss_rng: Option<rand::rngs::SmallRng> = None;
     loop {
         while !closed {
             match rx.try_recv() {
@@ -94,13 +96,19 @@ pub(crate) async fn write_loop<M: Message>(
                 Err(TryRecvError::Disconnected) => closed = true,
             }
         }
-        // A nemesis's partition holds every frame back until it heals; its extra delay adds to the latency.
-        let (cut, delay) = match faults {
+        // A nemesis's partition holds every frame back until it heals; its extra delay adds to the latency;
+        // a reset throws away what is queued and closes the connection; loss drops frames on their way.
+        let (cut, delay, loss) = match faults {
             Some(f) => {
-                let (cut, extra) = f.faults.link(f.to);
-                (cut, base_delay + extra)
+                let state = f.faults.for_link(f);
+                if state.reset {
+                    eprintln!("{label}: nemesis: connection reset, {} queued frames lost", pending.len());
+                    pending.clear();
+                    return WriteEnd::Broken;
+                }
+                (state.cut, base_delay + state.delay, state.loss)
             }
-            None => (false, base_delay),
+            None => (false, base_delay, 0.0),
         };
         let now = Instant::now();
         let mut batch = 0;
@@ -112,6 +120,9 @@ pub(crate) async fn write_loop<M: Message>(
             batch += 1;
             if let Some(q) = queue {
                 q.pop();
+            }
+            if loss > 0.0 && loss_rng.get_or_insert_with(rand::rngs::SmallRng::from_os_rng).random::<f64>() < loss {
+                continue;
             }
             if let Err(e) = frame::encode_into(&f, max_frame, &mut buf) {
                 eprintln!("warning: {label}: dropping an outgoing {}: {e}", describe(&f));
@@ -280,7 +291,7 @@ fn describe<M: Message>(f: &Frame<M>) -> String {
         Frame::Msg { from, to, msg } => format!("{} message {from} -> {to}", msg.kind()),
         Frame::Hello { .. } => "hello".into(),
         Frame::Error { .. } => "error frame".into(),
-        Frame::Seq { from, to, seq, msg } => format!("{} message {from} -> {to} (#{seq})", msg.kind()),
+        Frame::Seq { from, to, seq, msg, .. } => format!("{} message {from} -> {to} (#{seq})", msg.kind()),
         Frame::Ack { from, to, seq, .. } => format!("ack {from} -> {to} (#{seq})"),
         Frame::Refused { client, .. } => format!("refusal to {client}"),
         Frame::Unanswerable { client, .. } => format!("news of an unsendable reply to {client}"),

@@ -10,7 +10,7 @@
 //! running different protocols (whose messages would decode as garbage) refuse each other clearly.
 //!
 //! On every connection the connecting side first sends [`Frame::Hello`]; then either side sends
-//! [`Frame::Msg`]s (between durable servers, [`Frame::Seq`] and [`Frame::Ack`]; to a client whose request a
+//! [`Frame::Msg`]s (between servers, [`Frame::Seq`] and [`Frame::Ack`]; to a client whose request a
 //! durable server with a full disk did not take, [`Frame::Refused`]). A server that refuses a peer or closes a
 //! connection because of a bad frame first sends
 //! [`Frame::Error`] saying why. A malformed, truncated, oversized or wrong-version frame closes only the
@@ -37,12 +37,15 @@ pub enum Frame<M> {
     Msg { from: Addr, to: Addr, msg: M },
     /// Why the sender is closing or refusing the connection.
     Error { message: String },
-    /// A protocol message between servers of durable processes: message `seq` of the link `from → to`
-    /// (exactly-once, FIFO across crashes; `snowline_storage::host`). A non-durable server treats it as `Msg`.
-    Seq { from: ServerId, to: ServerId, seq: u64, msg: M },
-    /// `from` has durably delivered the link `to → from` up to `seq`; with `resend`, it asks `to` to send
-    /// everything after `seq` again (the catch-up exchange). Non-durable servers ignore it.
-    Ack { from: ServerId, to: ServerId, seq: u64, resend: bool },
+    /// A protocol message between servers: message `seq` of the sequenced link `from → to` (exactly-once,
+    /// FIFO over connection resets, `snowline_core::links`; between durable processes across crashes too,
+    /// `snowline_storage::host`). In memory, `epoch` is the sending process's incarnation and `floor` the
+    /// oldest number it still holds (where a receiver that has not heard of that incarnation starts); a
+    /// durable process sends 0 for both (its links outlive restarts).
+    Seq { from: ServerId, to: ServerId, epoch: u64, floor: u64, seq: u64, msg: M },
+    /// `from` has delivered the link `to → from` (of `to`'s incarnation `epoch`) up to `seq`; with
+    /// `resend`, it asks `to` to send everything after `seq` again (a lasting gap; the catch-up exchange).
+    Ack { from: ServerId, to: ServerId, epoch: u64, seq: u64, resend: bool },
     /// The server did not take the last request of client `client` (its disk is full, or the request was
     /// invalid): the client's operation fails with `OpError::Rejected(message)`; it had no effect.
     Refused { client: ClientId, message: String },

@@ -48,6 +48,7 @@ use futures::StreamExt;
 use rand::rngs::SmallRng;
 use snowline_core::frames;
 use snowline_core::host::{self, ContractViolation, NodeInput};
+use snowline_core::links::{LinkFrame, MemLinks};
 use snowline_core::{
     Addr, ClientId, Ctx, DcId, Effects, InvalidInput, InvalidKind, Message, Protocol, ReplicaId, ServerId, ServerNode,
     Topology,
@@ -85,20 +86,29 @@ enum Inbound<M> {
         conn: u64,
         from: Addr,
         to: Addr,
-        /// The message's number on its link, for a sequenced (`Frame::Seq`) message.
-        seq: Option<u64>,
+        /// Where it stands on its link, for a sequenced (`Frame::Seq`) message.
+        seq: Option<LinkPlace>,
         msg: M,
     },
     Ack {
         conn: u64,
         from: ServerId,
         to: ServerId,
+        epoch: u64,
         seq: u64,
         resend: bool,
     },
     Closed {
         conn: u64,
     },
+}
+
+/// A sequenced message's place on its link (`Frame::Seq`).
+#[derive(Clone, Copy, Debug)]
+struct LinkPlace {
+    epoch: u64,
+    floor: u64,
+    seq: u64,
 }
 
 /// Where connection tasks hand what they read.
@@ -415,8 +425,10 @@ async fn serve_node<P: Protocol>(
                     eprintln!("snowline server: node {node_id}: giving freed memory back took {took:?}");
                 }
             }
-            _ = tick.tick(), if durable => {
+            _ = tick.tick() => {
                 let mut server = lock()?;
+                // In memory: the sequenced links (a durable host keeps its own, ticked below).
+                server.tick_links();
                 let now_ns = server.host_now();
                 if let Some(d) = &mut server.durable {
                     d.host.tick(now_ns);
@@ -521,6 +533,11 @@ struct EventLoop<P: Protocol> {
     now: Instant,
     /// With a data directory: the hosted servers live in the durable host instead of `hosted[..].node`.
     durable: Option<DurableState<P>>,
+    /// In memory: the sequenced links to and from servers of other processes (`snowline_core::links`;
+    /// the durable host keeps its own).
+    links: MemLinks<P::Msg>,
+    /// Link messages shed (`MemLinks::shed`) as last reported.
+    links_shed_reported: u64,
     /// Messages the hosted servers refused as invalid input (each answered with an `Error` frame).
     invalid_inputs: u64,
     /// Driver-contract violations of the hosted servers (`core::host::ContractViolation`).
@@ -751,6 +768,8 @@ impl<P: Protocol> EventLoop<P> {
             tasks: JoinSet::new(),
             now: Instant::now(),
             durable: None,
+            links: MemLinks::new(wall_ns()),
+            links_shed_reported: 0,
             invalid_inputs: 0,
             contract_violations: 0,
             shared,
@@ -916,12 +935,14 @@ impl<P: Protocol> EventLoop<P> {
         t.family(
             unacked,
             "gauge",
-            "Durable mode: messages on each sequenced link from a hosted server that its receiver has not acknowledged.",
+            "Messages on each sequenced link from a hosted server that its receiver has not acknowledged.",
         );
-        if let Some(d) = durable {
-            for (from, to, n) in d.host.backlogs() {
-                t.sample(unacked, &[("from", &from.to_string()), ("to", &to.to_string())], n);
-            }
+        let backlogs: Vec<(ServerId, ServerId, usize)> = match durable {
+            Some(d) => d.host.backlogs().collect(),
+            None => self.links.backlogs().collect(),
+        };
+        for (from, to, n) in backlogs {
+            t.sample(unacked, &[("from", &from.to_string()), ("to", &to.to_string())], n);
         }
 
         let log = durable.map(|d| d.host.log().stats()).unwrap_or_default();
@@ -1067,10 +1088,10 @@ impl<P: Protocol> EventLoop<P> {
                 Output::ToClient { from, to, msg } => self.send(from, to, msg),
                 Output::Seq { from, to, seq, msg } => {
                     self.counters.sent_to_servers.add(msg.kind());
-                    self.send_frame(to, Frame::Seq { from, to, seq, msg });
+                    self.send_frame(to, Frame::Seq { from, to, epoch: 0, floor: 0, seq, msg });
                 }
                 Output::Ack { from, to, seq, resend } => {
-                    self.send_frame(to, Frame::Ack { from, to, seq, resend });
+                    self.send_frame(to, Frame::Ack { from, to, epoch: 0, seq, resend });
                 }
                 Output::Timer { node, id, delay_ns } => {
                     let d = self.durable.as_mut().expect("durable");
@@ -1114,13 +1135,18 @@ impl<P: Protocol> EventLoop<P> {
                 self.clients.retain(|_, c| *c != conn);
                 self.client_runtimes.retain(|_, c| *c != conn);
             }
-            Inbound::Ack { conn, from, to, seq, resend } => {
+            Inbound::Ack { conn, from, to, epoch, seq, resend } => {
                 if let Err(e) = self.check_sender(conn, Addr::Server(from), "ack") {
                     return self.refuse(conn, e);
                 }
-                let now_ns = self.host_now();
-                if let Some(d) = &mut self.durable {
+                if self.durable.is_some() {
+                    let now_ns = self.host_now();
+                    let d = self.durable.as_mut().expect("durable");
                     d.host.on_ack(from, to, seq, resend, now_ns);
+                } else {
+                    let mut out = Vec::new();
+                    self.links.on_ack(from, to, epoch, seq, resend, self.link_now(), &mut out);
+                    self.send_link_frames(out);
                 }
             }
             // Timed only when someone can read the histogram: two clock reads per message otherwise saved.
@@ -1134,7 +1160,7 @@ impl<P: Protocol> EventLoop<P> {
     }
 
     /// A message from connection `conn`: checked, counted, handed to its server.
-    fn on_message(&mut self, conn: u64, from: Addr, to: Addr, seq: Option<u64>, msg: P::Msg) {
+    fn on_message(&mut self, conn: u64, from: Addr, to: Addr, seq: Option<LinkPlace>, msg: P::Msg) {
         if let Err(e) = self.check_sender(conn, from, msg.kind()) {
             return self.refuse(conn, e);
         }
@@ -1151,7 +1177,7 @@ impl<P: Protocol> EventLoop<P> {
             if let Addr::Client(c) = from {
                 self.clients.insert(c, conn);
             }
-            if !d.host.on_message(to_server, from, seq, msg, now_ns) {
+            if !d.host.on_message(to_server, from, seq.map(|p| p.seq), msg, now_ns) {
                 eprintln!("warning: dropping a message from {from} to {to}: not hosted here");
             }
             let (invalid, refusals) = (d.host.take_invalid(), d.host.take_refusals());
@@ -1174,8 +1200,61 @@ impl<P: Protocol> EventLoop<P> {
         if let Addr::Client(c) = from {
             self.clients.insert(c, conn);
         }
+        if let (Addr::Server(sender), Some(place)) = (from, seq) {
+            // In order and once, whatever the connections lost (`snowline_core::links`).
+            let (mut out, now) = (Vec::new(), self.link_now());
+            let run = self.links.receive(sender, to_server, place.epoch, place.floor, place.seq, msg, now, &mut out);
+            self.send_link_frames(out);
+            for msg in run {
+                if let Some(e) = self.handle(idx, NodeInput::Message(from, msg)) {
+                    self.refuse(conn, e);
+                }
+            }
+            self.drain_local();
+            return;
+        }
         if let Some(e) = self.handle(idx, NodeInput::Message(from, msg)) {
             self.refuse(conn, e);
+        }
+    }
+
+    /// In memory, every ~100 ms: acknowledge, ask for what lasting gaps lack, probe silent links; warn
+    /// about a peer that stays away.
+    fn tick_links(&mut self) {
+        let mut out = Vec::new();
+        let now = self.link_now();
+        self.links.tick(now, &mut out);
+        self.now = Instant::now();
+        self.send_link_frames(out);
+        let shed = self.links.shed();
+        if shed > self.links_shed_reported {
+            self.links_shed_reported = shed;
+            self.shared.log.warn(|| {
+                format!(
+                    "a peer has not acknowledged {} messages: the oldest were dropped ({shed} so far); a peer that \
+                     stays away has lost its in-memory state anyway",
+                    snowline_core::links::MEM_LINK_LIMIT
+                )
+            });
+        }
+    }
+
+    /// The clock of the in-memory links (monotonic, since the process started).
+    fn link_now(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// Sends what the in-memory links ask for.
+    fn send_link_frames(&mut self, frames: Vec<LinkFrame<P::Msg>>) {
+        for f in frames {
+            match f {
+                LinkFrame::Seq { from, to, epoch, floor, seq, msg } => {
+                    self.send_frame(to, Frame::Seq { from, to, epoch, floor, seq, msg })
+                }
+                LinkFrame::Ack { from, to, epoch, seq, resend } => {
+                    self.send_frame(to, Frame::Ack { from, to, epoch, seq, resend })
+                }
+            }
         }
     }
 
@@ -1295,7 +1374,16 @@ impl<P: Protocol> EventLoop<P> {
                     return;
                 }
                 self.counters.sent_to_servers.add(msg.kind());
-                self.send_frame(s, Frame::Msg { from: Addr::Server(from), to, msg });
+                if self.faults.as_ref().is_some_and(|f| f.plan().broken_unsequenced_links) {
+                    return self.send_frame(s, Frame::Msg { from: Addr::Server(from), to, msg });
+                }
+                let now = self.link_now();
+                match self.links.send(from, s, msg, now) {
+                    LinkFrame::Seq { from, to, epoch, floor, seq, msg } => {
+                        self.send_frame(to, Frame::Seq { from, to, epoch, floor, seq, msg })
+                    }
+                    LinkFrame::Ack { .. } => unreachable!("send numbers a message"),
+                }
             }
             Addr::Client(c) => {
                 let Some(&conn) = self.clients.get(&c).or_else(|| self.client_runtimes.get(&(c.0 >> 32))) else {
@@ -1367,7 +1455,7 @@ impl<P: Protocol> EventLoop<P> {
                             dial: self.shared.tls.as_ref().map(|t| t.dial(peer.id)),
                             taken: Some(taken.clone()),
                             eager: false,
-                            faults: self.faults.as_ref().map(|f| LinkFaults { faults: f.clone(), to: peer.id }),
+                            faults: self.faults.as_ref().map(|f| LinkFaults::new(f.clone(), peer.id)),
                         };
                         let tx = conn::spawn_peer(&mut self.tasks, spec);
                         self.peers[node].insert(PeerLink { tx, queued: 0, taken })
@@ -1746,14 +1834,15 @@ async fn read_conn<P: Protocol>(
                     return ReadEnd::Closed;
                 }
             }
-            Frame::Seq { from, to, seq, msg } => {
-                let ev = Inbound::Msg { conn, from: Addr::Server(from), to: Addr::Server(to), seq: Some(seq), msg };
+            Frame::Seq { from, to, epoch, floor, seq, msg } => {
+                let place = Some(LinkPlace { epoch, floor, seq });
+                let ev = Inbound::Msg { conn, from: Addr::Server(from), to: Addr::Server(to), seq: place, msg };
                 if !handoff.deliver(ev).await {
                     return ReadEnd::Closed;
                 }
             }
-            Frame::Ack { from, to, seq, resend } => {
-                if !handoff.deliver(Inbound::Ack { conn, from, to, seq, resend }).await {
+            Frame::Ack { from, to, epoch, seq, resend } => {
+                if !handoff.deliver(Inbound::Ack { conn, from, to, epoch, seq, resend }).await {
                     return ReadEnd::Closed;
                 }
             }

@@ -26,7 +26,8 @@
 //!    sees what the original saw. The clock never goes backwards across a restart: readings are kept at or
 //!    above the last one logged. Timers get ids; a pending timer is re-armed after a restart for what was left
 //!    of its delay.
-//! 3. **Server-to-server links are exactly-once and FIFO across crashes.** Each message from server `a` to
+//! 3. **Server-to-server links are exactly-once and FIFO across crashes** (`snowline_core::links`, the
+//!    component in-memory servers use too; here its state is logged). Each message from server `a` to
 //!    server `b` gets the next sequence number of the link `a → b` and stays in `a`'s retransmission buffer
 //!    (part of `a`'s durable state, rebuilt by replay) until `b` acknowledges it. `b` delivers only the next
 //!    number (a duplicate is dropped; a message past a gap waits for the gap to fill, and a gap that lasts is
@@ -72,6 +73,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::{Deserialize, Serialize};
 use snowline_core::host::{self, ContractViolation, NodeInput};
+use snowline_core::links::{Arrival, InLink, OutLink};
 use snowline_core::{
     Addr, ClientId, Ctx, Durability, Effects, InvalidInput, Message, Protocol, ProtocolConfig, ServerId, ServerNode,
     Topology,
@@ -81,15 +83,7 @@ use std::path::{Path, PathBuf};
 
 /// Checkpoint after this many records by default (bounds both replay time and the log's disk use).
 pub const CHECKPOINT_EVERY: u64 = 20_000;
-/// A link whose unacknowledged messages have seen no acknowledgement for this long is probed (its newest
-/// message is sent again, which makes the receiver acknowledge or ask for what it lacks).
-pub const RETRANSMIT_AFTER_NS: u64 = 1_000_000_000;
-/// Resend requests on one link are at most this frequent.
-const RESEND_REQUEST_EVERY_NS: u64 = 100_000_000;
-/// A gap in a link's numbers that lasts this long is taken for a loss (not reordering): ask for a resend.
-const GAP_PATIENCE_NS: u64 = 50_000_000;
-/// Messages kept per link while they wait for a gap to fill (more are dropped and resent later).
-const REORDER_LIMIT: usize = 100_000;
+pub use snowline_core::links::RETRANSMIT_AFTER_NS;
 /// How far ahead of a node's clock its logged clock ceiling runs (see [`InputRecord::Ceiling`]): a restarted
 /// node's clock stands still for at most this long, and a new ceiling is logged every half of it.
 pub const CLOCK_CEILING_AHEAD_NS: u64 = 50_000_000;
@@ -144,25 +138,6 @@ enum InputRecord<M> {
         now: u64,
         changes: Vec<Vec<u8>>,
     },
-}
-
-#[derive(Serialize, Deserialize)]
-struct OutLink<M> {
-    /// The last sequence number assigned.
-    last_seq: u64,
-    /// Sent (or to be sent) and not yet acknowledged, oldest first.
-    unacked: VecDeque<(u64, M)>,
-    /// The highest number released to the network (the rest wait for their input's commit).
-    released: u64,
-    /// Host clock when the link last made progress (an ack, or a retransmission).
-    #[serde(skip)]
-    progress_ns: u64,
-}
-
-impl<M> Default for OutLink<M> {
-    fn default() -> Self {
-        Self { last_seq: 0, unacked: VecDeque::new(), released: 0, progress_ns: 0 }
-    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -221,11 +196,8 @@ pub struct DurableHost<P: Protocol, L: RecordLog> {
     /// Deliveries from other processes since the last commit (they become durable with it).
     /// By the log position of the delivery's record.
     delivered_since_commit: VecDeque<(u64, (usize, ServerId), u64)>,
-    /// Per (node, sender): when a resend was last requested.
-    resend_asked: BTreeMap<(usize, ServerId), u64>,
-    /// Per (node, sender): messages that arrived ahead of a gap, and since when the gap has lasted.
-    reorder: BTreeMap<(usize, ServerId), BTreeMap<u64, P::Msg>>,
-    gap_since: BTreeMap<(usize, ServerId), u64>,
+    /// Per (node, sender): the receiving end of its link (what waits for a gap to fill).
+    inlinks: BTreeMap<(usize, ServerId), InLink<P::Msg>>,
     buf: Vec<u8>,
     /// The position of the record being replayed.
     replay_lsn: u64,
@@ -341,9 +313,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             acked: BTreeMap::new(),
             durable_delivered: BTreeMap::new(),
             delivered_since_commit: VecDeque::new(),
-            resend_asked: BTreeMap::new(),
-            reorder: BTreeMap::new(),
-            gap_since: BTreeMap::new(),
+            inlinks: BTreeMap::new(),
             buf: Vec::new(),
             replay_lsn: 0,
             work: 0,
@@ -411,7 +381,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
 
     /// Every outbound link of the hosted servers with its unacknowledged messages: `(from, to, messages)`.
     pub fn backlogs(&self) -> impl Iterator<Item = (ServerId, ServerId, usize)> + '_ {
-        self.state.nodes.iter().flat_map(|n| n.out.iter().map(move |(to, l)| (n.id, *to, l.unacked.len())))
+        self.state.nodes.iter().flat_map(|n| n.out.iter().map(move |(to, l)| (n.id, *to, l.backlog())))
     }
 
     /// The messages the hosted servers refused as invalid input since the last call (the runtime reports
@@ -475,16 +445,9 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     pub fn on_ack(&mut self, from: ServerId, to: ServerId, seq: u64, resend: bool, wall_ns: u64) {
         let Some(idx) = self.node_index(to) else { return };
         let link = self.state.nodes[idx].out.entry(from).or_default();
-        let before = link.unacked.len();
-        while link.unacked.front().is_some_and(|(s, _)| *s <= seq) {
-            link.unacked.pop_front();
-        }
-        if link.unacked.len() != before {
-            link.progress_ns = wall_ns;
-        }
+        link.ack(seq, wall_ns);
         if resend {
-            link.progress_ns = wall_ns;
-            Self::retransmit(&mut self.ready, to, from, link);
+            Self::retransmit(&mut self.ready, to, from, link, wall_ns);
         }
     }
 
@@ -603,7 +566,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                     && *seq > 0
                 {
                     let node = self.index[from];
-                    self.state.nodes[node].out.get_mut(to).expect("a held message has its link").released = *seq;
+                    self.state.nodes[node].out.get_mut(to).expect("a held message has its link").release(*seq);
                 }
                 self.ready.push(out);
             }
@@ -620,34 +583,32 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 self.ready.push(Output::Ack { from: to, to: from, seq, resend: false });
             }
         }
-        let lasting: Vec<(usize, ServerId)> = self
-            .gap_since
-            .iter()
-            .filter(|(_, since)| wall_ns.saturating_sub(**since) >= GAP_PATIENCE_NS)
-            .map(|(k, _)| *k)
-            .collect();
+        let lasting: Vec<(usize, ServerId)> =
+            self.inlinks.iter().filter(|(_, l)| l.gap_lasted(wall_ns)).map(|(k, _)| *k).collect();
         for (idx, sender) in lasting {
             self.ask_resend(idx, sender, wall_ns);
         }
         for n in &mut self.state.nodes {
             for (&to, link) in &mut n.out {
-                let stalled = wall_ns.saturating_sub(link.progress_ns) >= RETRANSMIT_AFTER_NS;
-                let waiting = link.unacked.front().is_some_and(|(s, _)| *s <= link.released);
-                if stalled && waiting && !self.index.contains_key(&to) {
-                    // Probe with the newest released message only (the peer may be down, and its link
-                    // queues): a gap makes the receiver ask for the rest, a duplicate makes it acknowledge.
-                    link.progress_ns = wall_ns;
-                    if let Some((seq, msg)) = link.unacked.iter().rev().find(|(s, _)| *s <= link.released) {
-                        self.ready.push(Output::Seq { from: n.id, to, seq: *seq, msg: msg.clone() });
-                    }
+                if self.index.contains_key(&to) {
+                    continue;
+                }
+                if let Some((seq, msg)) = link.probe(wall_ns) {
+                    self.ready.push(Output::Seq { from: n.id, to, seq, msg: msg.clone() });
                 }
             }
         }
     }
 
-    fn retransmit(ready: &mut Vec<Output<P::Msg>>, from: ServerId, to: ServerId, link: &OutLink<P::Msg>) {
-        for (seq, msg) in link.unacked.iter().take_while(|(s, _)| *s <= link.released) {
-            ready.push(Output::Seq { from, to, seq: *seq, msg: msg.clone() });
+    fn retransmit(
+        ready: &mut Vec<Output<P::Msg>>,
+        from: ServerId,
+        to: ServerId,
+        link: &mut OutLink<P::Msg>,
+        wall_ns: u64,
+    ) {
+        for (seq, msg) in link.resend(wall_ns) {
+            ready.push(Output::Seq { from, to, seq, msg: msg.clone() });
         }
     }
 
@@ -664,39 +625,28 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             _ => return self.handle_message(idx, from, 0, msg, wall_ns),
         };
         let delivered = self.state.nodes[idx].delivered.get(&sender).copied().unwrap_or(0);
-        if seq <= delivered {
-            // A duplicate: the sender may have missed our acknowledgement, so the next tick repeats it.
-            self.acked.remove(&(idx, sender));
-            return;
-        }
-        if seq > delivered + 1 {
-            // Overtaken (links that reorder) or after a loss (a dropped connection): keep it until the gap
-            // fills; a gap that lasts gets a resend request.
-            let waiting = self.reorder.entry((idx, sender)).or_default();
-            if waiting.len() < REORDER_LIMIT {
-                waiting.insert(seq, msg);
+        let link = self.inlinks.entry((idx, sender)).or_default();
+        match link.arrive(delivered, seq, msg, wall_ns) {
+            Arrival::Duplicate => {
+                // The sender may have missed our acknowledgement, so the next tick repeats it.
+                self.acked.remove(&(idx, sender));
             }
-            let since = *self.gap_since.entry((idx, sender)).or_insert(wall_ns);
-            if wall_ns.saturating_sub(since) >= GAP_PATIENCE_NS {
-                self.ask_resend(idx, sender, wall_ns);
+            Arrival::Held { ask_resend } => {
+                if ask_resend {
+                    self.ask_resend(idx, sender, wall_ns);
+                }
             }
-            return;
-        }
-        self.handle_message(idx, from, seq, msg, wall_ns);
-        // The messages that waited for this one.
-        let mut next = seq + 1;
-        while let Some(m) = self.reorder.get_mut(&(idx, sender)).and_then(|w| w.remove(&next)) {
-            self.handle_message(idx, from, next, m, wall_ns);
-            next += 1;
-        }
-        // What is left waits for a new gap (at `next`).
-        match self.reorder.get(&(idx, sender)) {
-            Some(w) if !w.is_empty() => {
-                self.gap_since.insert((idx, sender), wall_ns);
-            }
-            _ => {
-                self.reorder.remove(&(idx, sender));
-                self.gap_since.remove(&(idx, sender));
+            Arrival::Deliver(msg) => {
+                self.handle_message(idx, from, seq, msg, wall_ns);
+                // The messages that waited for this one.
+                let mut next = seq;
+                while let Some(m) = self.inlinks.get_mut(&(idx, sender)).and_then(|l| l.next_waiting(next)) {
+                    next += 1;
+                    self.handle_message(idx, from, next, m, wall_ns);
+                }
+                if let Some(l) = self.inlinks.get_mut(&(idx, sender)) {
+                    l.settle(next, wall_ns);
+                }
             }
         }
     }
@@ -704,10 +654,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
     /// Asks `sender` for everything after what `idx` has durably delivered from it (an acknowledgement lets
     /// the sender forget, so it never runs ahead of the log); the duplicates this brings are dropped.
     fn ask_resend(&mut self, idx: usize, sender: ServerId, wall_ns: u64) {
-        let recent =
-            self.resend_asked.get(&(idx, sender)).is_some_and(|t| wall_ns.saturating_sub(*t) < RESEND_REQUEST_EVERY_NS);
-        if !recent && !self.index.contains_key(&sender) {
-            self.resend_asked.insert((idx, sender), wall_ns);
+        if !self.index.contains_key(&sender) && self.inlinks.entry((idx, sender)).or_default().may_ask_resend(wall_ns) {
             let me = self.state.nodes[idx].id;
             let seq = self.durable_delivered.get(&(idx, sender)).copied().unwrap_or(0);
             self.ready.push(Output::Ack { from: me, to: sender, seq, resend: true });
@@ -725,10 +672,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
         match self.index.get(&sender) {
             Some(&s) => {
                 let to = self.state.nodes[idx].id;
-                let link = self.state.nodes[s].out.entry(to).or_default();
-                while link.unacked.front().is_some_and(|(q, _)| *q <= seq) {
-                    link.unacked.pop_front();
-                }
+                self.state.nodes[s].out.entry(to).or_default().ack(seq, 0);
             }
             // Sequenced deliveries are always logged, as the next record.
             None if !self.replaying => {
@@ -859,8 +803,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                 self.ready.push(Output::Timer { node: idx, id, delay_ns: due.saturating_sub(wall_ns.max(n.clock)) });
             }
             for link in n.out.values_mut() {
-                link.released = link.last_seq;
-                link.progress_ns = wall_ns;
+                link.release_all(wall_ns);
             }
         }
         if !recovering {
@@ -870,14 +813,14 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
             let me = self.state.nodes[idx].id;
             let links: Vec<ServerId> = self.state.nodes[idx].out.keys().copied().collect();
             for to in links {
-                let link = &self.state.nodes[idx].out[&to];
+                let link = self.state.nodes[idx].out.get_mut(&to).expect("listed above");
                 match self.index.get(&to) {
                     Some(&t) => {
-                        for (seq, msg) in &link.unacked {
-                            self.local.push_back((t, me, *seq, msg.clone()));
+                        for (seq, msg) in link.unacked() {
+                            self.local.push_back((t, me, seq, msg.clone()));
                         }
                     }
-                    None => Self::retransmit(&mut self.ready, me, to, link),
+                    None => Self::retransmit(&mut self.ready, me, to, link, wall_ns),
                 }
             }
             for peer in self.state.topology.servers() {
@@ -964,13 +907,7 @@ impl<P: Protocol, L: RecordLog> DurableHost<P, L> {
                     }
                 }
                 Addr::Server(s) => {
-                    let link = self.state.nodes[idx].out.entry(s).or_default();
-                    if link.unacked.is_empty() {
-                        link.progress_ns = now;
-                    }
-                    link.last_seq += 1;
-                    let seq = link.last_seq;
-                    link.unacked.push_back((seq, msg.clone()));
+                    let seq = self.state.nodes[idx].out.entry(s).or_default().push(msg.clone(), now);
                     if self.replaying {
                         continue;
                     }
