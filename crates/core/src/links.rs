@@ -310,6 +310,7 @@ impl<M: Clone> MemLinks<M> {
     }
 
     /// `from` acknowledged the link `to → from` up to `seq` (for this process's incarnation `epoch`).
+    #[allow(clippy::too_many_arguments)]
     pub fn on_ack(
         &mut self,
         from: ServerId,
