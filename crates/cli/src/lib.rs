@@ -5,6 +5,7 @@
 // The CLI is a runtime edge: it reads real clocks to time runs and seeds from the OS.
 #![allow(clippy::disallowed_methods)]
 
+mod bound_cmd;
 mod check_cmd;
 mod client_cmd;
 mod demo;
@@ -47,9 +48,12 @@ enum Command {
     /// check each history and print one table.
     Demo(demo::DemoArgs),
     /// Run a workload against a real local cluster while injecting faults drawn from a seed (network
-    /// partitions, paused and killed servers, clock offsets); check the history at the protocol's claimed
+    /// partitions, delay, loss, connection resets, paused and killed servers, clock offsets); check the history at the protocol's claimed
     /// level and that every acknowledged write is readable in every datacenter after healing.
     Nemesis(nemesis::NemesisArgs),
+    /// Throughput bounds coordination puts on conflicting transactions (`bound 2pc`: two-phase commit,
+    /// the coordination-avoidance paper's §6.1).
+    Bound(bound_cmd::BoundArgs),
     /// Run one server process (hosting the partitions the config assigns to NODE).
     Server {
         /// The cluster's config file (docs/CONFIG.md), the same for every process of the cluster.
@@ -444,6 +448,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Nemesis(args) => nemesis::run(args),
+        Command::Bound(args) => bound_cmd::run(args),
         Command::Check { history, level, protocol, json, all } => {
             std::process::exit(check_cmd::run(&history, &level, protocol.as_deref(), json, all)?)
         }

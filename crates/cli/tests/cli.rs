@@ -814,3 +814,23 @@ fn misspelt_protocols_and_levels_get_a_did_you_mean() {
     let o = snowline(&["sim", "--protocol", "paxos", "--duration", "10ms"]);
     assert!(!text(&o).contains("did you mean"), "{}", text(&o));
 }
+
+/// `snowline bound 2pc` (issue 33): the LAN and WAN tables with the seed's figures beside them, a
+/// crossover, seeded (the same output twice); bad participant lists are refused.
+#[test]
+fn bound_2pc_prints_both_profiles_beside_the_seed_and_is_seeded() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bound", "2pc", "--trials", "3000"];
+        args.extend_from_slice(extra);
+        snowline(&args)
+    };
+    let o = run(&[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(out.contains("profile lan") && out.contains("profile wan"), "{out}");
+    assert!(out.contains("750 / 1,100") && out.contains("200 / 120") && out.contains("[VA+OR]"), "{out}");
+    assert!(out.contains("crossover: coordinated 2PC allows more than decentralized from N = "), "{out}");
+    assert_eq!(out, String::from_utf8_lossy(&run(&[]).stdout), "seeded");
+    let bad = run(&["--participants", "ten"]);
+    assert!(!bad.status.success() && text(&bad).contains("--participants \"ten\""), "{}", text(&bad));
+}

@@ -3,6 +3,7 @@
 //! One workload, one metrics pipeline and one history recorder serve every protocol in both the
 //! simulator ([`run::run_sim`]) and a real cluster ([`net_run::run_net`]).
 
+pub mod bound;
 pub mod charts;
 pub mod client_loop;
 pub mod metrics;
