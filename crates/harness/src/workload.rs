@@ -131,6 +131,12 @@ pub enum Pattern {
     /// TPC-C's five transactions as stored procedures over a loaded database, audited after the run
     /// (`crate::tpcc`; parameters in `tpcc`).
     Tpcc,
+    /// The 2PC bound's check (`snowline bound 2pc --run`): every client loops one blind update transaction
+    /// writing the hot key (on partition 0) and one key of its own on each of `participants − 1` other
+    /// partitions (`keys_per_partition` must exceed the clients), so
+    /// every transaction conflicts with every other on one item and commits among `participants`
+    /// partitions. Needs `participants` ≤ the partitions.
+    HotItem { participants: usize },
 }
 
 /// The three transactional YCSB mixes of the NMSI paper (§V, Fig. 2b).
@@ -193,8 +199,18 @@ pub struct TxnPlan {
 
 impl Pattern {
     /// Every pattern's name, as `--workload` takes it.
-    pub const NAMES: &'static [&'static str] =
-        &["mixed", "photo-acl", "contrarian", "eiger", "tomsic-single", "tomsic-multi", "ycsb-t", "kv", "tpcc"];
+    pub const NAMES: &'static [&'static str] = &[
+        "mixed",
+        "photo-acl",
+        "contrarian",
+        "eiger",
+        "tomsic-single",
+        "tomsic-multi",
+        "ycsb-t",
+        "kv",
+        "tpcc",
+        "hot-item",
+    ];
 
     /// A request of the kind this pattern needs that not every protocol offers (checked up front): every
     /// pattern but the transactional ones writes blindly (PUTs).
@@ -203,6 +219,7 @@ impl Pattern {
             Pattern::TomsicMulti { .. } => Some(Request::RotRounds { rounds: vec![] }),
             Pattern::YcsbT { .. } => Some(Request::Begin),
             Pattern::Tpcc => Some(Request::Call { procedure: "tpcc-new-order".into(), args: Vec::new() }),
+            Pattern::HotItem { .. } => Some(Request::Update { writes: Vec::new() }),
             _ => Some(Request::Put { key: "k".into(), value: "v".into() }),
         }
     }
@@ -218,6 +235,7 @@ impl Pattern {
             Pattern::YcsbT { .. } => "ycsb-t",
             Pattern::Kv => "kv",
             Pattern::Tpcc => "tpcc",
+            Pattern::HotItem { .. } => "hot-item",
         }
     }
 }
@@ -235,6 +253,7 @@ impl std::str::FromStr for Pattern {
             "ycsb-t" => Ok(Pattern::YcsbT { mix: YcsbMix::A }),
             "kv" => Ok(Pattern::Kv),
             "tpcc" => Ok(Pattern::Tpcc),
+            "hot-item" => Ok(Pattern::HotItem { participants: 2 }),
             other => Err(format!("unknown workload {other:?}; valid workloads: {}", Pattern::NAMES.join(", "))),
         }
     }
@@ -423,6 +442,14 @@ impl MixedWorkload {
                 }
             }
             Pattern::Tpcc => self.tpcc.validate()?,
+            Pattern::HotItem { participants } => {
+                if participants == 0 || participants > usize::from(topology.partitions) {
+                    return Err(format!(
+                        "hot-item needs 1 <= participants <= the partitions ({}), not {participants}",
+                        topology.partitions
+                    ));
+                }
+            }
             Pattern::Mixed | Pattern::PhotoAcl { .. } => {}
         }
         Ok(())
@@ -462,7 +489,7 @@ impl Generator {
     pub fn new(spec: MixedWorkload, topology: Topology) -> Self {
         let keys = match spec.pattern {
             Pattern::TomsicSingle | Pattern::TomsicMulti { .. } => KeySpace::HotSpot(HotSpot::new(spec.keys, 0.2, 0.8)),
-            Pattern::Contrarian => {
+            Pattern::Contrarian | Pattern::HotItem { .. } => {
                 let per = spec.keys_per_partition.max(1);
                 let parts = usize::from(topology.partitions);
                 let mut by_partition: Vec<Vec<Key>> = vec![Vec::with_capacity(per); parts];
@@ -584,6 +611,18 @@ impl Generator {
         Request::Rot { keys: parts.into_iter().map(|part| by_partition[part][zipf.sample(rng)].clone()).collect() }
     }
 
+    /// The hot item's transaction: the hot key (the first key of partition 0), and on each of partitions
+    /// `1..participants` a key of the writer's own (never another's, so that the hot key is the only
+    /// conflict).
+    fn hot_item(&self, participants: usize, writer: u64, seq: u64) -> Request {
+        let KeySpace::PerPartition { by_partition, .. } = &self.keys else { unreachable!("hot-item keys") };
+        let mut keys = vec![by_partition[0][0].clone()];
+        for own in by_partition.iter().skip(1).take(participants.saturating_sub(1)) {
+            keys.push(own[writer as usize % own.len()].clone());
+        }
+        self.update(keys, writer, seq)
+    }
+
     /// A value unique in the run: the writer's id, its operation's sequence number and the write's position
     /// in the operation, padded to the value size (eiger: to `columns` × the value size).
     pub fn value(&self, writer: u64, seq: u64, position: usize) -> Value {
@@ -667,6 +706,7 @@ impl Generator {
                     vec![Request::Rot { keys: vec![key] }]
                 }
             }
+            Pattern::HotItem { participants } => vec![self.hot_item(participants, writer, seq)],
             Pattern::YcsbT { .. } | Pattern::Tpcc => unreachable!("transactions: Generator::next_jobs"),
         }
     }
