@@ -48,7 +48,9 @@ pub struct WorkloadArgs {
     /// --keys-per-op keys and writes of as many PUTs), tomsic-single (Tomsic §5.3.2: a ROT of --keys-per-op
     /// reads, then an update of --update-keys of them, keys 80/20), ycsb-t (NMSI's transactional YCSB, --mix),
     /// kv (single-key GETs and PUTs, --write-ratio of PUTs: YCSB A by default; what raft-kv serves), tpcc (TPC-C as
-    /// stored procedures, loaded before and audited after the run: --tpcc-setup, --tpcc-scale; docs/WORKLOADS.md).
+    /// stored procedures, loaded before and audited after the run: --tpcc-setup, --tpcc-scale; docs/WORKLOADS.md),
+    /// hot-item (every transaction writes one hot key and a key of its own on partition 1: the 2PC bound's
+    /// check, `snowline bound 2pc --profile sim`).
     /// Default: mixed, or ycsb-t for a protocol without blind writes (nmsi).
     #[arg(long)]
     pub workload: Option<snowline_harness::Pattern>,
