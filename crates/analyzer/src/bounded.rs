@@ -1,0 +1,584 @@
+//! The brute-force bounded checker: an independent witness for the rules.
+//!
+//! For one pair (invariant *I*, transaction *T*) and the workload *W*, it enumerates, within a bound:
+//!
+//! 1. every ancestor state of the tables *I* reads: each table holds 0 to [`Bound::max_rows`] rows, each
+//!    column a value of [`Bound::values`] (or NULL where the column is nullable), keeping those where *I*
+//!    holds;
+//! 2. every left branch: *T* applied to the ancestor with every assignment of [`Bound::values`] to its
+//!    parameters, keeping the results where *I* holds; every right branch likewise for each transaction of
+//!    *W* (including *T*);
+//! 3. every merge of a left and a right branch, and checks *I* on it.
+//!
+//! Merge semantics (the paper's §3 and §5): rows are identified by a hidden row id and merged by set union;
+//! a row deleted on either side is gone; `ON DELETE CASCADE` also deletes, after the merge, rows left
+//! referencing a deleted parent; a `@counter` column merges as ancestor + both branches' changes; any other
+//! column changed on both sides takes one side's value (last writer wins; both choices are tried). Ids asked
+//! for with `@unique-any` come from each branch's own namespace (branch 1: 101, 102, ...; branch 2: 201, ...);
+//! AUTO_INCREMENT columns left out of an insert take the branch's local maximum + 1.
+//!
+//! Statements on tables that *I* does not read cannot change *I* and are skipped. Secondary indexes
+//! (`@index`) are maintained by the database and recomputed by merge, so the checker holds them true by
+//! construction. Views are checked over whole tables (no grouping). The default bound is values {0, 1, 2},
+//! at most 2 rows per table in the ancestor, one transaction per branch.
+
+use crate::model::{Aggregate, Invariant, InvariantKind, Operand, Pred, PredOp, Schema, SetValue, Stmt, Transaction};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+
+/// How far the checker looks.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    /// The values columns and parameters range over.
+    pub values: Vec<i64>,
+    /// The most rows a table holds in the ancestor state.
+    pub max_rows: usize,
+    /// Give up (inconclusive) after this many merges.
+    pub max_merges: u64,
+}
+
+impl Default for Bound {
+    fn default() -> Bound {
+        Bound { values: vec![0, 1, 2], max_rows: 2, max_merges: 5_000_000 }
+    }
+}
+
+/// A database state as shown in a counterexample: table → rows, each row column → value (`null` for NULL).
+pub type ShownState = BTreeMap<String, Vec<BTreeMap<String, Option<i64>>>>;
+
+/// A violating merge: the ancestor, the two branches and their merge.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Counterexample {
+    /// The common ancestor (I holds).
+    pub ancestor: ShownState,
+    /// The transaction the left branch ran.
+    pub left_transaction: String,
+    /// The left branch's state (I holds).
+    pub left: ShownState,
+    /// The transaction the right branch ran.
+    pub right_transaction: String,
+    /// The right branch's state (I holds).
+    pub right: ShownState,
+    /// The merge (I fails).
+    pub merged: ShownState,
+}
+
+/// What the checker found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// No violating merge within the bound.
+    NoCounterexample,
+    /// A violating merge.
+    Counterexample(Box<Counterexample>),
+    /// The bound's merge budget ran out first.
+    Inconclusive,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Row {
+    rid: u32,
+    vals: Vec<Option<i64>>,
+}
+
+type State = Vec<Vec<Row>>;
+
+struct PTable {
+    name: String,
+    cols: Vec<String>,
+    counter: Vec<bool>,
+    nullable: Vec<bool>,
+    auto_inc: Vec<bool>,
+    unique_any: Vec<bool>,
+}
+
+struct Proj<'a> {
+    inv: &'a Invariant,
+    tables: Vec<PTable>,
+    /// Cascading foreign keys among projected tables: (child, child cols, parent, parent cols).
+    cascades: Vec<(usize, Vec<usize>, usize, Vec<usize>)>,
+}
+
+impl Proj<'_> {
+    fn t(&self, name: &str) -> Option<usize> {
+        self.tables.iter().position(|t| t.name == name)
+    }
+    fn c(&self, t: usize, col: &str) -> Option<usize> {
+        self.tables[t].cols.iter().position(|c| c == col)
+    }
+}
+
+/// Checks one pair within `bound`.
+pub fn check(schema: &Schema, inv: &Invariant, t: &Transaction, workload: &[Transaction], bound: &Bound) -> Outcome {
+    let proj = project(schema, inv, std::iter::once(t).chain(workload));
+    let ancestors = ancestors(&proj, bound);
+    let mut merges = 0u64;
+    for anc in ancestors {
+        let lefts = outcomes(&proj, t, &anc, 1, bound);
+        if lefts.is_empty() {
+            continue;
+        }
+        for u in workload {
+            let rights = outcomes(&proj, u, &anc, 2, bound);
+            for l in &lefts {
+                for r in &rights {
+                    for right_wins in [true, false] {
+                        merges += 1;
+                        if merges > bound.max_merges {
+                            return Outcome::Inconclusive;
+                        }
+                        let m = merge(&proj, &anc, l, r, right_wins);
+                        if !holds(&proj, &m) {
+                            return Outcome::Counterexample(Box::new(Counterexample {
+                                ancestor: show(&proj, &anc),
+                                left_transaction: t.name.clone(),
+                                left: show(&proj, l),
+                                right_transaction: u.name.clone(),
+                                right: show(&proj, r),
+                                merged: show(&proj, &m),
+                            }));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Outcome::NoCounterexample
+}
+
+fn project<'a, 'b>(schema: &Schema, inv: &'a Invariant, txns: impl Iterator<Item = &'b Transaction>) -> Proj<'a> {
+    let names = inv.kind.tables();
+    let mut cols: Vec<Vec<String>> = names.iter().map(|_| Vec::new()).collect();
+    let mut add = |t: &str, c: &str| {
+        if let Some(i) = names.iter().position(|n| n == t)
+            && !cols[i].iter().any(|x| x == c)
+        {
+            cols[i].push(c.to_string());
+        }
+    };
+    for c in inv.kind.columns() {
+        add(&c.table, &c.column);
+    }
+    let cascade_fks: Vec<_> = schema
+        .invariants
+        .iter()
+        .filter_map(|i| match &i.kind {
+            InvariantKind::ForeignKey { table, columns, parent, parent_columns, cascade: true }
+                if names.contains(table) && names.contains(parent) =>
+            {
+                Some((table.clone(), columns.clone(), parent.clone(), parent_columns.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    for (t, cs, p, ps) in &cascade_fks {
+        cs.iter().for_each(|c| add(t, c));
+        ps.iter().for_each(|c| add(p, c));
+    }
+    for tx in txns {
+        for s in &tx.stmts {
+            match s {
+                Stmt::Insert { table, rows, .. } => {
+                    rows.iter().flatten().for_each(|(c, _)| add(table, c));
+                }
+                Stmt::Update { table, sets, filter, .. } => {
+                    sets.iter().for_each(|(c, _)| add(table, c));
+                    filter.iter().for_each(|p| add(table, &p.column));
+                }
+                Stmt::Delete { table, filter, .. } => filter.iter().for_each(|p| add(table, &p.column)),
+                Stmt::Select { .. } => {}
+            }
+        }
+    }
+    let tables: Vec<PTable> = names
+        .iter()
+        .zip(cols)
+        .map(|(n, cols)| {
+            let t = schema.table(n).expect("known table");
+            let col = |c: &String| t.column(c).expect("known column");
+            PTable {
+                name: n.clone(),
+                counter: cols.iter().map(|c| col(c).counter).collect(),
+                nullable: cols.iter().map(|c| !col(c).not_null && !col(c).counter).collect(),
+                auto_inc: cols.iter().map(|c| col(c).auto_increment).collect(),
+                unique_any: cols.iter().map(|c| col(c).unique_any).collect(),
+                cols,
+            }
+        })
+        .collect();
+    let mut proj = Proj { inv, tables, cascades: Vec::new() };
+    for (t, cs, p, ps) in cascade_fks {
+        let (ti, pi) = (proj.t(&t).unwrap(), proj.t(&p).unwrap());
+        let cs = cs.iter().map(|c| proj.c(ti, c).unwrap()).collect();
+        let ps = ps.iter().map(|c| proj.c(pi, c).unwrap()).collect();
+        proj.cascades.push((ti, cs, pi, ps));
+    }
+    proj
+}
+
+/// All multisets of at most `k` items from `0..n`, as sorted index vectors, smallest first.
+fn multisets(n: usize, k: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![vec![]];
+    let mut frontier = vec![vec![]];
+    for _ in 0..k {
+        let mut next = Vec::new();
+        for m in &frontier {
+            let start = m.last().copied().unwrap_or(0);
+            for i in start..n {
+                let mut m2: Vec<usize> = m.clone();
+                m2.push(i);
+                next.push(m2);
+            }
+        }
+        out.extend(next.iter().cloned());
+        frontier = next;
+    }
+    out
+}
+
+fn ancestors(proj: &Proj, bound: &Bound) -> Vec<State> {
+    let per_table: Vec<Vec<Vec<Row>>> = proj
+        .tables
+        .iter()
+        .map(|t| {
+            let mut rows: Vec<Vec<Option<i64>>> = vec![vec![]];
+            for nullable in &t.nullable {
+                let mut dom: Vec<Option<i64>> = bound.values.iter().map(|v| Some(*v)).collect();
+                if *nullable {
+                    dom.push(None);
+                }
+                rows = rows.iter().flat_map(|r| dom.iter().map(move |v| [r.clone(), vec![*v]].concat())).collect();
+            }
+            multisets(rows.len(), bound.max_rows)
+                .into_iter()
+                .map(|m| m.iter().enumerate().map(|(i, &r)| Row { rid: i as u32, vals: rows[r].clone() }).collect())
+                .collect()
+        })
+        .collect();
+    let mut states: Vec<State> = vec![vec![]];
+    for options in &per_table {
+        states =
+            states.iter().flat_map(|s| options.iter().map(move |o| [s.clone(), vec![o.clone()]].concat())).collect();
+    }
+    // Smaller ancestors first: their counterexamples are the easiest to read.
+    states.sort_by_key(|s| s.iter().map(|t| t.len()).sum::<usize>());
+    states.into_iter().filter(|s| holds(proj, s)).collect()
+}
+
+/// A statement compiled against the projection, with its parameter slots.
+fn param_count(proj: &Proj, t: &Transaction) -> usize {
+    let mut n = 0;
+    let count = |o: &Operand| usize::from(*o == Operand::Param);
+    for s in &t.stmts {
+        match s {
+            Stmt::Insert { table, rows, .. } if proj.t(table).is_some() => {
+                n += rows.iter().flatten().map(|(_, o)| count(o)).sum::<usize>();
+            }
+            Stmt::Update { table, sets, filter, .. } if proj.t(table).is_some() => {
+                n += sets
+                    .iter()
+                    .map(|(_, v)| match v {
+                        SetValue::Assign(o) | SetValue::Add { by: o, .. } => count(o),
+                    })
+                    .sum::<usize>();
+                n += filter
+                    .iter()
+                    .map(|p| match &p.op {
+                        PredOp::Cmp(_, o) => count(o),
+                        PredOp::IsNull(_) => 0,
+                    })
+                    .sum::<usize>();
+            }
+            Stmt::Delete { table, filter, .. } if proj.t(table).is_some() => {
+                n += filter
+                    .iter()
+                    .map(|p| match &p.op {
+                        PredOp::Cmp(_, o) => count(o),
+                        PredOp::IsNull(_) => 0,
+                    })
+                    .sum::<usize>();
+            }
+            _ => {}
+        }
+    }
+    n
+}
+
+fn outcomes(proj: &Proj, t: &Transaction, anc: &State, tag: u32, bound: &Bound) -> Vec<State> {
+    let k = param_count(proj, t);
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let mut idx = vec![0usize; k];
+    loop {
+        let params: Vec<i64> = idx.iter().map(|&i| bound.values[i]).collect();
+        let s = run(proj, t, anc, tag, &params);
+        if s != *anc && holds(proj, &s) && seen.insert(s.clone()) {
+            out.push(s);
+        }
+        // next assignment
+        let mut i = 0;
+        loop {
+            if i == k {
+                return out;
+            }
+            idx[i] += 1;
+            if idx[i] < bound.values.len() {
+                break;
+            }
+            idx[i] = 0;
+            i += 1;
+        }
+    }
+}
+
+struct Run<'p> {
+    params: std::slice::Iter<'p, i64>,
+    tag: u32,
+    next_rid: u32,
+    next_fresh: i64,
+}
+
+impl Run<'_> {
+    fn val(&mut self, o: &Operand) -> Option<i64> {
+        match o {
+            Operand::Param => self.params.next().copied(),
+            Operand::Const(v) => Some(*v),
+            Operand::Null | Operand::Default => None,
+        }
+    }
+}
+
+fn matches(proj: &Proj, t: usize, row: &Row, filter: &[(usize, PredOp, Option<i64>)]) -> bool {
+    let _ = proj;
+    filter.iter().all(|(c, op, v)| match (op, row.vals[*c]) {
+        (PredOp::IsNull(n), x) => x.is_none() == *n,
+        (PredOp::Cmp(op, _), Some(x)) => v.is_some_and(|v| op.holds(x, v)),
+        (PredOp::Cmp(..), None) => false,
+    }) && t < usize::MAX
+}
+
+fn compile_filter(proj: &Proj, t: usize, filter: &[Pred], r: &mut Run) -> Vec<(usize, PredOp, Option<i64>)> {
+    filter
+        .iter()
+        .map(|p| {
+            let v = match &p.op {
+                PredOp::Cmp(_, o) => r.val(o),
+                PredOp::IsNull(_) => None,
+            };
+            (proj.c(t, &p.column).expect("projected"), p.op, v)
+        })
+        .collect()
+}
+
+fn run(proj: &Proj, tx: &Transaction, anc: &State, tag: u32, params: &[i64]) -> State {
+    let mut s = anc.clone();
+    let mut r = Run { params: params.iter(), tag, next_rid: tag * 1000, next_fresh: tag as i64 * 100 + 1 };
+    for st in &tx.stmts {
+        match st {
+            Stmt::Insert { table, rows, .. } => {
+                let Some(t) = proj.t(table) else { continue };
+                let pt = &proj.tables[t];
+                for spec in rows {
+                    let mut vals = vec![None; pt.cols.len()];
+                    for (ci, c) in pt.cols.iter().enumerate() {
+                        let op = spec.iter().find(|(n, _)| n == c).map(|(_, o)| *o);
+                        vals[ci] = if pt.unique_any[ci] && op != Some(Operand::Null) {
+                            let _ = op.map(|o| r.val(&o));
+                            r.next_fresh += 1;
+                            Some(r.next_fresh - 1)
+                        } else if pt.auto_inc[ci] && matches!(op, None | Some(Operand::Default)) {
+                            Some(s[t].iter().filter_map(|row| row.vals[ci]).max().unwrap_or(0) + 1)
+                        } else {
+                            op.and_then(|o| r.val(&o))
+                        };
+                    }
+                    r.next_rid += 1;
+                    s[t].push(Row { rid: r.next_rid, vals });
+                }
+            }
+            Stmt::Update { table, sets, filter, .. } => {
+                let Some(t) = proj.t(table) else { continue };
+                let sets: Vec<(usize, SetValue, Option<i64>)> = sets
+                    .iter()
+                    .map(|(c, v)| {
+                        let o = match v {
+                            SetValue::Assign(o) | SetValue::Add { by: o, .. } => o,
+                        };
+                        (proj.c(t, c).expect("projected"), *v, r.val(o))
+                    })
+                    .collect();
+                let f = compile_filter(proj, t, filter, &mut r);
+                for row in s[t].iter_mut() {
+                    if matches(proj, t, row, &f) {
+                        for (c, v, x) in &sets {
+                            row.vals[*c] = match v {
+                                SetValue::Assign(_) => *x,
+                                SetValue::Add { increment, .. } => match (row.vals[*c], x) {
+                                    (Some(old), Some(by)) => Some(if *increment { old + by } else { old - by }),
+                                    _ => None,
+                                },
+                            };
+                        }
+                    }
+                }
+            }
+            Stmt::Delete { table, filter, .. } => {
+                let Some(t) = proj.t(table) else { continue };
+                let f = compile_filter(proj, t, filter, &mut r);
+                s[t].retain(|row| !matches(proj, t, row, &f));
+                cascade(proj, &mut s);
+            }
+            Stmt::Select { .. } => {}
+        }
+    }
+    let _ = r.tag;
+    s
+}
+
+/// Deletes rows whose cascading foreign key points at no parent row.
+fn cascade(proj: &Proj, s: &mut State) {
+    loop {
+        let mut changed = false;
+        for (ct, cc, pt, pc) in &proj.cascades {
+            let parents: HashSet<Vec<Option<i64>>> =
+                s[*pt].iter().map(|r| pc.iter().map(|&c| r.vals[c]).collect()).collect();
+            let before = s[*ct].len();
+            s[*ct].retain(|r| {
+                let key: Vec<Option<i64>> = cc.iter().map(|&c| r.vals[c]).collect();
+                key.iter().any(|v| v.is_none()) || parents.contains(&key)
+            });
+            changed |= s[*ct].len() != before;
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+fn merge(proj: &Proj, anc: &State, a: &State, b: &State, b_wins: bool) -> State {
+    let mut out = Vec::new();
+    for (t, pt) in proj.tables.iter().enumerate() {
+        let mut rows = Vec::new();
+        for o in &anc[t] {
+            let (Some(ra), Some(rb)) = (a[t].iter().find(|r| r.rid == o.rid), b[t].iter().find(|r| r.rid == o.rid))
+            else {
+                continue;
+            };
+            let vals = (0..pt.cols.len())
+                .map(|c| {
+                    let (ov, av, bv) = (o.vals[c], ra.vals[c], rb.vals[c]);
+                    if pt.counter[c]
+                        && let (Some(ov), Some(av), Some(bv)) = (ov, av, bv)
+                    {
+                        return Some(ov + (av - ov) + (bv - ov));
+                    }
+                    match (av != ov, bv != ov) {
+                        (true, true) => {
+                            if b_wins {
+                                bv
+                            } else {
+                                av
+                            }
+                        }
+                        (true, false) => av,
+                        _ => bv,
+                    }
+                })
+                .collect();
+            rows.push(Row { rid: o.rid, vals });
+        }
+        for side in [a, b] {
+            rows.extend(side[t].iter().filter(|r| !anc[t].iter().any(|o| o.rid == r.rid)).cloned());
+        }
+        out.push(rows);
+    }
+    cascade(proj, &mut out);
+    out
+}
+
+/// Whether the projected invariant holds in `s`.
+fn holds(proj: &Proj, s: &State) -> bool {
+    let col = |t: &str, c: &str| {
+        let ti = proj.t(t).expect("projected table");
+        (ti, proj.c(ti, c).expect("projected column"))
+    };
+    match &proj.inv.kind {
+        InvariantKind::Unique { table, columns } => {
+            let t = proj.t(table).unwrap();
+            let cs: Vec<usize> = columns.iter().map(|c| col(table, c).1).collect();
+            let mut seen = HashSet::new();
+            s[t].iter().all(|r| {
+                let key: Vec<Option<i64>> = cs.iter().map(|&c| r.vals[c]).collect();
+                key.iter().any(|v| v.is_none()) || seen.insert(key)
+            })
+        }
+        InvariantKind::NotNull { table, column } => {
+            let (t, c) = col(table, column);
+            s[t].iter().all(|r| r.vals[c].is_some())
+        }
+        InvariantKind::Check { table, column, op, value } | InvariantKind::Counter { table, column, op, value } => {
+            let (t, c) = col(table, column);
+            s[t].iter().all(|r| r.vals[c].is_none_or(|v| op.holds(v, *value)))
+        }
+        InvariantKind::ForeignKey { table, columns, parent, parent_columns, .. } => {
+            let ct = proj.t(table).unwrap();
+            let pt = proj.t(parent).unwrap();
+            let cc: Vec<usize> = columns.iter().map(|c| col(table, c).1).collect();
+            let pc: Vec<usize> = parent_columns.iter().map(|c| col(parent, c).1).collect();
+            s[ct].iter().all(|r| {
+                let key: Vec<Option<i64>> = cc.iter().map(|&c| r.vals[c]).collect();
+                key.iter().any(|v| v.is_none())
+                    || s[pt].iter().any(|p| pc.iter().map(|&c| p.vals[c]).collect::<Vec<_>>() == key)
+            })
+        }
+        InvariantKind::AutoIncrement { table, column, counter } => {
+            let (t, c) = col(table, column);
+            let vals: Vec<i64> = s[t].iter().filter_map(|r| r.vals[c]).collect();
+            let distinct: HashSet<i64> = vals.iter().copied().collect();
+            if distinct.len() != vals.len() {
+                return false;
+            }
+            let (Some(min), Some(max)) = (vals.iter().min(), vals.iter().max()) else { return true };
+            if max - min + 1 != vals.len() as i64 {
+                return false;
+            }
+            match counter {
+                Some(g) => {
+                    let (gt, gc) = col(&g.table, &g.column);
+                    s[gt].iter().all(|r| r.vals[gc].is_none_or(|v| v - 1 == *max))
+                }
+                None => true,
+            }
+        }
+        InvariantKind::Index { .. } => true,
+        InvariantKind::View { columns, base, aggregate, filter } => {
+            let lhs: i64 = columns
+                .iter()
+                .map(|c| {
+                    let (t, ci) = col(&c.table, &c.column);
+                    s[t].iter().map(|r| r.vals[ci].unwrap_or(0)).sum::<i64>()
+                })
+                .sum();
+            let bt = proj.t(base).unwrap();
+            let keep = |r: &&Row| filter.as_ref().is_none_or(|f| r.vals[col(base, &f.column).1].is_none() == f.is_null);
+            let rhs: i64 = match aggregate {
+                Aggregate::Sum(x) => {
+                    let xc = col(base, x).1;
+                    s[bt].iter().filter(keep).map(|r| r.vals[xc].unwrap_or(0)).sum()
+                }
+                Aggregate::Count => s[bt].iter().filter(keep).count() as i64,
+            };
+            lhs == rhs
+        }
+    }
+}
+
+fn show(proj: &Proj, s: &State) -> ShownState {
+    proj.tables
+        .iter()
+        .zip(s)
+        .map(|(pt, rows)| {
+            let rows = rows.iter().map(|r| pt.cols.iter().cloned().zip(r.vals.iter().copied()).collect()).collect();
+            (pt.name.clone(), rows)
+        })
+        .collect()
+}

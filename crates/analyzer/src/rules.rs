@@ -1,0 +1,438 @@
+//! The rules: the paper's Table 2 (Bailis et al., VLDB 2015, §5) and the rules its text adds, as syntactic
+//! checks of one transaction template against one invariant.
+//!
+//! A pair (invariant *I*, transaction *T*) is judged I-confluent when every merge of two I-valid branches
+//! from a common I-valid ancestor, one running *T* and the other running *T* or any other transaction of the
+//! workload, is I-valid. Most rules look at *T* alone; the foreign-key, auto-increment and view rules also
+//! look at what the rest of the workload does (a plain delete of a parent is only unsafe when something can
+//! insert a child concurrently, which Table 2 takes for granted).
+//!
+//! Table 2 as printed repeats the rows `> / Increment / Yes` and `< / Decrement / No`, which contradicts its
+//! own §5.2 text. The rules follow the text: "a row-level `>` threshold invariant is I-confluent for
+//! increment and update but not decrement, while a row-level `<` threshold invariant is I-confluent for
+//! decrement and update but not increment", and "we can similarly guarantee equality but not in-equality for
+//! counters supporting increment and decrement" (so `counter = k` holds: a branch can only keep it by a
+//! zero change; `counter <> k` does not).
+
+use crate::model::{Aggregate, CmpOp, Invariant, InvariantKind, Operand, Schema, SetValue, Stmt, Transaction};
+
+/// A rule's decision for one pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// I-confluent?
+    pub confluent: bool,
+    /// The rule's stable identifier (see docs/ANALYZER.md for the list).
+    pub rule: &'static str,
+    /// One sentence of reasoning.
+    pub why: String,
+}
+
+/// Rules whose "not I-confluent" a deferred id assignment resolves: one atomic increment at the owner of the
+/// generator (the paper's §6 treatment of `D_NEXT_O_ID`).
+pub const OWNER_INCREMENT_RULES: &[&str] = &["auto-increment-insert", "uniqueness-sequence"];
+
+/// A deliberately wrong rule, for testing that the bounded checker catches a broken rule set.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutation {
+    /// Treat a `>` threshold on a counter as safe under decrements (the paper says it is not).
+    CounterDecrementSafe,
+    /// Treat inserting a specific unique value as safe (the paper says it is not).
+    UniqueSpecificSafe,
+}
+
+fn yes(rule: &'static str, why: impl Into<String>) -> Decision {
+    Decision { confluent: true, rule, why: why.into() }
+}
+
+fn no(rule: &'static str, why: impl Into<String>) -> Decision {
+    Decision { confluent: false, rule, why: why.into() }
+}
+
+/// Decides one pair.
+pub fn decide(schema: &Schema, inv: &Invariant, t: &Transaction, workload: &[Transaction]) -> Decision {
+    decide_with(schema, inv, t, workload, None)
+}
+
+/// [`decide`], with an optional deliberate mistake (tests only).
+#[doc(hidden)]
+pub fn decide_with(
+    schema: &Schema,
+    inv: &Invariant,
+    t: &Transaction,
+    workload: &[Transaction],
+    mutation: Option<Mutation>,
+) -> Decision {
+    let touches = inv.kind.tables().iter().any(|tb| t.stmts.iter().any(|s| s.written_table() == Some(tb)));
+    match &inv.kind {
+        InvariantKind::Unique { table, columns } => unique(schema, table, columns, t, mutation),
+        InvariantKind::NotNull { .. } | InvariantKind::Check { .. } => yes(
+            "per-record",
+            "a per-record equality/inequality holds on every row of either branch, and a merge only contains rows \
+             of the branches (Table 2: equality and inequality, any operation)",
+        ),
+        InvariantKind::Counter { table, column, op, value } => counter(t, table, column, *op, *value, mutation),
+        InvariantKind::ForeignKey { table, columns, parent, parent_columns, cascade } => {
+            let fk = Fk { child: table, columns, parent, parent_columns, cascade: *cascade };
+            foreign_key(&fk, t, workload)
+        }
+        InvariantKind::AutoIncrement { table, column, counter } => {
+            auto_increment(table, column, counter.as_ref().map(|c| (&c.table, &c.column)), t, workload)
+        }
+        InvariantKind::Index { .. } => yes(
+            "secondary-index",
+            "the database maintains the index with its rows, and merge maintains it too: it reflects merged \
+             primary data (Table 2: secondary indexing, update)",
+        ),
+        InvariantKind::View { columns, base, aggregate, filter } => {
+            let v = View { columns, base, aggregate, filter: filter.as_ref().map(|f| f.column.as_str()) };
+            view(schema, &v, t, workload)
+        }
+    }
+    .or_untouched(touches)
+}
+
+trait Untouched {
+    fn or_untouched(self, touches: bool) -> Decision;
+}
+
+impl Untouched for Decision {
+    fn or_untouched(self, touches: bool) -> Decision {
+        if !touches && self.confluent && self.rule != "per-record" {
+            return yes("untouched", "the transaction writes none of the invariant's tables");
+        }
+        self
+    }
+}
+
+/// Whether `table.column` takes its values from a sequence: AUTO_INCREMENT/SERIAL or an `@sequence`.
+fn sequenced(schema: &Schema, table: &str, column: &str) -> bool {
+    schema.table(table).and_then(|t| t.column(column)).is_some_and(|c| c.auto_increment)
+        || schema.invariants.iter().any(|i| {
+            matches!(&i.kind, InvariantKind::AutoIncrement { table: t, column: c, .. } if t == table && c == column)
+        })
+}
+
+/// Whether `table.column` is a sequenced column or a foreign-key copy of one (an order line's order id).
+fn sequence_derived(schema: &Schema, table: &str, column: &str) -> bool {
+    sequenced(schema, table, column)
+        || schema.invariants.iter().any(|i| match &i.kind {
+            InvariantKind::ForeignKey { table: t, columns, parent, parent_columns, .. } if t == table => {
+                columns.iter().zip(parent_columns).any(|(c, pc)| c == column && sequenced(schema, parent, pc))
+            }
+            _ => false,
+        })
+}
+
+fn unique(schema: &Schema, table: &str, cols: &[String], t: &Transaction, m: Option<Mutation>) -> Decision {
+    let mut generated = false;
+    let mut sequence = None;
+    for s in &t.stmts {
+        match s {
+            Stmt::Insert { table: tb, rows, .. } if tb == table => {
+                for row in rows {
+                    let op = |c: &String| row.iter().find(|(n, _)| n == c).map(|(_, o)| *o);
+                    if cols.iter().any(|c| matches!(op(c), Some(Operand::Null)))
+                        || cols.iter().any(|c| {
+                            op(c).is_none()
+                                && !schema.table(table).and_then(|t| t.column(c)).is_some_and(|x| x.auto_increment)
+                                && !schema.table(table).and_then(|t| t.column(c)).is_some_and(|x| x.unique_any)
+                        })
+                    {
+                        continue; // a NULL in the key: SQL uniqueness never compares it
+                    }
+                    if cols.iter().any(|c| schema.table(table).and_then(|t| t.column(c)).is_some_and(|x| x.unique_any))
+                    {
+                        generated = true;
+                    } else if let Some(c) = cols.iter().find(|c| sequence_derived(schema, table, c)) {
+                        sequence.get_or_insert_with(|| c.clone());
+                    } else if m != Some(Mutation::UniqueSpecificSafe) {
+                        return no(
+                            "uniqueness-specific-value",
+                            format!(
+                                "the insert into `{table}` chooses a specific key: two branches may choose the same \
+                                 one (Table 2: uniqueness, choose specific value)"
+                            ),
+                        );
+                    }
+                }
+            }
+            Stmt::Update { table: tb, sets, .. } if tb == table => {
+                if let Some((c, _)) =
+                    sets.iter().find(|(c, v)| cols.contains(c) && *v != SetValue::Assign(Operand::Null))
+                {
+                    return no(
+                        "uniqueness-specific-value",
+                        format!("the update sets key column `{table}.{c}` to a specific value two branches may share"),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(c) = sequence {
+        return no(
+            "uniqueness-sequence",
+            format!(
+                "`{table}.{c}` comes from a sequence: two branches draw the same next value; deferring the id to one \
+                 atomic increment at its owner makes it unique (§6)"
+            ),
+        );
+    }
+    if generated {
+        return yes(
+            "uniqueness-some-value",
+            "the insert asks for some unique value, which each replica draws from its own namespace (Table 2: \
+             uniqueness, choose some value)",
+        );
+    }
+    yes("uniqueness-delete-or-read", "deleting, reading or writing other columns cannot introduce a duplicate (§5.1)")
+}
+
+fn counter(t: &Transaction, table: &str, column: &str, op: CmpOp, k: i64, m: Option<Mutation>) -> Decision {
+    let (mut inc, mut dec) = (false, false);
+    for s in &t.stmts {
+        if let Stmt::Update { table: tb, sets, .. } = s
+            && tb == table
+        {
+            for (c, v) in sets {
+                if let (true, SetValue::Add { increment, by }) = (c == column, v) {
+                    if *by == Operand::Const(0) {
+                        continue;
+                    }
+                    if *increment { inc = true } else { dec = true }
+                }
+            }
+        }
+    }
+    let c = format!("{table}.{column}");
+    if !inc && !dec {
+        return yes("counter-unchanged", format!("the transaction does not change `{c}`"));
+    }
+    let inv = format!("`{c} {} {k}`", op.sql());
+    match op {
+        CmpOp::Eq => yes(
+            "counter-equality",
+            format!("{inv}: a branch keeps it only by a zero net change, and zero changes merge to zero (§5.2)"),
+        ),
+        CmpOp::Ne => no(
+            "counter-inequality",
+            format!("{inv}: two branches' changes, each allowed alone, can add up to exactly {k} (§5.2)"),
+        ),
+        CmpOp::Gt | CmpOp::Ge if dec && m != Some(Mutation::CounterDecrementSafe) => no(
+            "counter-lower-bound-decrement",
+            format!("{inv} with decrements: each branch stays above the bound, their sum may not (§5.2)"),
+        ),
+        CmpOp::Gt | CmpOp::Ge => yes(
+            "counter-lower-bound-increment",
+            format!("{inv} with increments only: the merged value is at least either branch's (§5.2)"),
+        ),
+        CmpOp::Lt | CmpOp::Le if inc => no(
+            "counter-upper-bound-increment",
+            format!("{inv} with increments: each branch stays below the bound, their sum may not (§5.2)"),
+        ),
+        CmpOp::Lt | CmpOp::Le => yes(
+            "counter-upper-bound-decrement",
+            format!("{inv} with decrements only: the merged value is at most either branch's (§5.2)"),
+        ),
+    }
+}
+
+struct Fk<'a> {
+    child: &'a str,
+    columns: &'a [String],
+    parent: &'a str,
+    parent_columns: &'a [String],
+    cascade: bool,
+}
+
+impl Fk<'_> {
+    /// Whether `u` can create a reference: insert a child with a non-NULL key or set a child's key.
+    fn creates_refs(&self, u: &Transaction) -> bool {
+        u.stmts.iter().any(|s| match s {
+            Stmt::Insert { table, rows, .. } if table == self.child => {
+                rows.iter().any(|r| self.columns.iter().all(|c| r.iter().any(|(n, o)| n == c && *o != Operand::Null)))
+            }
+            Stmt::Update { table, sets, .. } if table == self.child => {
+                sets.iter().any(|(c, v)| self.columns.contains(c) && *v != SetValue::Assign(Operand::Null))
+            }
+            _ => false,
+        })
+    }
+    /// Whether `u` can remove a referenced parent without cascading: a plain delete or a key update.
+    fn removes_parents(&self, u: &Transaction) -> bool {
+        u.stmts.iter().any(|s| match s {
+            Stmt::Delete { table, .. } if table == self.parent => !self.cascade,
+            Stmt::Update { table, sets, .. } if table == self.parent => {
+                sets.iter().any(|(c, _)| self.parent_columns.contains(c))
+            }
+            _ => false,
+        })
+    }
+}
+
+fn foreign_key(fk: &Fk, t: &Transaction, w: &[Transaction]) -> Decision {
+    if fk.removes_parents(t) {
+        if w.iter().any(|u| fk.creates_refs(u)) {
+            return no(
+                "fk-delete",
+                format!(
+                    "a plain delete of a `{}` row can race an insert of a `{}` row that references it; the merge \
+                     keeps the dangling child (Table 2: foreign key, delete)",
+                    fk.parent, fk.child
+                ),
+            );
+        }
+        return yes("fk-delete-no-inserts", "no transaction of the workload creates references to race the delete");
+    }
+    if fk.creates_refs(t) {
+        if w.iter().any(|u| fk.removes_parents(u)) {
+            return no(
+                "fk-insert-racing-delete",
+                format!(
+                    "another transaction deletes `{}` rows without cascading: the inserted reference can dangle",
+                    fk.parent
+                ),
+            );
+        }
+        return yes("fk-insert", "a union merge never makes a referenced row disappear (Table 2: foreign key, insert)");
+    }
+    if fk.cascade && t.stmts.iter().any(|s| matches!(s, Stmt::Delete { table, .. } if table == fk.parent)) {
+        return yes(
+            "fk-cascading-delete",
+            "with ON DELETE CASCADE the merge deletes the dangling references too (Table 2: foreign key, cascading delete)",
+        );
+    }
+    yes("fk-unaffected", "the transaction neither creates references nor removes referenced rows")
+}
+
+fn auto_increment(
+    table: &str,
+    column: &str,
+    generator: Option<(&String, &String)>,
+    t: &Transaction,
+    w: &[Transaction],
+) -> Decision {
+    let inserts = |u: &Transaction| u.stmts.iter().any(|s| matches!(s, Stmt::Insert { table: tb, .. } if tb == table));
+    let c = format!("{table}.{column}");
+    if inserts(t) {
+        return no(
+            "auto-increment-insert",
+            format!(
+                "`{c}` must be dense and sequential: two branches both take the next id (Table 2: AUTO_INCREMENT, \
+                 insert); deferred to commit it costs one atomic increment at the owner (§6)"
+            ),
+        );
+    }
+    if t.stmts.iter().any(
+        |s| matches!(s, Stmt::Update { table: tb, sets, .. } if tb == table && sets.iter().any(|(x, _)| x == column)),
+    ) {
+        return no("auto-increment-update", format!("the transaction rewrites sequential ids in `{c}`"));
+    }
+    if let Some((gt, gc)) = generator
+        && t.stmts
+            .iter()
+            .any(|s| matches!(s, Stmt::Update { table: tb, sets, .. } if tb == gt && sets.iter().any(|(x, _)| x == gc)))
+    {
+        if w.iter().any(inserts) {
+            return no(
+                "auto-increment-generator",
+                format!(
+                    "the transaction moves the generator `{gt}.{gc}` without inserting: a concurrent insert's id then lags it"
+                ),
+            );
+        }
+        return yes(
+            "auto-increment-generator-alone",
+            "nothing inserts ids that the generator's change could desynchronize",
+        );
+    }
+    if t.stmts.iter().any(|s| matches!(s, Stmt::Delete { table: tb, .. } if tb == table)) {
+        if generator.is_some() {
+            return yes(
+                "auto-increment-delete-oldest",
+                "with the generator pinning the newest id, a branch can only remove the oldest ids; what remains of \
+                 both branches is the intersection of two ranges, again a range",
+            );
+        }
+        if w.iter().any(inserts) {
+            return no(
+                "auto-increment-delete",
+                format!("deleting the newest `{c}` while another branch inserts the next id leaves a gap"),
+            );
+        }
+        return yes(
+            "auto-increment-delete-oldest",
+            "without inserts, the ranges both branches keep intersect in a range",
+        );
+    }
+    yes("auto-increment-unaffected", format!("the transaction neither assigns nor removes `{c}` ids"))
+}
+
+struct View<'a> {
+    columns: &'a [crate::model::ColRef],
+    base: &'a str,
+    aggregate: &'a Aggregate,
+    filter: Option<&'a str>,
+}
+
+impl View<'_> {
+    fn changes_view(&self, u: &Transaction) -> bool {
+        u.stmts.iter().any(|s| match s {
+            Stmt::Update { table, sets, .. } => {
+                sets.iter().any(|(c, _)| self.columns.iter().any(|v| &v.table == table && &v.column == c))
+            }
+            _ => false,
+        })
+    }
+    /// A change of the aggregate that a merge does not add up: removing rows, or overwriting (or
+    /// read-modify-writing a non-counter) summed or filtered column.
+    fn non_additive(&self, schema: &Schema, u: &Transaction) -> bool {
+        let summed = match self.aggregate {
+            Aggregate::Sum(x) => Some(x.as_str()),
+            Aggregate::Count => None,
+        };
+        u.stmts.iter().any(|s| match s {
+            Stmt::Delete { table, .. } => table == self.base,
+            Stmt::Update { table, sets, .. } if table == self.base => sets.iter().any(|(c, v)| {
+                (Some(c.as_str()) == self.filter)
+                    || (Some(c.as_str()) == summed
+                        && (matches!(v, SetValue::Assign(_)) || !schema.is_counter(self.base, c)))
+            }),
+            _ => false,
+        })
+    }
+    fn adds_to_existing(&self, u: &Transaction) -> bool {
+        let Aggregate::Sum(x) = self.aggregate else { return false };
+        u.stmts.iter().any(
+            |s| matches!(s, Stmt::Update { table, sets, .. } if table == self.base && sets.iter().any(|(c, _)| c == x)),
+        )
+    }
+}
+
+fn view(schema: &Schema, v: &View, t: &Transaction, w: &[Transaction]) -> Decision {
+    let vname = v.columns.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" + ");
+    if v.non_additive(schema, t) && v.changes_view(t) {
+        return no(
+            "view-non-additive",
+            format!(
+                "the transaction changes `{}` rows in a way a merge does not add up (a delete or an overwrite that \
+                 both branches can make) while adding to `{vname}`: the view counts it twice (§5.2, lost update)",
+                v.base
+            ),
+        );
+    }
+    if v.adds_to_existing(t) && w.iter().any(|u| v.non_additive(schema, u) && v.changes_view(u)) {
+        return no(
+            "view-additive-racing-overwrite",
+            format!("another transaction deletes or overwrites the `{}` rows this one adds to", v.base),
+        );
+    }
+    yes(
+        "view-additive",
+        format!(
+            "each branch keeps `{vname}` equal to its aggregate with additive changes, and a merge adds both \
+             branches' changes on both sides (Table 2: materialized views, update)"
+        ),
+    )
+}
