@@ -480,6 +480,7 @@ pub fn apply_annotations(schema: &mut Schema, anns: &[Annotation]) -> Result<()>
         };
         schema.invariants.push(inv);
     }
+    dedupe_names(&mut schema.invariants);
     for inv in &mut schema.invariants {
         if let InvariantKind::Check { table, column, op, value } = &inv.kind {
             let t = schema.tables.iter().find(|t| &t.name == table).unwrap();
@@ -562,4 +563,30 @@ fn view(schema: &Schema, a: &mut Args) -> Result<Invariant> {
         kind: InvariantKind::View { columns, base: base.name.clone(), aggregate, filter },
         loc: a.ann.loc.clone(),
     })
+}
+
+/// Gives invariants that share a name distinct names: the first one that is not a NOT NULL keeps it, the
+/// others get their kind appended (`orders.id (not-null)`), and a number if that is still taken.
+fn dedupe_names(invs: &mut [Invariant]) {
+    let n = invs.len();
+    for i in 0..n {
+        let same: Vec<usize> = (0..n).filter(|&j| invs[j].name == invs[i].name).collect();
+        if same.len() < 2 {
+            continue;
+        }
+        let keep =
+            same.iter().copied().find(|&j| !matches!(invs[j].kind, InvariantKind::NotNull { .. })).unwrap_or(same[0]);
+        for j in same {
+            if j != keep {
+                let base = format!("{} ({})", invs[j].name, invs[j].kind.kind_name());
+                let mut name = base.clone();
+                let mut k = 2;
+                while invs.iter().any(|x| x.name == name) {
+                    name = format!("{base} #{k}");
+                    k += 1;
+                }
+                invs[j].name = name;
+            }
+        }
+    }
 }

@@ -1,1 +1,6 @@
+//! The analyzer's integration tests, in one binary.
 
+mod common;
+mod errors;
+mod examples;
+mod table2;
