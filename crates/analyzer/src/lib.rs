@@ -72,7 +72,8 @@ pub struct Workload {
 pub fn parse(schema_sql: &str, schema_file: &str, txns: Option<(&str, &str)>) -> Result<Workload, AnalyzeError> {
     let (parts, mut anns) = source::split(schema_sql, schema_file)?;
     let ddl = source::parse(&parts[0].padded, schema_file, &parts[0].loc)?;
-    let mut schema = schema::build(&ddl, schema_file, &parts[0].loc)?;
+    let starts = source::statement_starts(&parts[0].padded, schema_file);
+    let mut schema = schema::build(&ddl, &starts, schema_file, &parts[0].loc)?;
     let mut txn_parts: Vec<(source::Part, String)> =
         parts.into_iter().skip(1).map(|p| (p, schema_file.to_string())).collect();
     if let Some((text, file)) = txns {

@@ -21,10 +21,11 @@ use sqlparser::ast::{
 };
 
 /// Builds the tables and DDL invariants of `stmts` (annotations come after, in [`apply_annotations`]).
-pub fn build(stmts: &[Statement], file: &str, fallback: &Loc) -> Result<Schema> {
+pub fn build(stmts: &[Statement], starts: &[Loc], file: &str, fallback: &Loc) -> Result<Schema> {
     let mut schema = Schema::default();
     let mut fks = Vec::new();
-    for st in stmts {
+    for (i, st) in stmts.iter().enumerate() {
+        let fallback = starts.get(i).unwrap_or(fallback);
         match st {
             Statement::CreateTable(ct) => create_table(&mut schema, &mut fks, ct, file, fallback)?,
             Statement::CreateIndex(ci) => {
@@ -46,8 +47,9 @@ pub fn build(stmts: &[Statement], file: &str, fallback: &Loc) -> Result<Schema> 
                 schema.invariants.push(Invariant { name: iname, kind, loc });
             }
             other => {
+                let _ = other;
                 return Err(AnalyzeError::at(
-                    &loc_of(other, file, fallback),
+                    fallback,
                     "unsupported statement in the schema: only CREATE TABLE and CREATE INDEX (put transactions \
                      after a `-- transaction: NAME` line)",
                 ));

@@ -86,7 +86,38 @@ pub fn split(text: &str, file: &str) -> Result<(Vec<Part>, Vec<Annotation>)> {
 
 /// Parses SQL whose line numbers are already those of `file`.
 pub fn parse(padded: &str, file: &str, fallback: &Loc) -> Result<Vec<Statement>> {
-    Parser::parse_sql(&GenericDialect {}, padded).map_err(|e| parser_error(&e.to_string(), file, fallback))
+    Parser::parse_sql(&GenericDialect {}, padded).map_err(|e| {
+        let msg = e.to_string();
+        if msg.contains("found: EOF") {
+            // sqlparser places the end of input oddly: point at the end of the last line with text.
+            let (i, line) = padded.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).last().unwrap_or((0, ""));
+            let loc = Loc::new(file, i as u64 + 1, line.trim_end().len() as u64 + 1);
+            let m = msg.strip_prefix("sql parser error: ").unwrap_or(&msg);
+            let m = m.rfind(" at Line: ").map_or(m, |at| &m[..at]);
+            return AnalyzeError::at(&loc, format!("syntax error: {m}"));
+        }
+        parser_error(&msg, file, fallback)
+    })
+}
+
+/// Where each statement of already parsed SQL starts: its first token after the previous `;`.
+pub fn statement_starts(padded: &str, file: &str) -> Vec<Loc> {
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, padded).tokenize_with_location() else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut at_start = true;
+    for t in tokens {
+        match t.token {
+            Token::Whitespace(_) | Token::EOF => {}
+            Token::SemiColon => at_start = true,
+            _ if at_start => {
+                out.push(Loc::new(file, t.span.start.line, t.span.start.column));
+                at_start = false;
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Turns sqlparser's message (`... at Line: L, Column: C`) into a located error.

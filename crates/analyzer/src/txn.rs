@@ -18,9 +18,10 @@ use sqlparser::ast::{
 pub fn transaction(schema: &Schema, part: &Part, file: &str) -> Result<Transaction> {
     let name = part.name.clone().expect("a transaction part");
     let stmts = crate::source::parse(&part.padded, file, &part.loc)?;
+    let starts = crate::source::statement_starts(&part.padded, file);
     let mut out = Vec::new();
-    for st in &stmts {
-        if let Some(s) = statement(schema, st, file, &part.loc)? {
+    for (i, st) in stmts.iter().enumerate() {
+        if let Some(s) = statement(schema, st, file, starts.get(i).unwrap_or(&part.loc))? {
             out.push(s);
         }
     }
@@ -283,8 +284,9 @@ fn statement(schema: &Schema, st: &Statement, file: &str, fb: &Loc) -> Result<Op
             Stmt::Select { tables: tables.iter().map(|t| t.name.clone()).collect(), loc }
         }
         other => {
+            let _ = other;
             return Err(AnalyzeError::at(
-                &loc_of(other, file, fb),
+                fb,
                 "unsupported statement in a transaction: only INSERT, UPDATE, DELETE, SELECT, BEGIN, COMMIT",
             ));
         }
