@@ -35,11 +35,30 @@ pub struct Bound {
     pub max_rows: usize,
     /// Give up (inconclusive) after this many merges.
     pub max_merges: u64,
+    /// Give up (inconclusive) when the bound spans more ancestor states than this.
+    pub max_ancestors: u128,
+    /// Give up (inconclusive) when a transaction has more parameter assignments than this.
+    pub max_assignments: u128,
 }
 
 impl Default for Bound {
     fn default() -> Bound {
-        Bound { values: vec![0, 1, 2], max_rows: 2, max_merges: 5_000_000 }
+        Bound {
+            values: vec![0, 1, 2],
+            max_rows: 2,
+            max_merges: 5_000_000,
+            max_ancestors: 200_000,
+            max_assignments: 20_000,
+        }
+    }
+}
+
+impl Bound {
+    /// Smaller bounds to fall back on when `self` spans too much: one row per table, then values {0, 1}.
+    pub fn smaller(&self) -> Vec<Bound> {
+        let one_row = Bound { max_rows: 1, ..self.clone() };
+        let binary = Bound { values: vec![0, 1], max_rows: 1, ..self.clone() };
+        vec![one_row, binary]
     }
 }
 
@@ -110,6 +129,12 @@ impl Proj<'_> {
 /// Checks one pair within `bound`.
 pub fn check(schema: &Schema, inv: &Invariant, t: &Transaction, workload: &[Transaction], bound: &Bound) -> Outcome {
     let proj = project(schema, inv, std::iter::once(t).chain(workload));
+    let assignments = |u: &Transaction| (bound.values.len() as u128).saturating_pow(param_count(&proj, u) as u32);
+    if ancestor_count(&proj, bound) > bound.max_ancestors
+        || std::iter::once(t).chain(workload).any(|u| assignments(u) > bound.max_assignments)
+    {
+        return Outcome::Inconclusive;
+    }
     let ancestors = ancestors(&proj, bound);
     let mut merges = 0u64;
     for anc in ancestors {
@@ -174,18 +199,15 @@ fn project<'a, 'b>(schema: &Schema, inv: &'a Invariant, txns: impl Iterator<Item
         cs.iter().for_each(|c| add(t, c));
         ps.iter().for_each(|c| add(p, c));
     }
+    // Columns only written (inserted or set) and never read by the invariant or a WHERE cannot change
+    // whether the invariant holds: they are left out, and so are their parameters.
     for tx in txns {
         for s in &tx.stmts {
             match s {
-                Stmt::Insert { table, rows, .. } => {
-                    rows.iter().flatten().for_each(|(c, _)| add(table, c));
+                Stmt::Update { table, filter, .. } | Stmt::Delete { table, filter, .. } => {
+                    filter.iter().for_each(|p| add(table, &p.column))
                 }
-                Stmt::Update { table, sets, filter, .. } => {
-                    sets.iter().for_each(|(c, _)| add(table, c));
-                    filter.iter().for_each(|p| add(table, &p.column));
-                }
-                Stmt::Delete { table, filter, .. } => filter.iter().for_each(|p| add(table, &p.column)),
-                Stmt::Select { .. } => {}
+                Stmt::Insert { .. } | Stmt::Select { .. } => {}
             }
         }
     }
@@ -266,41 +288,61 @@ fn ancestors(proj: &Proj, bound: &Bound) -> Vec<State> {
 
 /// A statement compiled against the projection, with its parameter slots.
 fn param_count(proj: &Proj, t: &Transaction) -> usize {
-    let mut n = 0;
     let count = |o: &Operand| usize::from(*o == Operand::Param);
+    let filter_params = |filter: &[Pred]| {
+        filter
+            .iter()
+            .map(|p| match &p.op {
+                PredOp::Cmp(_, o) => count(o),
+                PredOp::IsNull(_) => 0,
+            })
+            .sum::<usize>()
+    };
+    let mut n = 0;
     for s in &t.stmts {
         match s {
-            Stmt::Insert { table, rows, .. } if proj.t(table).is_some() => {
-                n += rows.iter().flatten().map(|(_, o)| count(o)).sum::<usize>();
+            Stmt::Insert { table, rows, .. } => {
+                let Some(ti) = proj.t(table) else { continue };
+                n += rows
+                    .iter()
+                    .flatten()
+                    .filter(|(c, _)| proj.c(ti, c).is_some())
+                    .map(|(_, o)| count(o))
+                    .sum::<usize>();
             }
-            Stmt::Update { table, sets, filter, .. } if proj.t(table).is_some() => {
+            Stmt::Update { table, sets, filter, .. } => {
+                let Some(ti) = proj.t(table) else { continue };
                 n += sets
                     .iter()
+                    .filter(|(c, _)| proj.c(ti, c).is_some())
                     .map(|(_, v)| match v {
                         SetValue::Assign(o) | SetValue::Add { by: o, .. } => count(o),
                     })
                     .sum::<usize>();
-                n += filter
-                    .iter()
-                    .map(|p| match &p.op {
-                        PredOp::Cmp(_, o) => count(o),
-                        PredOp::IsNull(_) => 0,
-                    })
-                    .sum::<usize>();
+                n += filter_params(filter);
             }
-            Stmt::Delete { table, filter, .. } if proj.t(table).is_some() => {
-                n += filter
-                    .iter()
-                    .map(|p| match &p.op {
-                        PredOp::Cmp(_, o) => count(o),
-                        PredOp::IsNull(_) => 0,
-                    })
-                    .sum::<usize>();
-            }
+            Stmt::Delete { table, filter, .. } if proj.t(table).is_some() => n += filter_params(filter),
             _ => {}
         }
     }
     n
+}
+
+/// How many ancestor states the bound enumerates before filtering, saturating.
+fn ancestor_count(proj: &Proj, bound: &Bound) -> u128 {
+    let mut total: u128 = 1;
+    for t in &proj.tables {
+        let rows: u128 = t.nullable.iter().map(|&n| bound.values.len() as u128 + u128::from(n)).product();
+        // multisets of size <= k from `rows` items: sum over j of C(rows + j - 1, j)
+        let mut sum: u128 = 1;
+        let mut term: u128 = 1;
+        for j in 1..=bound.max_rows as u128 {
+            term = term.saturating_mul(rows + j - 1) / j;
+            sum = sum.saturating_add(term);
+        }
+        total = total.saturating_mul(sum);
+    }
+    total
 }
 
 fn outcomes(proj: &Proj, t: &Transaction, anc: &State, tag: u32, bound: &Bound) -> Vec<State> {
@@ -399,11 +441,11 @@ fn run(proj: &Proj, tx: &Transaction, anc: &State, tag: u32, params: &[i64]) -> 
                 let Some(t) = proj.t(table) else { continue };
                 let sets: Vec<(usize, SetValue, Option<i64>)> = sets
                     .iter()
-                    .map(|(c, v)| {
+                    .filter_map(|(c, v)| {
                         let o = match v {
                             SetValue::Assign(o) | SetValue::Add { by: o, .. } => o,
                         };
-                        (proj.c(t, c).expect("projected"), *v, r.val(o))
+                        Some((proj.c(t, c)?, *v, r.val(o)))
                     })
                     .collect();
                 let f = compile_filter(proj, t, filter, &mut r);

@@ -117,10 +117,15 @@ pub fn analyze_workload(w: &Workload, bound: &bounded::Bound) -> Report {
             let counterexample = if d.confluent {
                 None
             } else {
-                match bounded::check(&w.schema, inv, t, &w.transactions, bound) {
-                    bounded::Outcome::Counterexample(c) => Some(*c),
-                    _ => None,
-                }
+                // The bound first, then smaller ones when it spans too many states (large schemas).
+                std::iter::once(bound.clone())
+                    .chain(bound.smaller())
+                    .find_map(|b| match bounded::check(&w.schema, inv, t, &w.transactions, &b) {
+                        bounded::Outcome::Counterexample(c) => Some(Some(*c)),
+                        bounded::Outcome::NoCounterexample => Some(None),
+                        bounded::Outcome::Inconclusive => None,
+                    })
+                    .flatten()
             };
             verdicts.push(Verdict {
                 invariant: inv.name.clone(),
