@@ -46,18 +46,19 @@ impl Default for Bound {
         Bound {
             values: vec![0, 1, 2],
             max_rows: 2,
-            max_merges: 5_000_000,
-            max_ancestors: 200_000,
+            max_merges: 300_000,
+            max_ancestors: 100_000,
             max_assignments: 20_000,
         }
     }
 }
 
 impl Bound {
-    /// Smaller bounds to fall back on when `self` spans too much: one row per table, then values {0, 1}.
+    /// Smaller bounds to fall back on when `self` spans too much: one row per table, then values {0, 1} (with
+    /// a larger merge budget, since it is the last resort).
     pub fn smaller(&self) -> Vec<Bound> {
         let one_row = Bound { max_rows: 1, ..self.clone() };
-        let binary = Bound { values: vec![0, 1], max_rows: 1, ..self.clone() };
+        let binary = Bound { values: vec![0, 1], max_rows: 1, max_merges: self.max_merges * 8, ..self.clone() };
         vec![one_row, binary]
     }
 }

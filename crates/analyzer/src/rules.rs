@@ -29,7 +29,7 @@ pub struct Decision {
 
 /// Rules whose "not I-confluent" a deferred id assignment resolves: one atomic increment at the owner of the
 /// generator (the paper's §6 treatment of `D_NEXT_O_ID`).
-pub const OWNER_INCREMENT_RULES: &[&str] = &["auto-increment-insert", "uniqueness-sequence"];
+pub const OWNER_INCREMENT_RULES: &[&str] = &["auto-increment-insert", "auto-increment-delete", "uniqueness-sequence"];
 
 /// A deliberately wrong rule, for testing that the bounded checker catches a broken rule set.
 #[doc(hidden)]
@@ -348,22 +348,19 @@ fn auto_increment(
         );
     }
     if t.stmts.iter().any(|s| matches!(s, Stmt::Delete { table: tb, .. } if tb == table)) {
-        if generator.is_some() {
-            return yes(
-                "auto-increment-delete-oldest",
-                "with the generator pinning the newest id, a branch can only remove the oldest ids; what remains of \
-                 both branches is the intersection of two ranges, again a range",
-            );
-        }
         if w.iter().any(inserts) {
             return no(
                 "auto-increment-delete",
-                format!("deleting the newest `{c}` while another branch inserts the next id leaves a gap"),
+                format!(
+                    "deleting `{c}` ids while another branch inserts one can leave a gap or a maximum the generator \
+                     disagrees with; like the insert, the deletion is done at the sequence's owner (§6: \"a \
+                     similar process can be performed for deletion during order delivery\")"
+                ),
             );
         }
         return yes(
             "auto-increment-delete-oldest",
-            "without inserts, the ranges both branches keep intersect in a range",
+            "without inserts, each branch keeps a range of ids, and the intersection of two ranges is a range",
         );
     }
     yes("auto-increment-unaffected", format!("the transaction neither assigns nor removes `{c}` ids"))
