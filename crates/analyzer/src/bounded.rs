@@ -113,6 +113,13 @@ struct PTable {
 
 struct Proj<'a> {
     inv: &'a Invariant,
+    /// The schema's keys (uniqueness invariants) over projected columns: branches must keep them too, so a
+    /// `WHERE id = ?` on a primary key selects one row.
+    others: Vec<&'a Invariant>,
+    /// Column values: the bound's, plus each constant of a CHECK on the invariant ± 2.
+    values: Vec<i64>,
+    /// Parameter values: the non-negative column values (`c + ?` is an increment).
+    params: Vec<i64>,
     tables: Vec<PTable>,
     /// Cascading foreign keys among projected tables: (child, child cols, parent, parent cols).
     cascades: Vec<(usize, Vec<usize>, usize, Vec<usize>)>,
@@ -128,9 +135,23 @@ impl Proj<'_> {
 }
 
 /// Checks one pair within `bound`.
-pub fn check(schema: &Schema, inv: &Invariant, t: &Transaction, workload: &[Transaction], bound: &Bound) -> Outcome {
-    let proj = project(schema, inv, std::iter::once(t).chain(workload));
-    let assignments = |u: &Transaction| (bound.values.len() as u128).saturating_pow(param_count(&proj, u) as u32);
+pub fn check<'a>(
+    schema: &'a Schema,
+    inv: &'a Invariant,
+    t: &Transaction,
+    workload: &[Transaction],
+    bound: &Bound,
+) -> Outcome {
+    let mut proj = project(schema, inv, std::iter::once(t).chain(workload));
+    let mut values = bound.values.clone();
+    if let InvariantKind::Check { value, .. } | InvariantKind::Counter { value, .. } = &inv.kind {
+        values.extend(value - 2..=value + 2);
+    }
+    values.sort();
+    values.dedup();
+    proj.params = values.iter().copied().filter(|v| *v >= 0).collect();
+    proj.values = values;
+    let assignments = |u: &Transaction| (proj.params.len() as u128).saturating_pow(param_count(&proj, u) as u32);
     if ancestor_count(&proj, bound) > bound.max_ancestors
         || std::iter::once(t).chain(workload).any(|u| assignments(u) > bound.max_assignments)
     {
@@ -139,12 +160,12 @@ pub fn check(schema: &Schema, inv: &Invariant, t: &Transaction, workload: &[Tran
     let ancestors = ancestors(&proj, bound);
     let mut merges = 0u64;
     for anc in ancestors {
-        let lefts = outcomes(&proj, t, &anc, 1, bound);
+        let lefts = outcomes(&proj, t, &anc, 1);
         if lefts.is_empty() {
             continue;
         }
         for u in workload {
-            let rights = outcomes(&proj, u, &anc, 2, bound);
+            let rights = outcomes(&proj, u, &anc, 2);
             for l in &lefts {
                 for r in &rights {
                     for right_wins in [true, false] {
@@ -153,7 +174,7 @@ pub fn check(schema: &Schema, inv: &Invariant, t: &Transaction, workload: &[Tran
                             return Outcome::Inconclusive;
                         }
                         let m = merge(&proj, &anc, l, r, right_wins);
-                        if !holds(&proj, &m) {
+                        if !holds(&proj, proj.inv, &m) {
                             return Outcome::Counterexample(Box::new(Counterexample {
                                 ancestor: show(&proj, &anc),
                                 left_transaction: t.name.clone(),
@@ -171,7 +192,7 @@ pub fn check(schema: &Schema, inv: &Invariant, t: &Transaction, workload: &[Tran
     Outcome::NoCounterexample
 }
 
-fn project<'a, 'b>(schema: &Schema, inv: &'a Invariant, txns: impl Iterator<Item = &'b Transaction>) -> Proj<'a> {
+fn project<'a, 'b>(schema: &'a Schema, inv: &'a Invariant, txns: impl Iterator<Item = &'b Transaction>) -> Proj<'a> {
     let names = inv.kind.tables();
     let mut cols: Vec<Vec<String>> = names.iter().map(|_| Vec::new()).collect();
     let mut add = |t: &str, c: &str| {
@@ -228,7 +249,18 @@ fn project<'a, 'b>(schema: &Schema, inv: &'a Invariant, txns: impl Iterator<Item
             }
         })
         .collect();
-    let mut proj = Proj { inv, tables, cascades: Vec::new() };
+    let others = schema
+        .invariants
+        .iter()
+        .filter(|o| {
+            !std::ptr::eq(*o, inv)
+                && matches!(o.kind, InvariantKind::Unique { .. })
+                && o.kind.columns().iter().all(|c| {
+                    names.iter().position(|n| *n == c.table).is_some_and(|i| tables[i].cols.contains(&c.column))
+                })
+        })
+        .collect();
+    let mut proj = Proj { inv, others, values: Vec::new(), params: Vec::new(), tables, cascades: Vec::new() };
     for (t, cs, p, ps) in cascade_fks {
         let (ti, pi) = (proj.t(&t).unwrap(), proj.t(&p).unwrap());
         let cs = cs.iter().map(|c| proj.c(ti, c).unwrap()).collect();
@@ -265,7 +297,7 @@ fn ancestors(proj: &Proj, bound: &Bound) -> Vec<State> {
         .map(|t| {
             let mut rows: Vec<Vec<Option<i64>>> = vec![vec![]];
             for nullable in &t.nullable {
-                let mut dom: Vec<Option<i64>> = bound.values.iter().map(|v| Some(*v)).collect();
+                let mut dom: Vec<Option<i64>> = proj.values.iter().map(|v| Some(*v)).collect();
                 if *nullable {
                     dom.push(None);
                 }
@@ -284,7 +316,7 @@ fn ancestors(proj: &Proj, bound: &Bound) -> Vec<State> {
     }
     // Smaller ancestors first: their counterexamples are the easiest to read.
     states.sort_by_key(|s| s.iter().map(|t| t.len()).sum::<usize>());
-    states.into_iter().filter(|s| holds(proj, s)).collect()
+    states.into_iter().filter(|s| valid(proj, s)).collect()
 }
 
 /// A statement compiled against the projection, with its parameter slots.
@@ -333,7 +365,7 @@ fn param_count(proj: &Proj, t: &Transaction) -> usize {
 fn ancestor_count(proj: &Proj, bound: &Bound) -> u128 {
     let mut total: u128 = 1;
     for t in &proj.tables {
-        let rows: u128 = t.nullable.iter().map(|&n| bound.values.len() as u128 + u128::from(n)).product();
+        let rows: u128 = t.nullable.iter().map(|&n| proj.values.len() as u128 + u128::from(n)).product();
         // multisets of size <= k from `rows` items: sum over j of C(rows + j - 1, j)
         let mut sum: u128 = 1;
         let mut term: u128 = 1;
@@ -346,15 +378,15 @@ fn ancestor_count(proj: &Proj, bound: &Bound) -> u128 {
     total
 }
 
-fn outcomes(proj: &Proj, t: &Transaction, anc: &State, tag: u32, bound: &Bound) -> Vec<State> {
+fn outcomes(proj: &Proj, t: &Transaction, anc: &State, tag: u32) -> Vec<State> {
     let k = param_count(proj, t);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     let mut idx = vec![0usize; k];
     loop {
-        let params: Vec<i64> = idx.iter().map(|&i| bound.values[i]).collect();
+        let params: Vec<i64> = idx.iter().map(|&i| proj.params[i]).collect();
         let s = run(proj, t, anc, tag, &params);
-        if s != *anc && holds(proj, &s) && seen.insert(s.clone()) {
+        if s != *anc && valid(proj, &s) && seen.insert(s.clone()) {
             out.push(s);
         }
         // next assignment
@@ -364,7 +396,7 @@ fn outcomes(proj: &Proj, t: &Transaction, anc: &State, tag: u32, bound: &Bound) 
                 return out;
             }
             idx[i] += 1;
-            if idx[i] < bound.values.len() {
+            if idx[i] < proj.params.len() {
                 break;
             }
             idx[i] = 0;
@@ -467,8 +499,9 @@ fn run(proj: &Proj, tx: &Transaction, anc: &State, tag: u32, params: &[i64]) -> 
             Stmt::Delete { table, filter, .. } => {
                 let Some(t) = proj.t(table) else { continue };
                 let f = compile_filter(proj, t, filter, &mut r);
+                let removed: Vec<Row> = s[t].iter().filter(|row| matches(proj, t, row, &f)).cloned().collect();
                 s[t].retain(|row| !matches(proj, t, row, &f));
-                cascade(proj, &mut s);
+                cascade(proj, &mut s, t, removed);
             }
             Stmt::Select { .. } => {}
         }
@@ -477,22 +510,27 @@ fn run(proj: &Proj, tx: &Transaction, anc: &State, tag: u32, params: &[i64]) -> 
     s
 }
 
-/// Deletes rows whose cascading foreign key points at no parent row.
-fn cascade(proj: &Proj, s: &mut State) {
-    loop {
-        let mut changed = false;
-        for (ct, cc, pt, pc) in &proj.cascades {
-            let parents: HashSet<Vec<Option<i64>>> =
-                s[*pt].iter().map(|r| pc.iter().map(|&c| r.vals[c]).collect()).collect();
-            let before = s[*ct].len();
-            s[*ct].retain(|r| {
-                let key: Vec<Option<i64>> = cc.iter().map(|&c| r.vals[c]).collect();
-                key.iter().any(|v| v.is_none()) || parents.contains(&key)
-            });
-            changed |= s[*ct].len() != before;
-        }
-        if !changed {
-            return;
+/// `ON DELETE CASCADE`: deletes the rows that referenced the `removed` rows of table `t` and now reference
+/// no row, and so on down.
+fn cascade(proj: &Proj, s: &mut State, t: usize, removed: Vec<Row>) {
+    let mut work = vec![(t, removed)];
+    while let Some((pt, removed)) = work.pop() {
+        for (ct, cc, p, pc) in &proj.cascades {
+            if *p != pt {
+                continue;
+            }
+            let key = |r: &Row, cols: &[usize]| cols.iter().map(|&c| r.vals[c]).collect::<Vec<Option<i64>>>();
+            let gone: HashSet<Vec<Option<i64>>> = removed.iter().map(|r| key(r, pc)).collect();
+            let live: HashSet<Vec<Option<i64>>> = s[pt].iter().map(|r| key(r, pc)).collect();
+            let doomed = |r: &Row| {
+                let k = key(r, cc);
+                gone.contains(&k) && !live.contains(&k)
+            };
+            let children: Vec<Row> = s[*ct].iter().filter(|r| doomed(r)).cloned().collect();
+            if !children.is_empty() {
+                s[*ct].retain(|r| !doomed(r));
+                work.push((*ct, children));
+            }
         }
     }
 }
@@ -534,17 +572,27 @@ fn merge(proj: &Proj, anc: &State, a: &State, b: &State, b_wins: bool) -> State 
         }
         out.push(rows);
     }
-    cascade(proj, &mut out);
+    for t in 0..proj.tables.len() {
+        let removed: Vec<Row> = anc[t].iter().filter(|o| !out[t].iter().any(|r| r.rid == o.rid)).cloned().collect();
+        if !removed.is_empty() {
+            cascade(proj, &mut out, t, removed);
+        }
+    }
     out
 }
 
-/// Whether the projected invariant holds in `s`.
-fn holds(proj: &Proj, s: &State) -> bool {
+/// Whether a branch state is valid: the invariant and the other invariants over its columns hold.
+fn valid(proj: &Proj, s: &State) -> bool {
+    holds(proj, proj.inv, s) && proj.others.iter().all(|o| holds(proj, o, s))
+}
+
+/// Whether invariant `inv` (over projected columns) holds in `s`.
+fn holds(proj: &Proj, inv: &Invariant, s: &State) -> bool {
     let col = |t: &str, c: &str| {
         let ti = proj.t(t).expect("projected table");
         (ti, proj.c(ti, c).expect("projected column"))
     };
-    match &proj.inv.kind {
+    match &inv.kind {
         InvariantKind::Unique { table, columns } => {
             let t = proj.t(table).unwrap();
             let cs: Vec<usize> = columns.iter().map(|c| col(table, c).1).collect();

@@ -65,7 +65,7 @@ pub fn decide_with(
 ) -> Decision {
     let touches = inv.kind.tables().iter().any(|tb| t.stmts.iter().any(|s| s.written_table() == Some(tb)));
     match &inv.kind {
-        InvariantKind::Unique { table, columns } => unique(schema, table, columns, t, mutation),
+        InvariantKind::Unique { table, columns } => unique(schema, table, columns, t, workload, mutation),
         InvariantKind::NotNull { .. } | InvariantKind::Check { .. } => yes(
             "per-record",
             "a per-record equality/inequality holds on every row of either branch, and a merge only contains rows \
@@ -85,7 +85,13 @@ pub fn decide_with(
              primary data (Table 2: secondary indexing, update)",
         ),
         InvariantKind::View { columns, base, aggregate, filter } => {
-            let v = View { columns, base, aggregate, filter: filter.as_ref().map(|f| f.column.as_str()) };
+            let v = View {
+                columns,
+                base,
+                aggregate,
+                filter: filter.as_ref().map(|f| f.column.as_str()),
+                filter_is_null: filter.as_ref().map(|f| f.is_null),
+            };
             view(schema, &v, t, workload)
         }
     }
@@ -124,7 +130,14 @@ fn sequence_derived(schema: &Schema, table: &str, column: &str) -> bool {
         })
 }
 
-fn unique(schema: &Schema, table: &str, cols: &[String], t: &Transaction, m: Option<Mutation>) -> Decision {
+fn unique(
+    schema: &Schema,
+    table: &str,
+    cols: &[String],
+    t: &Transaction,
+    w: &[Transaction],
+    m: Option<Mutation>,
+) -> Decision {
     let mut generated = false;
     let mut sequence = None;
     for s in &t.stmts {
@@ -158,12 +171,15 @@ fn unique(schema: &Schema, table: &str, cols: &[String], t: &Transaction, m: Opt
                 }
             }
             Stmt::Update { table: tb, sets, .. } if tb == table => {
-                if let Some((c, _)) =
-                    sets.iter().find(|(c, v)| cols.contains(c) && *v != SetValue::Assign(Operand::Null))
-                {
+                for (c, v) in sets.iter().filter(|(c, _)| cols.contains(c)) {
+                    if *v == SetValue::Assign(Operand::Null)
+                        || (matches!(v, SetValue::Add { by: Operand::Const(_), .. }) && shift_alone(table, c, v, w))
+                    {
+                        continue;
+                    }
                     return no(
                         "uniqueness-specific-value",
-                        format!("the update sets key column `{table}.{c}` to a specific value two branches may share"),
+                        format!("the update sets key column `{table}.{c}` to a value two branches may both choose"),
                     );
                 }
             }
@@ -187,6 +203,20 @@ fn unique(schema: &Schema, table: &str, cols: &[String], t: &Transaction, m: Opt
         );
     }
     yes("uniqueness-delete-or-read", "deleting, reading or writing other columns cannot introduce a duplicate (§5.1)")
+}
+
+/// Whether every write of `table.column` in the workload is the same shift `v` (`c = c + k` for one k) and
+/// nothing inserts into the table (setting NULL is harmless): shifting by one constant keeps distinct
+/// values distinct, and a row shifted on one side cannot land on a row the other side left alone (that side
+/// would hold both).
+fn shift_alone(table: &str, column: &str, v: &SetValue, w: &[Transaction]) -> bool {
+    w.iter().flat_map(|u| &u.stmts).all(|s| match s {
+        Stmt::Insert { table: tb, .. } => tb != table,
+        Stmt::Update { table: tb, sets, .. } if tb == table => {
+            sets.iter().all(|(c, x)| c != column || x == v || *x == SetValue::Assign(Operand::Null))
+        }
+        _ => true,
+    })
 }
 
 fn counter(t: &Transaction, table: &str, column: &str, op: CmpOp, k: i64, m: Option<Mutation>) -> Decision {
@@ -371,6 +401,7 @@ struct View<'a> {
     base: &'a str,
     aggregate: &'a Aggregate,
     filter: Option<&'a str>,
+    filter_is_null: Option<bool>,
 }
 
 impl View<'_> {
@@ -382,54 +413,143 @@ impl View<'_> {
             _ => false,
         })
     }
-    /// A change of the aggregate that a merge does not add up: removing rows, or overwriting (or
-    /// read-modify-writing a non-counter) summed or filtered column.
-    fn non_additive(&self, schema: &Schema, u: &Transaction) -> bool {
-        let summed = match self.aggregate {
+    fn summed(&self) -> Option<&str> {
+        match self.aggregate {
             Aggregate::Sum(x) => Some(x.as_str()),
             Aggregate::Count => None,
-        };
+        }
+    }
+    fn deletes(&self, u: &Transaction) -> bool {
+        u.stmts.iter().any(|s| matches!(s, Stmt::Delete { table, .. } if table == self.base))
+    }
+    /// Overwrites a base row's contribution: assigns the summed or the filtered column, or read-modify-writes
+    /// a summed column that is not a counter (last writer wins: a merge keeps one side's write).
+    fn overwrites(&self, schema: &Schema, u: &Transaction) -> bool {
         u.stmts.iter().any(|s| match s {
-            Stmt::Delete { table, .. } => table == self.base,
             Stmt::Update { table, sets, .. } if table == self.base => sets.iter().any(|(c, v)| {
-                (Some(c.as_str()) == self.filter)
-                    || (Some(c.as_str()) == summed
+                // `c = c ± k` keeps NULL NULL and a value a value: only an assignment moves a row across the filter.
+                (Some(c.as_str()) == self.filter && matches!(v, SetValue::Assign(_)))
+                    || (Some(c.as_str()) == self.summed()
                         && (matches!(v, SetValue::Assign(_)) || !schema.is_counter(self.base, c)))
             }),
             _ => false,
         })
     }
-    fn adds_to_existing(&self, u: &Transaction) -> bool {
-        let Aggregate::Sum(x) = self.aggregate else { return false };
-        u.stmts.iter().any(
-            |s| matches!(s, Stmt::Update { table, sets, .. } if table == self.base && sets.iter().any(|(c, _)| c == x)),
-        )
+    /// Whether every row `u` deletes counts in a `COUNT(*)` view (so `u` cannot delete without changing the
+    /// view, and a branch that does not change it deletes nothing).
+    fn deletes_only_counted(&self, u: &Transaction) -> bool {
+        if self.summed().is_some() {
+            return false;
+        }
+        let Some(f) = self.filter else { return true };
+        let not_null = matches!(self.filter_is_null, Some(false));
+        not_null
+            && u.stmts.iter().all(|s| match s {
+                Stmt::Delete { table, filter, .. } if table == self.base => {
+                    filter.iter().any(|p| p.column == f && matches!(p.op, crate::model::PredOp::Cmp(..)))
+                }
+                _ => true,
+            })
+    }
+    /// Assigns the summed column in a way that can keep a row's contribution: NULL (for a 0), or a value
+    /// where the column is nullable (for a NULL).
+    fn assigns_summed_quietly(&self, schema: &Schema, u: &Transaction) -> bool {
+        let Some(x) = self.summed() else { return false };
+        let nullable = schema.table(self.base).and_then(|t| t.column(x)).is_some_and(|c| !c.not_null);
+        u.stmts.iter().any(|s| match s {
+            Stmt::Update { table, sets, .. } if table == self.base => sets.iter().any(|(c, v)| {
+                c == x && (*v == SetValue::Assign(Operand::Null) || (nullable && matches!(v, SetValue::Assign(_))))
+            }),
+            _ => false,
+        })
+    }
+    /// `COUNT(*) ... WHERE f IS [NOT] NULL`: `t` writes a value into a row's `f` while `u` sets `f` to NULL
+    /// and changes the view; the merge may keep `t`'s value and `u`'s change of the count.
+    fn leave_race(&self, t: &Transaction, u: &Transaction) -> bool {
+        let (Aggregate::Count, Some(f)) = (self.aggregate, self.filter) else { return false };
+        let assigns_null = u.stmts.iter().any(|s| match s {
+            Stmt::Update { table, sets, .. } if table == self.base => {
+                sets.iter().any(|(c, v)| c == f && *v == SetValue::Assign(Operand::Null))
+            }
+            _ => false,
+        });
+        let writes_value = t.stmts.iter().any(|s| match s {
+            Stmt::Update { table, sets, .. } if table == self.base => {
+                sets.iter().any(|(c, v)| c == f && *v != SetValue::Assign(Operand::Null))
+            }
+            _ => false,
+        });
+        writes_value && assigns_null && self.changes_view(u)
+    }
+    /// [`View::overwrites`] other than by NULL: a write that can give a row a (new) contribution.
+    fn overwrites_with_value(&self, schema: &Schema, u: &Transaction) -> bool {
+        let mut w = u.clone();
+        for s in &mut w.stmts {
+            if let Stmt::Update { sets, .. } = s {
+                sets.retain(|(_, v)| *v != SetValue::Assign(Operand::Null));
+            }
+        }
+        self.overwrites(schema, &w)
+    }
+    /// Adds to a counter summed column of existing base rows.
+    fn adds_to_rows(&self, schema: &Schema, u: &Transaction) -> bool {
+        u.stmts.iter().any(|s| match s {
+            Stmt::Update { table, sets, .. } if table == self.base => sets.iter().any(|(c, v)| {
+                Some(c.as_str()) == self.summed()
+                    && matches!(v, SetValue::Add { .. })
+                    && schema.is_counter(self.base, c)
+            }),
+            _ => false,
+        })
     }
 }
 
 fn view(schema: &Schema, v: &View, t: &Transaction, w: &[Transaction]) -> Decision {
     let vname = v.columns.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" + ");
-    if v.non_additive(schema, t) && v.changes_view(t) {
+    let base = v.base;
+    let keeps_view = |u: &Transaction| v.changes_view(u);
+    if keeps_view(t) && (v.deletes(t) || v.overwrites(schema, t)) {
         return no(
             "view-non-additive",
             format!(
-                "the transaction changes `{}` rows in a way a merge does not add up (a delete or an overwrite that \
-                 both branches can make) while adding to `{vname}`: the view counts it twice (§5.2, lost update)",
-                v.base
+                "the transaction deletes or overwrites `{base}` rows (a change both branches can make to the same \
+                 row, which a merge applies once) while adding its effect to `{vname}` (which a merge applies \
+                 twice): §5.2, lost update"
             ),
         );
     }
-    if v.adds_to_existing(t) && w.iter().any(|u| v.non_additive(schema, u) && v.changes_view(u)) {
+    let quiet = (v.deletes(t) && !v.deletes_only_counted(t)) || v.assigns_summed_quietly(schema, t);
+    if let Some(u) = w.iter().find(|u| {
+        (quiet && keeps_view(u) && (v.overwrites_with_value(schema, u) || v.adds_to_rows(schema, u)))
+            || v.leave_race(t, u)
+    }) {
         return no(
-            "view-additive-racing-overwrite",
-            format!("another transaction deletes or overwrites the `{}` rows this one adds to", v.base),
+            "view-racing-update",
+            format!(
+                "the transaction deletes or overwrites `{base}` rows without changing the aggregate, while `{}` \
+                 changes a row's contribution and adds it to `{vname}`: the merge keeps this side's row state and \
+                 the other side's addition",
+                u.name
+            ),
+        );
+    }
+    if keeps_view(t)
+        && v.adds_to_rows(schema, t)
+        && let Some(u) = w.iter().find(|u| v.deletes(u) || (keeps_view(u) && v.overwrites(schema, u)))
+    {
+        return no(
+            "view-additive-racing-remove",
+            format!(
+                "`{}` deletes or overwrites the `{base}` rows this transaction adds to: the merge loses the addition",
+                u.name
+            ),
         );
     }
     yes(
         "view-additive",
         format!(
-            "each branch keeps `{vname}` equal to its aggregate with additive changes, and a merge adds both \
-             branches' changes on both sides (Table 2: materialized views, update)"
+            "each branch keeps `{vname}` equal to its aggregate by additive changes (inserts, counter increments), \
+             and a merge adds both branches' changes on both sides (Table 2: materialized views, update)"
         ),
     )
 }

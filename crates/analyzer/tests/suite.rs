@@ -3,4 +3,5 @@
 mod common;
 mod errors;
 mod examples;
+mod matrix;
 mod table2;
