@@ -3,11 +3,11 @@
 //! For one pair (invariant *I*, transaction *T*) and the workload *W*, it enumerates, within a bound:
 //!
 //! 1. every ancestor state of the tables *I* reads: each table holds 0 to [`Bound::max_rows`] rows, each
-//!    column a value of [`Bound::values`] (or NULL where the column is nullable), keeping those where *I*
-//!    holds;
-//! 2. every left branch: *T* applied to the ancestor with every assignment of [`Bound::values`] to its
-//!    parameters, keeping the results where *I* holds; every right branch likewise for each transaction of
-//!    *W* (including *T*);
+//!    column a value of [`Bound::values`] plus, for a `CHECK`, its constant ± 2 (or NULL where the column is
+//!    nullable), keeping those where *I* and the schema's keys over the same columns hold;
+//! 2. every left branch: *T* applied to the ancestor with every assignment of the non-negative values to
+//!    its parameters, keeping the results where *I* and those keys hold; every right branch likewise for
+//!    each transaction of *W* (including *T*);
 //! 3. every merge of a left and a right branch, and checks *I* on it.
 //!
 //! Merge semantics (the paper's §3 and §5): rows are identified by a hidden row id and merged by set union;
@@ -407,7 +407,6 @@ fn outcomes(proj: &Proj, t: &Transaction, anc: &State, tag: u32) -> Vec<State> {
 
 struct Run<'p> {
     params: std::slice::Iter<'p, i64>,
-    tag: u32,
     next_rid: u32,
     next_fresh: i64,
 }
@@ -422,13 +421,12 @@ impl Run<'_> {
     }
 }
 
-fn matches(proj: &Proj, t: usize, row: &Row, filter: &[(usize, PredOp, Option<i64>)]) -> bool {
-    let _ = proj;
+fn matches(row: &Row, filter: &[(usize, PredOp, Option<i64>)]) -> bool {
     filter.iter().all(|(c, op, v)| match (op, row.vals[*c]) {
         (PredOp::IsNull(n), x) => x.is_none() == *n,
         (PredOp::Cmp(op, _), Some(x)) => v.is_some_and(|v| op.holds(x, v)),
         (PredOp::Cmp(..), None) => false,
-    }) && t < usize::MAX
+    })
 }
 
 fn compile_filter(proj: &Proj, t: usize, filter: &[Pred], r: &mut Run) -> Vec<(usize, PredOp, Option<i64>)> {
@@ -446,7 +444,7 @@ fn compile_filter(proj: &Proj, t: usize, filter: &[Pred], r: &mut Run) -> Vec<(u
 
 fn run(proj: &Proj, tx: &Transaction, anc: &State, tag: u32, params: &[i64]) -> State {
     let mut s = anc.clone();
-    let mut r = Run { params: params.iter(), tag, next_rid: tag * 1000, next_fresh: tag as i64 * 100 + 1 };
+    let mut r = Run { params: params.iter(), next_rid: tag * 1000, next_fresh: tag as i64 * 100 + 1 };
     for st in &tx.stmts {
         match st {
             Stmt::Insert { table, rows, .. } => {
@@ -457,7 +455,10 @@ fn run(proj: &Proj, tx: &Transaction, anc: &State, tag: u32, params: &[i64]) -> 
                     for (ci, c) in pt.cols.iter().enumerate() {
                         let op = spec.iter().find(|(n, _)| n == c).map(|(_, o)| *o);
                         vals[ci] = if pt.unique_any[ci] && op != Some(Operand::Null) {
-                            let _ = op.map(|o| r.val(&o));
+                            // The parameter is drawn but unused: the replica picks the id.
+                            if let Some(o) = op {
+                                r.val(&o);
+                            }
                             r.next_fresh += 1;
                             Some(r.next_fresh - 1)
                         } else if pt.auto_inc[ci] && matches!(op, None | Some(Operand::Default)) {
@@ -483,7 +484,7 @@ fn run(proj: &Proj, tx: &Transaction, anc: &State, tag: u32, params: &[i64]) -> 
                     .collect();
                 let f = compile_filter(proj, t, filter, &mut r);
                 for row in s[t].iter_mut() {
-                    if matches(proj, t, row, &f) {
+                    if matches(row, &f) {
                         for (c, v, x) in &sets {
                             row.vals[*c] = match v {
                                 SetValue::Assign(_) => *x,
@@ -499,14 +500,13 @@ fn run(proj: &Proj, tx: &Transaction, anc: &State, tag: u32, params: &[i64]) -> 
             Stmt::Delete { table, filter, .. } => {
                 let Some(t) = proj.t(table) else { continue };
                 let f = compile_filter(proj, t, filter, &mut r);
-                let removed: Vec<Row> = s[t].iter().filter(|row| matches(proj, t, row, &f)).cloned().collect();
-                s[t].retain(|row| !matches(proj, t, row, &f));
+                let removed: Vec<Row> = s[t].iter().filter(|row| matches(row, &f)).cloned().collect();
+                s[t].retain(|row| !matches(row, &f));
                 cascade(proj, &mut s, t, removed);
             }
             Stmt::Select { .. } => {}
         }
     }
-    let _ = r.tag;
     s
 }
 

@@ -12,7 +12,7 @@
 //! | `-- @view [NAME:] v.a [+ v.b] = SELECT SUM(x) \| COUNT(*) FROM b [WHERE y IS [NOT] NULL]` | a materialized view kept in the counters `v.a (+ v.b)` |
 
 use crate::error::{AnalyzeError, Loc, Result};
-use crate::model::{Aggregate, CmpOp, ColRef, Column, Invariant, InvariantKind, NullFilter, Schema, Table};
+use crate::model::{Aggregate, ColRef, Column, Invariant, InvariantKind, NullFilter, Schema, Table};
 use crate::source::{self, Annotation};
 use crate::sqlutil::{cmp_op, column_ident, ident_loc, int_const, loc_of, name, object_ident};
 use sqlparser::ast::{
@@ -46,8 +46,7 @@ pub fn build(stmts: &[Statement], starts: &[Loc], file: &str, fallback: &Loc) ->
                 };
                 schema.invariants.push(Invariant { name: iname, kind, loc });
             }
-            other => {
-                let _ = other;
+            _ => {
                 return Err(AnalyzeError::at(
                     fallback,
                     "unsupported statement in the schema: only CREATE TABLE and CREATE INDEX (put transactions \
@@ -559,7 +558,6 @@ fn view(schema: &Schema, a: &mut Args) -> Result<Invariant> {
         Some(Expr::IsNotNull(e)) => Some(NullFilter { column: col_of(e)?, is_null: false }),
         Some(_) => return Err(shape()),
     };
-    let _ = CmpOp::Eq;
     Ok(Invariant {
         name: n.unwrap_or_else(|| columns.iter().map(|c| c.to_string()).collect::<Vec<_>>().join("+")),
         kind: InvariantKind::View { columns, base: base.name.clone(), aggregate, filter },

@@ -283,8 +283,7 @@ fn statement(schema: &Schema, st: &Statement, file: &str, fb: &Loc) -> Result<Op
             }
             Stmt::Select { tables: tables.iter().map(|t| t.name.clone()).collect(), loc }
         }
-        other => {
-            let _ = other;
+        _ => {
             return Err(AnalyzeError::at(
                 fb,
                 "unsupported statement in a transaction: only INSERT, UPDATE, DELETE, SELECT, BEGIN, COMMIT",
