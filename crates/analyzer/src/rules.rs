@@ -77,7 +77,7 @@ pub fn decide_with(
             foreign_key(&fk, t, workload)
         }
         InvariantKind::AutoIncrement { table, column, counter } => {
-            auto_increment(table, column, counter.as_ref().map(|c| (&c.table, &c.column)), t, workload)
+            auto_increment(schema, table, column, counter.as_ref().map(|c| (&c.table, &c.column)), t, workload)
         }
         InvariantKind::Index { .. } => yes(
             "secondary-index",
@@ -144,14 +144,7 @@ fn unique(
         match s {
             Stmt::Insert { table: tb, rows, .. } if tb == table => {
                 for row in rows {
-                    let op = |c: &String| row.iter().find(|(n, _)| n == c).map(|(_, o)| *o);
-                    if cols.iter().any(|c| matches!(op(c), Some(Operand::Null)))
-                        || cols.iter().any(|c| {
-                            op(c).is_none()
-                                && !schema.table(table).and_then(|t| t.column(c)).is_some_and(|x| x.auto_increment)
-                                && !schema.table(table).and_then(|t| t.column(c)).is_some_and(|x| x.unique_any)
-                        })
-                    {
+                    if !full_key(schema, table, cols, row) {
                         continue; // a NULL in the key: SQL uniqueness never compares it
                     }
                     if cols.iter().any(|c| schema.table(table).and_then(|t| t.column(c)).is_some_and(|x| x.unique_any))
@@ -171,17 +164,14 @@ fn unique(
                 }
             }
             Stmt::Update { table: tb, sets, .. } if tb == table => {
-                for (c, v) in sets.iter().filter(|(c, _)| cols.contains(c)) {
-                    if *v == SetValue::Assign(Operand::Null)
-                        || (matches!(v, SetValue::Add { by: Operand::Const(_), .. }) && shift_alone(table, c, v, w))
-                    {
-                        continue;
-                    }
-                    return no(
-                        "uniqueness-specific-value",
-                        format!("the update sets key column `{table}.{c}` to a value two branches may both choose"),
-                    );
+                let Some((c, _)) = key_writes(cols, sets).next() else { continue };
+                if shifts_alone(schema, table, cols, s, w) || groups_alone(schema, table, cols, s, w) {
+                    continue;
                 }
+                return no(
+                    "uniqueness-specific-value",
+                    format!("the update sets key column `{table}.{c}` to a value two branches may both choose"),
+                );
             }
             _ => {}
         }
@@ -205,18 +195,76 @@ fn unique(
     yes("uniqueness-delete-or-read", "deleting, reading or writing other columns cannot introduce a duplicate (§5.1)")
 }
 
-/// Whether every write of `table.column` in the workload is the same shift `v` (`c = c + k` for one k) and
-/// nothing inserts into the table (setting NULL is harmless): shifting by one constant keeps distinct
-/// values distinct, and a row shifted on one side cannot land on a row the other side left alone (that side
-/// would hold both).
-fn shift_alone(table: &str, column: &str, v: &SetValue, w: &[Transaction]) -> bool {
-    w.iter().flat_map(|u| &u.stmts).all(|s| match s {
-        Stmt::Insert { table: tb, .. } => tb != table,
-        Stmt::Update { table: tb, sets, .. } if tb == table => {
-            sets.iter().all(|(c, x)| c != column || x == v || *x == SetValue::Assign(Operand::Null))
-        }
-        _ => true,
+/// Whether an inserted row has a value (or a generated one) in every key column: a NULL is never compared.
+fn full_key(schema: &Schema, table: &str, cols: &[String], row: &[(String, Operand)]) -> bool {
+    cols.iter().all(|c| match row.iter().find(|(n, _)| n == c).map(|(_, o)| *o) {
+        Some(Operand::Null) => false,
+        Some(_) => true,
+        None => schema.table(table).and_then(|t| t.column(c)).is_some_and(|x| x.auto_increment || x.unique_any),
     })
+}
+
+/// The writes of key columns other than `= NULL` (which never makes a duplicate).
+fn key_writes<'a>(cols: &'a [String], sets: &'a [(String, SetValue)]) -> impl Iterator<Item = &'a (String, SetValue)> {
+    sets.iter().filter(|(c, v)| cols.contains(c) && *v != SetValue::Assign(Operand::Null))
+}
+
+/// The statements of the workload that can make a duplicate key: key writes, and inserts of whole keys.
+fn key_writers<'a>(
+    schema: &'a Schema,
+    table: &'a str,
+    cols: &'a [String],
+    w: &'a [Transaction],
+) -> impl Iterator<Item = &'a Stmt> {
+    w.iter().flat_map(|u| &u.stmts).filter(move |s| match s {
+        Stmt::Insert { table: tb, rows, .. } => tb == table && rows.iter().any(|r| full_key(schema, table, cols, r)),
+        Stmt::Update { table: tb, sets, .. } => tb == table && key_writes(cols, sets).next().is_some(),
+        _ => false,
+    })
+}
+
+/// `c = c + k` for one constant k is every key write of the workload, and nothing inserts whole keys:
+/// shifting by one constant keeps distinct values distinct, and a row shifted on one side cannot land on a
+/// row the other side left alone (that side would hold both).
+fn shifts_alone(schema: &Schema, table: &str, cols: &[String], s: &Stmt, w: &[Transaction]) -> bool {
+    let Stmt::Update { sets, .. } = s else { return false };
+    let writes: Vec<_> = key_writes(cols, sets).collect();
+    let [(c, v @ SetValue::Add { by: Operand::Const(_), .. })] = writes.as_slice() else { return false };
+    key_writers(schema, table, cols, w).all(|x| match x {
+        Stmt::Update { sets, .. } => key_writes(cols, sets).all(|(c2, v2)| c2 == c && v2 == v),
+        _ => false,
+    })
+}
+
+/// The key columns an update writes and the ones it does not, when its `WHERE` only pins (`= value`) key
+/// columns it does not write: it rewrites whole groups of rows (rows sharing the unwritten key columns).
+fn key_group(cols: &[String], s: &Stmt) -> Option<(Vec<String>, Vec<String>)> {
+    let Stmt::Update { sets, filter, .. } = s else { return None };
+    let written: Vec<String> = cols.iter().filter(|c| key_writes(cols, sets).any(|(x, _)| x == *c)).cloned().collect();
+    let pinned: Vec<String> = cols.iter().filter(|c| !written.contains(c)).cloned().collect();
+    let pins =
+        |p: &crate::model::Pred| pinned.contains(&p.column) && matches!(p.op, crate::model::PredOp::Cmp(CmpOp::Eq, _));
+    (!pinned.is_empty() && filter.iter().all(pins)).then_some((written, pinned))
+}
+
+/// Every key write of the workload rewrites whole groups the same way ([`key_group`]) and nothing inserts
+/// whole keys: groups never mix, and inside a group each side keeps its keys distinct (a merge takes one
+/// side's write of each row, and a transaction's writes win or lose together).
+fn groups_alone(schema: &Schema, table: &str, cols: &[String], s: &Stmt, w: &[Transaction]) -> bool {
+    let Some(g) = key_group(cols, s) else { return false };
+    key_writers(schema, table, cols, w).all(|x| {
+        key_group(cols, x).as_ref() == Some(&g) || shifts_all_others(cols, s, x) || shifts_all_others(cols, x, s)
+    })
+}
+
+/// `x` shifts one key column of every row by one constant (`c = c + k`, no `WHERE`) and `y` writes other
+/// key columns only: a merged row then has `y`'s side's other columns and `x`'s shifted column, and two
+/// merged rows collide only if they collided on `y`'s side.
+fn shifts_all_others(cols: &[String], x: &Stmt, y: &Stmt) -> bool {
+    let (Stmt::Update { sets: xs, filter, .. }, Stmt::Update { sets: ys, .. }) = (x, y) else { return false };
+    let writes: Vec<_> = key_writes(cols, xs).collect();
+    let [(c, SetValue::Add { by: Operand::Const(_), .. })] = writes.as_slice() else { return false };
+    filter.is_empty() && key_writes(cols, ys).all(|(c2, _)| c2 != c)
 }
 
 fn counter(t: &Transaction, table: &str, column: &str, op: CmpOp, k: i64, m: Option<Mutation>) -> Decision {
@@ -337,13 +385,35 @@ fn foreign_key(fk: &Fk, t: &Transaction, w: &[Transaction]) -> Decision {
 }
 
 fn auto_increment(
+    schema: &Schema,
     table: &str,
     column: &str,
     generator: Option<(&String, &String)>,
     t: &Transaction,
     w: &[Transaction],
 ) -> Decision {
-    let inserts = |u: &Transaction| u.stmts.iter().any(|s| matches!(s, Stmt::Insert { table: tb, .. } if tb == table));
+    // An insert takes an id unless it leaves the column NULL.
+    let auto = schema.table(table).and_then(|t| t.column(column)).is_some_and(|c| c.auto_increment);
+    let inserts = |u: &Transaction| {
+        u.stmts.iter().any(|s| match s {
+            Stmt::Insert { table: tb, rows, .. } if tb == table => {
+                rows.iter().any(|r| match r.iter().find(|(n, _)| n == column).map(|(_, o)| *o) {
+                    Some(Operand::Null) => false,
+                    Some(_) => true,
+                    None => auto,
+                })
+            }
+            _ => false,
+        })
+    };
+    // So does an update that writes the column (a NULL id becoming the one below the range, say).
+    let takes_ids = |u: &Transaction| {
+        inserts(u)
+            || u.stmts.iter().any(|s| {
+                matches!(s, Stmt::Update { table: tb, sets, .. }
+                    if tb == table && sets.iter().any(|(c, v)| c == column && *v != SetValue::Assign(Operand::Null)))
+            })
+    };
     let c = format!("{table}.{column}");
     if inserts(t) {
         return no(
@@ -364,7 +434,7 @@ fn auto_increment(
             .iter()
             .any(|s| matches!(s, Stmt::Update { table: tb, sets, .. } if tb == gt && sets.iter().any(|(x, _)| x == gc)))
     {
-        if w.iter().any(inserts) {
+        if w.iter().any(takes_ids) {
             return no(
                 "auto-increment-generator",
                 format!(
@@ -377,8 +447,17 @@ fn auto_increment(
             "nothing inserts ids that the generator's change could desynchronize",
         );
     }
-    if t.stmts.iter().any(|s| matches!(s, Stmt::Delete { table: tb, .. } if tb == table)) {
-        if w.iter().any(inserts) {
+    // Deleting some rows races any id taken concurrently. Deleting every row (no WHERE) also removes the rows
+    // a concurrent update gives ids to; it only races an insert, and only with a generator (an insert below
+    // the old range would lose the newest id the generator counts); without one, nothing is left to gap.
+    let deletes_some = t
+        .stmts
+        .iter()
+        .any(|s| matches!(s, Stmt::Delete { table: tb, filter, .. } if tb == table && !filter.is_empty()));
+    let deletes_all =
+        t.stmts.iter().any(|s| matches!(s, Stmt::Delete { table: tb, filter, .. } if tb == table && filter.is_empty()));
+    if deletes_some || (deletes_all && generator.is_some()) {
+        if (deletes_some && w.iter().any(takes_ids)) || w.iter().any(inserts) {
             return no(
                 "auto-increment-delete",
                 format!(
