@@ -166,3 +166,28 @@ fn every_bad_input_gets_a_located_error() {
         assert_eq!(&got, want, "case {}", i + 1);
     }
 }
+
+/// Cutting the TPC-C example anywhere (or dropping any one line) gives a report or a located error, never a
+/// panic, and an error always points inside the file.
+#[test]
+fn damaged_input_never_panics() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/tpcc");
+    let schema = std::fs::read_to_string(root.join("schema.sql")).unwrap();
+    let txns = std::fs::read_to_string(root.join("transactions.sql")).unwrap();
+    let check = |s: &str, t: &str| {
+        if let Err(e) = snowline_analyzer::parse(s, "schema.sql", Some((t, "txns.sql"))) {
+            let text = if e.loc.file == "schema.sql" { s } else { t };
+            assert!(e.loc.line as usize <= text.lines().count().max(1), "{e}");
+        }
+    };
+    for cut in (0..schema.len()).step_by(5).filter(|&i| schema.is_char_boundary(i)) {
+        check(&schema[..cut], &txns);
+    }
+    for cut in (0..txns.len()).step_by(3).filter(|&i| txns.is_char_boundary(i)) {
+        check(&schema, &txns[..cut]);
+    }
+    for skip in 0..schema.lines().count() {
+        let s: Vec<&str> = schema.lines().enumerate().filter(|(i, _)| *i != skip).map(|(_, l)| l).collect();
+        check(&s.join("\n"), &txns);
+    }
+}
