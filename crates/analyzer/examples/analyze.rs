@@ -9,10 +9,8 @@ fn main() {
         eprintln!("usage: analyze SCHEMA.sql [TRANSACTIONS.sql] [--json]");
         std::process::exit(2);
     };
-    let read = |f: &str| std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{f}: {e}"));
-    let schema_sql = read(schema);
-    let txns = files.get(1).map(|f| (read(f), f.to_string()));
-    match snowline_analyzer::analyze(&schema_sql, schema, txns.as_ref().map(|(t, f)| (t.as_str(), f.as_str()))) {
+    let txns = files.get(1).map(std::path::Path::new);
+    match snowline_analyzer::analyze_files(std::path::Path::new(schema), txns) {
         Ok(r) if json => println!("{}", r.to_json()),
         Ok(r) => print!("{r}"),
         Err(e) => {

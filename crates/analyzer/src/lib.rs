@@ -108,6 +108,20 @@ pub fn analyze(schema_sql: &str, schema_file: &str, txns: Option<(&str, &str)>) 
     Ok(analyze_workload(&parse(schema_sql, schema_file, txns)?, &bounded::Bound::default()))
 }
 
+/// [`analyze`] on files: the schema at `schema`, transactions (if any) at `txns`. A file that cannot be read
+/// is an error at its line 1 (for a CLI command: print the error, exit non-zero).
+pub fn analyze_files(schema: &std::path::Path, txns: Option<&std::path::Path>) -> Result<Report, AnalyzeError> {
+    let read = |p: &std::path::Path| {
+        let name = p.display().to_string();
+        std::fs::read_to_string(p)
+            .map(|t| (t, name.clone()))
+            .map_err(|e| AnalyzeError::at(&Loc::new(&name, 1, 1), format!("cannot read the file: {e}")))
+    };
+    let (schema_sql, schema_file) = read(schema)?;
+    let txns = txns.map(read).transpose()?;
+    analyze(&schema_sql, &schema_file, txns.as_ref().map(|(t, f)| (t.as_str(), f.as_str())))
+}
+
 /// Decides every pair of a parsed workload; `bound` limits the search for counterexamples.
 pub fn analyze_workload(w: &Workload, bound: &bounded::Bound) -> Report {
     let mut verdicts = Vec::new();
