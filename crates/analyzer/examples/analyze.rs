@@ -1,6 +1,8 @@
 //! `cargo run -p snowline-analyzer --example analyze -- SCHEMA.sql [TRANSACTIONS.sql] [--json]`: the
 //! analyzer from the command line until the `snowline analyze` command is wired.
 
+use std::io::Write;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let json = args.iter().any(|a| a == "--json");
@@ -11,8 +13,9 @@ fn main() {
     };
     let txns = files.get(1).map(std::path::Path::new);
     match snowline_analyzer::analyze_files(std::path::Path::new(schema), txns) {
-        Ok(r) if json => println!("{}", r.to_json()),
-        Ok(r) => print!("{r}"),
+        // A closed pipe (`| head`) ends the output quietly.
+        Ok(r) if json => drop(writeln!(std::io::stdout(), "{}", r.to_json())),
+        Ok(r) => drop(write!(std::io::stdout(), "{r}")),
         Err(e) => {
             eprintln!("error: {e}");
             std::process::exit(1);

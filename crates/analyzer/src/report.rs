@@ -119,9 +119,29 @@ fn show_state(f: &mut fmt::Formatter<'_>, label: &str, s: &ShownState) -> fmt::R
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "Transactions (least coordination needed):")?;
+        let unsafe_pairs = self.verdicts.iter().filter(|v| !v.confluent).count();
+        writeln!(
+            f,
+            "{} invariants x {} transactions: {} of {} pairs not I-confluent",
+            self.invariants.len(),
+            self.transactions.len(),
+            unsafe_pairs,
+            self.verdicts.len()
+        )?;
+        writeln!(f)?;
+        writeln!(f, "Transactions (least coordination needed, and the invariants that need it):")?;
         for t in &self.transactions {
-            writeln!(f, "  {:<24} {}", t.name, t.coordination)?;
+            let because: Vec<&str> = self
+                .verdicts
+                .iter()
+                .filter(|v| v.transaction == t.name && !v.confluent)
+                .map(|v| v.invariant.as_str())
+                .collect();
+            if because.is_empty() {
+                writeln!(f, "  {:<24} {}", t.name, t.coordination)?;
+            } else {
+                writeln!(f, "  {:<24} {:<16} {}", t.name, t.coordination.to_string(), because.join(", "))?;
+            }
         }
         writeln!(f)?;
         writeln!(f, "Invariants:")?;
