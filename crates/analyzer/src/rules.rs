@@ -223,11 +223,29 @@ fn key_writers<'a>(
     })
 }
 
+/// No transaction writes keys in two statements (which could shift one row twice, or rewrite a group and
+/// then part of it), or writes keys and inserts (its own new row, NULL key and all, could be rewritten): the
+/// shift and group arguments are about one write per existing row and side.
+fn one_key_write_each(table: &str, cols: &[String], w: &[Transaction]) -> bool {
+    w.iter().all(|u| {
+        let writes = u
+            .stmts
+            .iter()
+            .filter(|s| matches!(s, Stmt::Update { table: tb, sets, .. } if tb == table && key_writes(cols, sets).next().is_some()))
+            .count();
+        let inserts = u.stmts.iter().any(|s| matches!(s, Stmt::Insert { table: tb, .. } if tb == table));
+        writes == 0 || (writes == 1 && !inserts)
+    })
+}
+
 /// `c = c + k` for one constant k is every key write of the workload, and nothing inserts whole keys:
 /// shifting by one constant keeps distinct values distinct, and a row shifted on one side cannot land on a
 /// row the other side left alone (that side would hold both).
 fn shifts_alone(schema: &Schema, table: &str, cols: &[String], s: &Stmt, w: &[Transaction]) -> bool {
     let Stmt::Update { sets, .. } = s else { return false };
+    if !one_key_write_each(table, cols, w) {
+        return false;
+    }
     let writes: Vec<_> = key_writes(cols, sets).collect();
     let [(c, v @ SetValue::Add { by: Operand::Const(_), .. })] = writes.as_slice() else { return false };
     key_writers(schema, table, cols, w).all(|x| match x {
@@ -252,6 +270,9 @@ fn key_group(cols: &[String], s: &Stmt) -> Option<(Vec<String>, Vec<String>)> {
 /// side's write of each row, and a transaction's writes win or lose together).
 fn groups_alone(schema: &Schema, table: &str, cols: &[String], s: &Stmt, w: &[Transaction]) -> bool {
     let Some(g) = key_group(cols, s) else { return false };
+    if !one_key_write_each(table, cols, w) {
+        return false;
+    }
     key_writers(schema, table, cols, w).all(|x| {
         key_group(cols, x).as_ref() == Some(&g) || shifts_all_others(cols, s, x) || shifts_all_others(cols, x, s)
     })
@@ -337,6 +358,17 @@ impl Fk<'_> {
             _ => false,
         })
     }
+    /// Whether `u` can move a referenced key to another parent row: it updates a parent key and, in another
+    /// statement, deletes or re-keys a parent (the key's old row). A concurrent removal of the new row then
+    /// leaves the key nowhere.
+    fn transplants(&self, u: &Transaction) -> bool {
+        let rekeys = |s: &Stmt| {
+            matches!(s, Stmt::Update { table, sets, .. }
+                if table == self.parent && sets.iter().any(|(c, _)| self.parent_columns.contains(c)))
+        };
+        let removes = |s: &Stmt| rekeys(s) || matches!(s, Stmt::Delete { table, .. } if table == self.parent);
+        u.stmts.iter().any(rekeys) && u.stmts.iter().filter(|s| removes(s)).count() >= 2
+    }
     /// Whether `u` can remove a referenced parent without cascading: a plain delete or a key update.
     fn removes_parents(&self, u: &Transaction) -> bool {
         u.stmts.iter().any(|s| match s {
@@ -351,7 +383,7 @@ impl Fk<'_> {
 
 fn foreign_key(fk: &Fk, t: &Transaction, w: &[Transaction]) -> Decision {
     if fk.removes_parents(t) {
-        if w.iter().any(|u| fk.creates_refs(u)) {
+        if w.iter().any(|u| fk.creates_refs(u) || fk.transplants(u)) {
             return no(
                 "fk-delete",
                 format!(
@@ -361,7 +393,10 @@ fn foreign_key(fk: &Fk, t: &Transaction, w: &[Transaction]) -> Decision {
                 ),
             );
         }
-        return yes("fk-delete-no-inserts", "no transaction of the workload creates references to race the delete");
+        return yes(
+            "fk-delete-no-inserts",
+            "no transaction of the workload creates references (or moves a referenced key) to race the delete",
+        );
     }
     if fk.creates_refs(t) {
         if w.iter().any(|u| fk.removes_parents(u)) {
@@ -498,6 +533,19 @@ impl View<'_> {
             Aggregate::Count => None,
         }
     }
+    /// How many statements of `u` change base rows in a way the aggregate can see.
+    fn base_changes(&self, schema: &Schema, u: &Transaction) -> usize {
+        let one = |s: &Stmt| Transaction { name: String::new(), stmts: vec![s.clone()], loc: u.loc.clone() };
+        u.stmts
+            .iter()
+            .filter(|s| {
+                matches!(s, Stmt::Insert { table, .. } if table == self.base) || {
+                    let x = one(s);
+                    self.deletes(&x) || self.overwrites(schema, &x) || self.adds_to_rows(schema, &x)
+                }
+            })
+            .count()
+    }
     fn deletes(&self, u: &Transaction) -> bool {
         u.stmts.iter().any(|s| matches!(s, Stmt::Delete { table, .. } if table == self.base))
     }
@@ -587,7 +635,8 @@ fn view(schema: &Schema, v: &View, t: &Transaction, w: &[Transaction]) -> Decisi
     let vname = v.columns.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" + ");
     let base = v.base;
     let keeps_view = |u: &Transaction| v.changes_view(u);
-    if keeps_view(t) && (v.deletes(t) || v.overwrites(schema, t)) {
+    // Two base changes in one transaction can cancel out in the aggregate: they act like a view change.
+    if (keeps_view(t) || v.base_changes(schema, t) >= 2) && (v.deletes(t) || v.overwrites(schema, t)) {
         return no(
             "view-non-additive",
             format!(
