@@ -17,10 +17,12 @@
 //! for with `@unique-any` come from each branch's own namespace (branch 1: 101, 102, ...; branch 2: 201, ...);
 //! AUTO_INCREMENT columns left out of an insert take the branch's local maximum + 1.
 //!
-//! Statements on tables that *I* does not read cannot change *I* and are skipped. Secondary indexes
+//! Statements on tables that *I* does not read cannot change *I* and are skipped, and so are columns that
+//! neither *I* nor a `WHERE` reads (with their parameters). Secondary indexes
 //! (`@index`) are maintained by the database and recomputed by merge, so the checker holds them true by
 //! construction. Views are checked over whole tables (no grouping). The default bound is values {0, 1, 2},
-//! at most 2 rows per table in the ancestor, one transaction per branch.
+//! at most 2 rows per table in the ancestor, one transaction per branch; a bound that spans too many states
+//! answers [`Outcome::Inconclusive`] (never "confluent"), and [`Bound::smaller`] gives the fallbacks.
 
 use crate::model::{Aggregate, Invariant, InvariantKind, Operand, Pred, PredOp, Schema, SetValue, Stmt, Transaction};
 use serde::Serialize;
