@@ -51,6 +51,20 @@ enum Command {
     /// partitions, delay, loss, connection resets, paused and killed servers, clock offsets); check the history at the protocol's claimed
     /// level and that every acknowledged write is readable in every datacenter after healing.
     Nemesis(nemesis::NemesisArgs),
+    /// Read a SQL schema (and transaction templates) and say, per invariant and transaction, whether the
+    /// transaction needs coordination to keep it (invariant confluence), and the least each needs
+    /// (docs/ANALYZER.md). Exits 1 on bad input, with the file, line and column.
+    Analyze {
+        /// The schema: CREATE TABLE statements with their constraints, and annotations in comments;
+        /// transactions may follow (`-- transaction: NAME`).
+        schema: PathBuf,
+        /// Transaction templates in a file of their own.
+        #[arg(long)]
+        transactions: Option<PathBuf>,
+        /// One JSON object (`verdicts`, `transactions`; docs/ANALYZER.md) instead of the text report.
+        #[arg(long)]
+        json: bool,
+    },
     /// Throughput bounds coordination puts on conflicting transactions (`bound 2pc`: two-phase commit,
     /// the coordination-avoidance paper's §6.1).
     Bound(bound_cmd::BoundArgs),
@@ -449,6 +463,18 @@ fn run(cli: Cli) -> Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::Nemesis(args) => nemesis::run(args),
         Command::Bound(args) => bound_cmd::run(args),
+        Command::Analyze { schema, transactions, json } => {
+            use std::io::Write;
+            let report = snowline_analyzer::analyze_files(&schema, transactions.as_deref())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            // A closed pipe (`| head`) ends the output quietly.
+            let _ = if json {
+                writeln!(std::io::stdout(), "{}", report.to_json())
+            } else {
+                write!(std::io::stdout(), "{report}")
+            };
+            Ok(())
+        }
         Command::Check { history, level, protocol, json, all } => {
             std::process::exit(check_cmd::run(&history, &level, protocol.as_deref(), json, all)?)
         }

@@ -834,3 +834,31 @@ fn bound_2pc_prints_both_profiles_beside_the_seed_and_is_seeded() {
     let bad = run(&["--participants", "ten"]);
     assert!(!bad.status.success() && text(&bad).contains("--participants \"ten\""), "{}", text(&bad));
 }
+
+/// `snowline analyze` (issue 34): the TPC-C example's classification as the paper's §6 gives it, the JSON
+/// tools read, and a located error (exit 1, no verdict) for a bad schema.
+#[test]
+fn analyze_classifies_tpcc_and_locates_bad_input() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let schema = root.join("examples/tpcc/schema.sql");
+    let txns = root.join("examples/tpcc/transactions.sql");
+    let (schema, txns) = (schema.to_str().unwrap(), txns.to_str().unwrap());
+    let o = snowline(&["analyze", schema, "--transactions", txns, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    let coordination = |name: &str| {
+        json["transactions"].as_array().unwrap().iter().find(|t| t["name"] == name).map(|t| t["coordination"].clone())
+    };
+    assert_eq!(coordination("new_order"), Some("owner-increment".into()), "{json}");
+    assert_eq!(coordination("payment"), Some("none".into()), "{json}");
+    let dir = std::env::temp_dir().join(format!("snowline-analyze-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.sql");
+    std::fs::write(&bad, "CREATE TABLE t (a INT PRIMARY KEY);\nCREATE TABLE u (b INT REFERENCES nowhere(x));\n")
+        .unwrap();
+    let o = snowline(&["analyze", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("bad.sql:2:"), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "no verdict: {}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
