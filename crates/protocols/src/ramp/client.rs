@@ -54,7 +54,8 @@ pub struct RampClient<M: Metadata> {
     dc: DcId,
     topology: Topology,
     config: ProtocolConfig,
-    /// The time part of the last timestamp this session gave a transaction.
+    /// The time part of the last timestamp this session gave a transaction, or of the newest version it
+    /// read if that is later.
     last_time: u64,
     ops: BTreeMap<OpId, ClientOp<M::Meta>>,
 }
@@ -68,7 +69,8 @@ impl<M: Metadata> RampClient<M> {
         self.id
     }
 
-    /// A timestamp above every earlier one of this session: the clock, or one more than the last time.
+    /// A timestamp above every earlier one of this session and every version it read: the clock, or one
+    /// more than the last time.
     fn next_ts(&mut self, now_ns: u64) -> Ts {
         self.last_time = now_ns.max(self.last_time.saturating_add(1));
         Ts { time: self.last_time, client: self.id }
@@ -273,6 +275,11 @@ impl<M: Metadata> RampClient<M> {
 
     fn finish_read(&mut self, cx: &mut Cx<'_, M>, op: OpId) {
         let Some(ClientOp::Read(r)) = self.ops.remove(&op) else { return };
+        // The session's next write gets a timestamp above every version it read (a Lamport clock), so the
+        // timestamp order of each key's versions agrees with happens-before (session order and reads-from).
+        if let Some(seen) = r.result.iter().flatten().map(|f| f.ts.time).max() {
+            self.last_time = self.last_time.max(seen);
+        }
         let dc = self.dc;
         let reads = r
             .keys

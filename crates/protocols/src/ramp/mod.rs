@@ -43,7 +43,12 @@
 //!   (Every datacenter a topology names would run an independent RAMP store, which the checker's histories
 //!   would show as lost writes.)
 //! - **Timestamps** ([`Ts`]): unique per transaction and totally ordered, the pair (the writing client's clock
-//!   reading, made strictly increasing per client; the client's id), compared lexicographically. The
+//!   reading, made strictly increasing per client and above the timestamp of every version the session
+//!   has read, a Lamport clock; the client's id), compared lexicographically. The Lamport rule makes each
+//!   key's version order (by timestamp) agree with happens-before: without it a session whose clock lags
+//!   could overwrite a version it has read with one that loses to it, and a reader could then see the
+//!   lagging transaction's write of one key beside the older version of another (the checker infers the
+//!   version order from happens-before, and calls that a fractured read). The
 //!   reference implementation packs a sequence number and the client id into one integer with
 //!   `seq << 10 + id`, which Java parses as `seq << (10 + id)` and which is not unique either way once ids or
 //!   sequence numbers grow; a pair cannot collide. The clock part makes later writes of different clients
