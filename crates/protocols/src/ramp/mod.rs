@@ -201,13 +201,15 @@ impl<M: Metadata> Protocol for Ramp<M> {
         if topology.dcs == 1 && topology.one_replica_per_dc() {
             Ok(())
         } else {
+            let given = if topology.dcs != 1 {
+                format!("{} datacenters", topology.dcs)
+            } else {
+                format!("{} servers per partition", topology.replicas)
+            };
             Err(format!(
-                "{} runs in one datacenter with one server per partition (--dcs 1), not {} datacenters with {} \
-                 replicas of each partition: RAMP partitions one datacenter's data without replicating it, as the \
-                 paper evaluates it",
-                M::NAME,
-                topology.dcs,
-                topology.replicas
+                "{} runs in one datacenter with one server per partition (--dcs 1), not {given}: RAMP partitions one \
+                 datacenter's data without replicating it, as the paper evaluates it",
+                M::NAME
             ))
         }
     }
