@@ -59,6 +59,9 @@ pub enum Broken {
     /// The atomic multicast delivers at each group's local timestamp, skipping the final-timestamp step
     /// (`multicast_skip_final`; amcast-kv and the Jessy family with multicast termination).
     MulticastSkipFinal,
+    /// RAMP's reads skip their second (repair) round, so a read racing a write transaction can be fractured
+    /// (`ramp_skip_second_round`; ramp-f, ramp-s, ramp-h).
+    RampSkipSecondRound,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -121,7 +124,7 @@ pub fn run(args: NemesisArgs) -> Result<()> {
 fn run_one(name: &'static str, seed: u64, args: &NemesisArgs) -> Result<Outcome> {
     let entry = snowline_protocols::lookup(name)?;
     let mut topology = Topology::new(2, args.partitions);
-    if let Err(why) = with_protocol!(name, P => P::check_topology(&topology)) {
+    if let Ok(Err(why)) = with_protocol!(name, P => P::check_topology(&topology)) {
         println!("({name}: one datacenter: {why})");
         topology = Topology::new(1, args.partitions);
     }
@@ -135,6 +138,7 @@ fn run_one(name: &'static str, seed: u64, args: &NemesisArgs) -> Result<Outcome>
         faults: true,
         protocol_config: snowline_core::ProtocolConfig {
             multicast_skip_final: args.broken == Some(Broken::MulticastSkipFinal),
+            ramp_skip_second_round: args.broken == Some(Broken::RampSkipSecondRound),
             ..Default::default()
         },
         ..Default::default()
