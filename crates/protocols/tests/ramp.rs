@@ -267,3 +267,78 @@ fn the_broken_variant_is_caught_with_fractured_reads() {
     println!("reads without their second round: fractured on seeds {caught:?} of 0..6");
     assert!(!caught.is_empty(), "no seed of 6 caught reads without their second round");
 }
+
+/// RAMP-H's false positive: a transaction's filter says it may have written a key it did not write; the
+/// second round asks that key for the transaction's version, finds nothing, and the read keeps its first
+/// round's version.
+#[test]
+fn a_bloom_filter_false_positive_costs_a_round_and_changes_nothing() {
+    let config = ProtocolConfig { ramp_bloom_bits: 64, ramp_bloom_hashes: 1, ..ProtocolConfig::default() };
+    let mut sim = sim::<RampH>(2, config);
+    let topo = sim.topology();
+    let (x, y): (Key, Key) = (topo.key_on(0, "x").into(), topo.key_on(1, "y").into());
+    // A key the filter of {x, y} falsely contains (64 bits, one hash: one key in 32 does).
+    let filter = snowline_protocols::ramp::bloom::Bloom::of([&*x, &*y], 64, 1);
+    let z: Key = (0..10_000)
+        .map(|i| topo.key_on(1, &format!("z{i}-")))
+        .find(|k| filter.may_contain(k) && k.as_str() != &*y)
+        .expect("a false positive among 10000 keys")
+        .into();
+    let c = sim.add_client(0);
+    sim.execute(c, OpId(1), Request::Put { key: z.clone(), value: "z1".into() }, SECOND).unwrap().unwrap();
+    sim.execute(c, OpId(2), update(&[(&x, "x2"), (&y, "y2")]), SECOND).unwrap().unwrap();
+    let reply = sim.execute(c, OpId(3), Request::Rot { keys: vec![x, z] }, SECOND).unwrap().unwrap();
+    assert_eq!(values(&reply), [Some("x2"), Some("z1")]);
+    assert_eq!(reply.metrics.rounds, 2, "the false positive asked z again");
+    assert_eq!(reply.metrics.versions_returned, 2, "and found nothing");
+}
+
+/// Servers refuse what no correct client sends: another client's timestamp, a key of another partition, a
+/// write set that leaves out a written key, a reply addressed to a server.
+#[test]
+fn servers_refuse_forged_prepares_commits_and_reads() {
+    use snowline_core::{ClientId, InvalidKind};
+    use snowline_protocols::ramp::{Get, RampMsg, Ts};
+    let mut sim = sim::<RampF>(2, ProtocolConfig::default());
+    let topo = sim.topology();
+    let (x, y): (Key, Key) = (topo.key_on(0, "x").into(), topo.key_on(1, "y").into());
+    let c = sim.add_client(0);
+    let p0 = ServerId::new(0, 0);
+    let now = sim.clock_ns(Addr::Client(c));
+    let mine = Ts { time: now, client: c };
+    let theirs = Ts { time: now, client: ClientId(c.0 + 1) };
+    let prepare = |ts: Ts, key: &Key, ws: Vec<Key>| RampMsg::Prepare {
+        op: OpId(1),
+        ts,
+        writes: vec![(key.clone(), Value::from("v"))],
+        meta: ws,
+    };
+    let forged = [
+        (prepare(theirs, &x, vec![x.clone()]), InvalidKind::Sender),
+        (prepare(mine, &y, vec![y.clone()]), InvalidKind::OutOfRange),
+        (prepare(mine, &x, vec![y.clone()]), InvalidKind::Malformed),
+        (prepare(Ts { time: u64::MAX - 1, client: c }, &x, vec![x.clone()]), InvalidKind::Timestamp),
+        (RampMsg::Commit { op: OpId(1), ts: theirs }, InvalidKind::Sender),
+        (
+            RampMsg::Get { op: OpId(1), round: 1, gets: vec![Get { key: y.clone(), among: None }] },
+            InvalidKind::OutOfRange,
+        ),
+        (
+            RampMsg::Get { op: OpId(1), round: 1, gets: vec![Get { key: x.clone(), among: Some(vec![]) }] },
+            InvalidKind::Malformed,
+        ),
+        (RampMsg::Got { op: OpId(1), round: 1, found: vec![] }, InvalidKind::Sender),
+    ];
+    for (i, (msg, kind)) in forged.into_iter().enumerate() {
+        sim.inject(Addr::Client(c), p0, msg);
+        sim.advance(MS);
+        assert_eq!(sim.invalid_inputs(), i as u64 + 1, "message {i} refused");
+        assert_eq!(sim.invalid_examples().last().map(|e| e.kind), Some(kind), "{:?}", sim.invalid_examples().last());
+    }
+    // Nothing forged reached the store; a correct prepare does.
+    assert!(sim.server(p0).versions(&x).is_empty());
+    sim.inject(Addr::Client(c), p0, prepare(mine, &x, vec![x.clone()]));
+    sim.advance(MS);
+    assert_eq!(sim.server(p0).versions(&x), [mine]);
+    assert_eq!(sim.server(p0).last_commit(&x), None, "prepared, not visible");
+}
