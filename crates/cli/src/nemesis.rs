@@ -62,6 +62,9 @@ pub enum Broken {
     /// In-memory servers send to each other without the sequenced links, so a reset or lossy connection
     /// loses messages (`broken_unsequenced_links` in the fault file).
     UnsequencedLinks,
+    /// RAMP's reads skip their second (repair) round, so a read racing a write transaction can be fractured
+    /// (`ramp_skip_second_round`; ramp-f, ramp-s, ramp-h).
+    RampSkipSecondRound,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -128,7 +131,7 @@ pub fn run(args: NemesisArgs) -> Result<()> {
 fn run_one(name: &'static str, seed: u64, args: &NemesisArgs) -> Result<Outcome> {
     let entry = snowline_protocols::lookup(name)?;
     let mut topology = Topology::new(2, args.partitions);
-    if let Err(why) = with_protocol!(name, P => P::check_topology(&topology)) {
+    if let Ok(Err(why)) = with_protocol!(name, P => P::check_topology(&topology)) {
         println!("({name}: one datacenter: {why})");
         topology = Topology::new(1, args.partitions);
     }
@@ -142,6 +145,7 @@ fn run_one(name: &'static str, seed: u64, args: &NemesisArgs) -> Result<Outcome>
         faults: true,
         protocol_config: snowline_core::ProtocolConfig {
             multicast_skip_final: args.broken == Some(Broken::MulticastSkipFinal),
+            ramp_skip_second_round: args.broken == Some(Broken::RampSkipSecondRound),
             ..Default::default()
         },
         ..Default::default()

@@ -68,6 +68,20 @@ pub struct ProtocolConfig {
     /// the final-timestamp step) that the multicast checker's tests must catch. Never for real use.
     #[doc(hidden)]
     pub multicast_skip_final: bool,
+    /// RAMP (`ramp-f`, `ramp-s`, `ramp-h`): a version overwritten by a committed newer one is dropped this
+    /// long after it was overwritten (Bailis et al., SIGMOD 2014, §4.5; 4 s as in the paper's evaluation). A
+    /// read whose two rounds take longer than half of this starts again, so a second round never asks for a
+    /// collected version. Prepared versions not yet committed are never dropped.
+    pub ramp_gc_delay_ms: u64,
+    /// RAMP-H: bits of the Bloom filter of a transaction's write set that each of its versions carries
+    /// (rounded up to a multiple of 64; 256 by default).
+    pub ramp_bloom_bits: usize,
+    /// RAMP-H: hash functions of that Bloom filter (4 by default; at most 32).
+    pub ramp_bloom_hashes: u32,
+    /// A deliberately broken RAMP whose reads skip the second (repair) round, so they can be fractured;
+    /// the RAMP tests must catch it. Never for real use.
+    #[doc(hidden)]
+    pub ramp_skip_second_round: bool,
 }
 
 impl Default for ProtocolConfig {
@@ -90,6 +104,10 @@ impl Default for ProtocolConfig {
             record_components: false,
             termination: Termination::Multicast,
             multicast_skip_final: false,
+            ramp_gc_delay_ms: 4_000,
+            ramp_bloom_bits: 256,
+            ramp_bloom_hashes: 4,
+            ramp_skip_second_round: false,
         }
     }
 }

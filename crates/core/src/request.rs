@@ -127,8 +127,9 @@ pub struct OpMetrics {
     /// (No `skip_serializing_if` anywhere in wire types: postcard is not self-describing.)
     pub readers_check: Option<ReadersCheckCost>,
     /// Snapshot metadata the transaction shipped, in bytes (the Jessy family: the dependence vectors its
-    /// reads carried and received and its commit's snapshot and read set), reported once, on the
-    /// operation that ends it; 0 where not measured.
+    /// reads carried and received and its commit's snapshot and read set; RAMP: the timestamps, write sets
+    /// or Bloom filters its versions carried and the timestamp sets of its second round), reported once, on
+    /// the operation that ends it; 0 where not measured.
     pub metadata_bytes: u64,
 }
 

@@ -514,7 +514,7 @@ pub struct Summary {
     /// Mean attempts per committed transaction (1.0: nothing retried).
     pub attempts_per_commit: f64,
     /// Mean snapshot metadata a transaction shipped, bytes (0: not measured; the Jessy family's vector
-    /// cost, NMSI §IV-A).
+    /// cost, NMSI §IV-A; RAMP's timestamps, write sets or Bloom filters).
     pub metadata_bytes_per_txn: f64,
     /// Update transactions' termination latency (NMSI §V, Fig. 3): from sending `Commit` to its answer, per
     /// attempt; `ok` counts the attempts that committed (their latencies are the percentiles), `fail` those

@@ -169,6 +169,14 @@ fn cops_dw_survives_reordering_spikes_skew_and_a_healing_partition() {
     check_protocol::<snowline_protocols::CopsDw>();
 }
 
+/// RAMP (Bailis et al., SIGMOD 2014): read atomic multi-key reads and write transactions, in one datacenter.
+#[test]
+fn ramp_survives_reordering_spikes_and_skew() {
+    check_protocol::<snowline_protocols::RampF>();
+    check_protocol::<snowline_protocols::RampS>();
+    check_protocol::<snowline_protocols::RampH>();
+}
+
 /// Multi-shot read-only transactions (Tomsic §5.3.3: rounds of reads over one snapshot, then an update of
 /// keys read) keep each protocol's claim under the same faults.
 #[test]
@@ -258,6 +266,13 @@ fn durable_eiger_ps_recovers_from_crashes_and_keeps_its_claim() {
 #[test]
 fn durable_cops_dw_recovers_from_crashes_and_keeps_its_claim() {
     check_protocol_with_crashes::<snowline_protocols::CopsDw>();
+}
+
+#[test]
+fn durable_ramp_recovers_from_crashes_and_keeps_its_claim() {
+    check_protocol_with_crashes::<snowline_protocols::RampF>();
+    check_protocol_with_crashes::<snowline_protocols::RampS>();
+    check_protocol_with_crashes::<snowline_protocols::RampH>();
 }
 
 #[test]

@@ -509,6 +509,9 @@ crash_seed_tests! {
     eiger_ps_survives_crash_seeds: snowline_protocols::EigerPs,
     cops_dw_survives_crash_seeds: snowline_protocols::CopsDw,
     occ_survives_crash_seeds: snowline_protocols::Occ,
+    ramp_f_survives_crash_seeds: snowline_protocols::RampF,
+    ramp_s_survives_crash_seeds: snowline_protocols::RampS,
+    ramp_h_survives_crash_seeds: snowline_protocols::RampH,
 }
 
 #[test]

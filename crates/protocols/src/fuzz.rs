@@ -50,6 +50,9 @@ pub const PROTOCOLS: &[&str] = &[
     "rococo-snow",
     "eiger-ps",
     "cops-dw",
+    "ramp-f",
+    "ramp-s",
+    "ramp-h",
 ];
 
 /// What a script did.
@@ -91,6 +94,9 @@ pub fn server_inputs(protocol: &str, data: &[u8]) -> Outcome {
         "psi" => run::<crate::Psi>(data),
         "rococo" => run::<crate::Rococo>(data),
         "rococo-snow" => run::<crate::RococoSnow>(data),
+        "ramp-f" => run::<crate::RampF>(data),
+        "ramp-s" => run::<crate::RampS>(data),
+        "ramp-h" => run::<crate::RampH>(data),
         other => panic!("no protocol {other:?}; fuzzable: {PROTOCOLS:?}"),
     }
 }

@@ -7,10 +7,12 @@
 pub mod causal;
 pub mod components;
 pub mod fuzz;
+pub mod ramp;
 pub mod snow;
 pub mod strong;
 
 pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
+pub use ramp::{RampF, RampH, RampS};
 pub use snow::{CopsDw, EigerPs, cops_dw, eiger_ps};
 pub use strong::{
     AmcastKv, Nmsi, Psi, RaftKv, Rc, Rococo, RococoSnow, Ser, Si, TpcKv, TwoPl, Us, amcast_kv, jessy, raft_kv, rococo,
@@ -56,6 +58,9 @@ macro_rules! __registry {
             [$crate::RococoSnow, aliases [], claims "strict-ser", orders_versions true, family "snow"]
             [$crate::EigerPs, aliases [], claims "pos", orders_versions true, family "snow"]
             [$crate::CopsDw, aliases [], claims "strict-ser", orders_versions true, family "snow"]
+            [$crate::RampF, aliases ["ramp-fast"], claims "ra", orders_versions false, family "ramp"]
+            [$crate::RampS, aliases ["ramp-small"], claims "ra", orders_versions false, family "ramp"]
+            [$crate::RampH, aliases ["ramp-hybrid"], claims "ra", orders_versions false, family "ramp"]
         }
     };
 }
@@ -100,7 +105,8 @@ pub struct Registered {
     pub orders_versions: bool,
     /// The family it belongs to, for grouping in tables and charts: `causal` (COPS, Contrarian, Tomsic et
     /// al.), `snow` (the SNOW paper's strictly serializable protocols and corners), `replicated` (key-value
-    /// stores over Raft groups) or `jessy` (the Jessy family's criteria).
+    /// stores over Raft groups), `jessy` (the Jessy family's criteria) or `ramp` (RAMP's read atomic
+    /// variants).
     pub family: &'static str,
 }
 

@@ -14,6 +14,7 @@ mod multicast;
 mod occ_scenarios;
 mod raft_kv;
 mod raft_kv_faults;
+mod ramp;
 mod request_limits;
 mod rococo_scenarios;
 mod scenarios;

@@ -1,0 +1,331 @@
+//! A RAMP client session: write transactions (prepare everywhere, then commit everywhere) and read-only
+//! transactions (a first round of latest committed versions, and the second round the metadata asks for).
+
+use super::{FirstRead, Found, Get, Metadata, Ramp, RampMsg, RampTimer, Ts, wire_bytes};
+use snowline_core::{
+    Addr, ClientId, ClientNode, Ctx, DcId, Key, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig,
+    ReadResult, Reply, Request, ServerId, Topology, Value, Version,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+type Cx<'a, M> = Ctx<'a, Ramp<M>>;
+
+/// A write transaction in flight.
+#[derive(Debug)]
+struct WriteOp {
+    ts: Ts,
+    partitions: Vec<PartitionId>,
+    /// Partitions whose acknowledgement of the current phase is awaited.
+    awaiting: BTreeSet<PartitionId>,
+    /// The prepares are all acknowledged and the commits sent.
+    committing: bool,
+    metadata_bytes: u64,
+}
+
+/// A read-only transaction in flight.
+#[derive(Debug)]
+struct ReadOp<Meta> {
+    keys: Vec<Key>,
+    /// Rounds sent so far, over every attempt; replies carry the round they answer.
+    rounds: u32,
+    /// Whether the current round is a second round.
+    second: bool,
+    /// When the current attempt's first round was sent (this client's clock).
+    started_ns: u64,
+    /// Per key, the version read so far (`None`: the initial state).
+    result: Vec<Option<Found<Meta>>>,
+    /// The partitions whose answer to the current round is awaited, with the positions of their keys.
+    slots: BTreeMap<PartitionId, Vec<usize>>,
+    /// A second-round request for an exact version found nothing: it was collected; start again.
+    missed: bool,
+    versions_returned: u32,
+    metadata_bytes: u64,
+}
+
+#[derive(Debug)]
+enum ClientOp<Meta> {
+    Write(WriteOp),
+    Read(ReadOp<Meta>),
+}
+
+/// A RAMP client session.
+pub struct RampClient<M: Metadata> {
+    id: ClientId,
+    dc: DcId,
+    topology: Topology,
+    config: ProtocolConfig,
+    /// The time part of the last timestamp this session gave a transaction, or of the newest version it
+    /// read if that is later.
+    last_time: u64,
+    ops: BTreeMap<OpId, ClientOp<M::Meta>>,
+}
+
+impl<M: Metadata> RampClient<M> {
+    pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
+        Self { id, dc, topology, config, last_time: 0, ops: BTreeMap::new() }
+    }
+
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+
+    /// A timestamp above every earlier one of this session and every version it read: the clock, or one
+    /// more than the last time.
+    fn next_ts(&mut self, now_ns: u64) -> Ts {
+        self.last_time = now_ns.max(self.last_time.saturating_add(1));
+        Ts { time: self.last_time, client: self.id }
+    }
+
+    fn server(&self, partition: PartitionId) -> ServerId {
+        ServerId::new(self.dc, partition)
+    }
+
+    fn request(&mut self, cx: &mut Cx<'_, M>, op: OpId, request: Request) {
+        if let Err(reason) = self.config.check_request(&request) {
+            cx.complete(op, Err(OpError::Rejected(reason)));
+            return;
+        }
+        match request {
+            Request::Rot { keys } => self.read(cx, op, keys),
+            Request::Put { key, value } => self.write(cx, op, vec![(key, value)]),
+            Request::Update { writes } => self.write(cx, op, writes),
+            Request::RotRounds { .. } => {
+                let reason = format!("{}'s read-only transactions are one-shot: name every key in one ROT", M::NAME);
+                cx.complete(op, Err(OpError::Rejected(reason)));
+            }
+            other => cx.complete(op, Err(Ramp::<M>::OFFERS.refusal(M::NAME, &other))),
+        }
+    }
+
+    /// `PUT_ALL`: prepare every partition's writes (with the transaction's timestamp and metadata).
+    fn write(&mut self, cx: &mut Cx<'_, M>, op: OpId, writes: Vec<(Key, Value)>) {
+        // One write per key: the last one named.
+        let last: BTreeMap<Key, Value> = writes.into_iter().collect();
+        let keys: Vec<Key> = last.keys().cloned().collect();
+        let ts = self.next_ts(cx.now_ns());
+        let meta = M::describe(&keys, &self.config);
+        let mut parts: BTreeMap<PartitionId, Vec<(Key, Value)>> = BTreeMap::new();
+        for (k, v) in last {
+            parts.entry(self.topology.partition_of(&k)).or_default().push((k, v));
+        }
+        cx.charge(keys.len() as u64);
+        let per_message = wire_bytes(&ts) + wire_bytes(&meta);
+        let partitions: Vec<PartitionId> = parts.keys().copied().collect();
+        for (p, writes) in parts {
+            cx.send(self.server(p), RampMsg::Prepare { op, ts, writes, meta: meta.clone() });
+        }
+        let w = WriteOp {
+            ts,
+            awaiting: partitions.iter().copied().collect(),
+            metadata_bytes: per_message * partitions.len() as u64,
+            partitions,
+            committing: false,
+        };
+        self.ops.insert(op, ClientOp::Write(w));
+    }
+
+    /// A prepare or commit acknowledged by `partition`.
+    fn acked(&mut self, cx: &mut Cx<'_, M>, op: OpId, partition: PartitionId, ts: Ts, commit: bool) {
+        let dc = self.dc;
+        let Some(ClientOp::Write(w)) = self.ops.get_mut(&op) else { return };
+        if w.ts != ts || w.committing != commit || !w.awaiting.remove(&partition) || !w.awaiting.is_empty() {
+            return;
+        }
+        if !w.committing {
+            // Every partition holds the versions: commit them everywhere.
+            w.committing = true;
+            w.awaiting = w.partitions.iter().copied().collect();
+            w.metadata_bytes += wire_bytes(&ts) * w.partitions.len() as u64;
+            let servers: Vec<ServerId> = w.partitions.iter().map(|p| ServerId::new(dc, *p)).collect();
+            for s in servers {
+                cx.send(s, RampMsg::Commit { op, ts });
+            }
+            return;
+        }
+        // Every commit acknowledged: the paper's PUT_ALL returns here.
+        let Some(ClientOp::Write(w)) = self.ops.remove(&op) else { unreachable!("just seen") };
+        let metrics = OpMetrics { rounds: 2, metadata_bytes: w.metadata_bytes, ..Default::default() };
+        let commit = Some(Version { time: ts.time, dc });
+        cx.complete(op, Ok(Reply { reads: Vec::new(), commit, writes: Vec::new(), metrics }));
+    }
+
+    /// `GET_ALL`: start a read-only transaction with its first round.
+    fn read(&mut self, cx: &mut Cx<'_, M>, op: OpId, keys: Vec<Key>) {
+        let r = ReadOp {
+            result: vec![None; keys.len()],
+            keys,
+            rounds: 0,
+            second: false,
+            started_ns: 0,
+            slots: BTreeMap::new(),
+            missed: false,
+            versions_returned: 0,
+            metadata_bytes: 0,
+        };
+        self.ops.insert(op, ClientOp::Read(r));
+        self.first_round(cx, op);
+    }
+
+    fn first_round(&mut self, cx: &mut Cx<'_, M>, op: OpId) {
+        let Some(ClientOp::Read(r)) = self.ops.get_mut(&op) else { return };
+        let asks: Vec<(usize, Option<Vec<Ts>>)> = (0..r.keys.len()).map(|i| (i, None)).collect();
+        r.result = vec![None; r.keys.len()];
+        r.second = false;
+        r.missed = false;
+        r.started_ns = cx.now_ns();
+        self.send_round(cx, op, asks);
+    }
+
+    /// Send one round: for each `(position, among)`, a `Get` to the key's partition.
+    fn send_round(&mut self, cx: &mut Cx<'_, M>, op: OpId, asks: Vec<(usize, Option<Vec<Ts>>)>) {
+        let Some(ClientOp::Read(r)) = self.ops.get_mut(&op) else { return };
+        r.rounds += 1;
+        let round = r.rounds;
+        let mut by_partition: BTreeMap<PartitionId, (Vec<usize>, Vec<Get>)> = BTreeMap::new();
+        for (i, among) in asks {
+            let key = r.keys[i].clone();
+            if let Some(set) = &among {
+                r.metadata_bytes += wire_bytes(set);
+            }
+            let (positions, gets) = by_partition.entry(self.topology.partition_of(&key)).or_default();
+            positions.push(i);
+            gets.push(Get { key, among });
+        }
+        r.slots = BTreeMap::new();
+        for (p, (positions, gets)) in by_partition {
+            r.slots.insert(p, positions);
+            cx.send(ServerId::new(self.dc, p), RampMsg::Get { op, round, gets });
+        }
+    }
+
+    /// A partition's answer to a round.
+    fn got(
+        &mut self,
+        cx: &mut Cx<'_, M>,
+        op: OpId,
+        partition: PartitionId,
+        round: u32,
+        found: Vec<Option<Found<M::Meta>>>,
+    ) {
+        let Some(ClientOp::Read(r)) = self.ops.get_mut(&op) else { return };
+        if round != r.rounds || r.slots.get(&partition).is_none_or(|positions| positions.len() != found.len()) {
+            return;
+        }
+        let positions = r.slots.remove(&partition).expect("checked above");
+        for (i, f) in positions.into_iter().zip(found) {
+            if let Some(f) = &f {
+                r.versions_returned += 1;
+                r.metadata_bytes += wire_bytes(&f.ts) + wire_bytes(&f.meta);
+            }
+            if !r.second {
+                r.result[i] = f;
+                continue;
+            }
+            match f {
+                // Never older than the first round's version (every variant only asks for newer ones, or a set
+                // holding the first round's own).
+                Some(f) if r.result[i].as_ref().is_none_or(|old| f.ts > old.ts) => r.result[i] = Some(f),
+                Some(_) => {}
+                None => r.missed |= M::EXACT,
+            }
+        }
+        if !r.slots.is_empty() {
+            return;
+        }
+        if r.second {
+            self.second_round_done(cx, op);
+        } else {
+            self.first_round_done(cx, op);
+        }
+    }
+
+    fn first_round_done(&mut self, cx: &mut Cx<'_, M>, op: OpId) {
+        let Some(ClientOp::Read(r)) = self.ops.get_mut(&op) else { return };
+        if self.config.ramp_skip_second_round {
+            // The deliberately broken variant: whatever the first round saw, fractured or not.
+            return self.finish_read(cx, op);
+        }
+        let first: Vec<FirstRead<'_, M::Meta>> = r
+            .keys
+            .iter()
+            .zip(&r.result)
+            .map(|(key, f)| FirstRead { key, found: f.as_ref().map(|f| (f.ts, &f.meta)) })
+            .collect();
+        let plan = M::second_round(&first);
+        cx.charge(r.keys.len() as u64);
+        let asks: Vec<(usize, Option<Vec<Ts>>)> =
+            plan.into_iter().enumerate().filter_map(|(i, set)| set.map(|s| (i, Some(s)))).collect();
+        if asks.is_empty() {
+            return self.finish_read(cx, op);
+        }
+        r.second = true;
+        self.send_round(cx, op, asks);
+    }
+
+    fn second_round_done(&mut self, cx: &mut Cx<'_, M>, op: OpId) {
+        let Some(ClientOp::Read(r)) = self.ops.get_mut(&op) else { return };
+        // A version the second round needed may have been collected if the rounds took long (or was, for an
+        // exact request that found nothing): start again, with a fresh first round.
+        let slow = cx.now_ns().saturating_sub(r.started_ns) >= self.config.ramp_gc_delay_ms.saturating_mul(500_000);
+        if r.missed || slow {
+            return self.first_round(cx, op);
+        }
+        self.finish_read(cx, op);
+    }
+
+    fn finish_read(&mut self, cx: &mut Cx<'_, M>, op: OpId) {
+        let Some(ClientOp::Read(r)) = self.ops.remove(&op) else { return };
+        // The session's next write gets a timestamp above every version it read (a Lamport clock), so the
+        // timestamp order of each key's versions agrees with happens-before (session order and reads-from).
+        if let Some(seen) = r.result.iter().flatten().map(|f| f.ts.time).max() {
+            self.last_time = self.last_time.max(seen);
+        }
+        let dc = self.dc;
+        let reads = r
+            .keys
+            .into_iter()
+            .zip(r.result)
+            .map(|(key, f)| match f {
+                Some(f) => ReadResult {
+                    key,
+                    value: Some(f.value),
+                    version: Version { time: f.ts.time, dc },
+                    versions_skipped: 0,
+                },
+                None => ReadResult { key, value: None, version: Version::INITIAL, versions_skipped: 0 },
+            })
+            .collect();
+        let metrics = OpMetrics {
+            rounds: r.rounds,
+            versions_returned: r.versions_returned,
+            metadata_bytes: r.metadata_bytes,
+            ..Default::default()
+        };
+        cx.complete(op, Ok(Reply { reads, commit: None, writes: Vec::new(), metrics }));
+    }
+
+    fn message(&mut self, cx: &mut Cx<'_, M>, from: Addr, msg: RampMsg<M::Meta>) {
+        let Addr::Server(server) = from else { return };
+        if server.dc != self.dc || server.partition >= self.topology.partitions {
+            return;
+        }
+        match msg {
+            RampMsg::Prepared { op, ts } => self.acked(cx, op, server.partition, ts, false),
+            RampMsg::Committed { op, ts } => self.acked(cx, op, server.partition, ts, true),
+            RampMsg::Got { op, round, found } => self.got(cx, op, server.partition, round, found),
+            RampMsg::Prepare { .. } | RampMsg::Commit { .. } | RampMsg::Get { .. } => {}
+        }
+    }
+}
+
+impl<M: Metadata> ClientNode<Ramp<M>> for RampClient<M> {
+    fn on_request(&mut self, cx: &mut Cx<'_, M>, op: OpId, request: Request) {
+        self.request(cx, op, request);
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_, M>, from: Addr, msg: RampMsg<M::Meta>) {
+        self.message(cx, from, msg);
+    }
+
+    fn on_timer(&mut self, _cx: &mut Cx<'_, M>, _timer: RampTimer) {}
+}
