@@ -53,6 +53,7 @@ pub const PROTOCOLS: &[&str] = &[
     "ramp-f",
     "ramp-s",
     "ramp-h",
+    "nocc",
 ];
 
 /// What a script did.
@@ -97,6 +98,7 @@ pub fn server_inputs(protocol: &str, data: &[u8]) -> Outcome {
         "ramp-f" => run::<crate::RampF>(data),
         "ramp-s" => run::<crate::RampS>(data),
         "ramp-h" => run::<crate::RampH>(data),
+        "nocc" => run::<crate::NoCc>(data),
         other => panic!("no protocol {other:?}; fuzzable: {PROTOCOLS:?}"),
     }
 }

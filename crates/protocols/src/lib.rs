@@ -12,7 +12,7 @@ pub mod snow;
 pub mod strong;
 
 pub use causal::{Av, Contrarian, Cops, CopsSnow, Cure, Cv, Op, contrarian, cops, tomsic};
-pub use ramp::{RampF, RampH, RampS};
+pub use ramp::{NoCc, RampF, RampH, RampS};
 pub use snow::{CopsDw, EigerPs, cops_dw, eiger_ps};
 pub use strong::{
     AmcastKv, Nmsi, Psi, RaftKv, Rc, Rococo, RococoSnow, Ser, Si, TpcKv, TwoPl, Us, amcast_kv, jessy, raft_kv, rococo,
@@ -61,6 +61,7 @@ macro_rules! __registry {
             [$crate::RampF, aliases ["ramp-fast"], claims "ra", orders_versions false, family "ramp"]
             [$crate::RampS, aliases ["ramp-small"], claims "ra", orders_versions false, family "ramp"]
             [$crate::RampH, aliases ["ramp-hybrid"], claims "ra", orders_versions false, family "ramp"]
+            [$crate::NoCc, aliases ["nwnr"], claims "rc", orders_versions false, family "ramp"]
         }
     };
 }

@@ -13,7 +13,7 @@ use snowline_core::history::{EventType, OpKind};
 use snowline_core::{Addr, Key, Message, OpId, Protocol, ProtocolConfig, Reply, Request, ServerId, Topology, Value};
 use snowline_harness::{MixedWorkload, RunSpec, drive_sim};
 use snowline_protocols::ramp::{Metadata, Ramp};
-use snowline_protocols::{RampF, RampH, RampS};
+use snowline_protocols::{NoCc, RampF, RampH, RampS};
 use snowline_sim::{Sim, SimConfig};
 
 const MS: u64 = 1_000_000;
@@ -152,6 +152,16 @@ enum Faults {
 /// One seeded run of `P`: a small key space (contention), many update transactions and multi-key reads, and
 /// the faults asked; returns the verdict at `ra`, the acknowledged reads, and a replay line.
 fn seed_run<P: Protocol>(seed: u64, faults: Faults, config: ProtocolConfig) -> (Verdict, usize, String) {
+    seed_run_at::<P>(seed, faults, config, Level::Ra)
+}
+
+/// [`seed_run`], checked at `level`.
+fn seed_run_at<P: Protocol>(
+    seed: u64,
+    faults: Faults,
+    config: ProtocolConfig,
+    level: Level,
+) -> (Verdict, usize, String) {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x7a3b);
     let partitions = rng.random_range(2..=4);
     let topology = Topology::new(1, partitions);
@@ -208,7 +218,7 @@ fn seed_run<P: Protocol>(seed: u64, faults: Faults, config: ProtocolConfig) -> (
         .filter(|e| e.kind == EventType::Ok)
         .filter(|e| e.value.iter().filter(|op| op.0 == OpKind::Read).count() > 1)
         .count();
-    (snowline_checker::check(&history, Level::Ra), reads, replay)
+    (snowline_checker::check(&history, level), reads, replay)
 }
 
 fn passes_ra<P: Protocol>(faults: Faults) {
@@ -341,4 +351,29 @@ fn servers_refuse_forged_prepares_commits_and_reads() {
     sim.advance(MS);
     assert_eq!(sim.server(p0).versions(&x), [mine]);
     assert_eq!(sim.server(p0).last_commit(&x), None, "prepared, not visible");
+}
+
+/// The baseline without concurrency control (`nocc`, the RAMP paper's NWNR): its histories keep its claim,
+/// read committed, and the checker finds the fractured reads RAMP prevents on the same workload.
+#[test]
+fn without_concurrency_control_reads_are_committed_but_fractured() {
+    assert_eq!(snowline_protocols::claimed_level("nocc"), Ok("rc"));
+    let mut fractured = Vec::new();
+    for seed in 0..6 {
+        let (verdict, reads, replay) = seed_run::<NoCc>(seed, Faults::None, ProtocolConfig::default());
+        assert!(reads > 50, "{replay}: only {reads} multi-key reads");
+        if !verdict.ok && verdict.kinds().contains(&AnomalyKind::FracturedRead) {
+            fractured.push(seed);
+        }
+    }
+    println!("nocc: fractured reads on seeds {fractured:?} of 0..6");
+    assert!(!fractured.is_empty(), "no seed of 6 showed a fractured read without concurrency control");
+}
+
+#[test]
+fn without_concurrency_control_histories_are_read_committed() {
+    for seed in 0..seeds() {
+        let (verdict, _, replay) = seed_run_at::<NoCc>(seed, Faults::None, ProtocolConfig::default(), Level::Rc);
+        assert!(verdict.ok, "{replay}: {verdict}");
+    }
 }

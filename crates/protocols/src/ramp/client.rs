@@ -128,10 +128,12 @@ impl<M: Metadata> RampClient<M> {
     fn acked(&mut self, cx: &mut Cx<'_, M>, op: OpId, partition: PartitionId, ts: Ts, commit: bool) {
         let dc = self.dc;
         let Some(ClientOp::Write(w)) = self.ops.get_mut(&op) else { return };
-        if w.ts != ts || w.committing != commit || !w.awaiting.remove(&partition) || !w.awaiting.is_empty() {
+        // One-round writes are answered by the commit itself.
+        let committing = w.committing || M::ONE_ROUND_WRITES;
+        if w.ts != ts || committing != commit || !w.awaiting.remove(&partition) || !w.awaiting.is_empty() {
             return;
         }
-        if !w.committing {
+        if !committing {
             // Every partition holds the versions: commit them everywhere.
             w.committing = true;
             w.awaiting = w.partitions.iter().copied().collect();
@@ -144,7 +146,8 @@ impl<M: Metadata> RampClient<M> {
         }
         // Every commit acknowledged: the paper's PUT_ALL returns here.
         let Some(ClientOp::Write(w)) = self.ops.remove(&op) else { unreachable!("just seen") };
-        let metrics = OpMetrics { rounds: 2, metadata_bytes: w.metadata_bytes, ..Default::default() };
+        let rounds = if M::ONE_ROUND_WRITES { 1 } else { 2 };
+        let metrics = OpMetrics { rounds, metadata_bytes: w.metadata_bytes, ..Default::default() };
         let commit = Some(Version { time: ts.time, dc });
         cx.complete(op, Ok(Reply { reads: Vec::new(), commit, writes: Vec::new(), metrics }));
     }

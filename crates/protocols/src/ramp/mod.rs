@@ -85,7 +85,7 @@ pub mod metadata;
 pub mod server;
 
 pub use client::RampClient;
-pub use metadata::{BloomFilters, FirstRead, Metadata, TimestampsOnly, WriteSets};
+pub use metadata::{BloomFilters, FirstRead, Metadata, NoIsolation, TimestampsOnly, WriteSets};
 pub use server::RampServer;
 
 use serde::de::DeserializeOwned;
@@ -114,6 +114,8 @@ pub type RampF = Ramp<WriteSets>;
 pub type RampS = Ramp<TimestampsOnly>;
 /// RAMP-Hybrid: versions carry a Bloom filter of their transaction's write set.
 pub type RampH = Ramp<BloomFilters>;
+/// The RAMP paper's baseline without concurrency control (`nocc`): one-round writes and reads, no metadata.
+pub type NoCc = Ramp<NoIsolation>;
 
 /// One key of a read, as a client asks it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -182,6 +182,10 @@ impl<M: Metadata> RampServer<M> {
         if !stored.is_empty() {
             self.prepared.entry(ts).or_default().extend(stored);
         }
+        if M::ONE_ROUND_WRITES {
+            // No concurrency control: visible at once (the commit answers the client).
+            return self.commit(cx, client, op, ts);
+        }
         self.wake(cx);
         cx.send(client, RampMsg::Prepared { op, ts });
     }
