@@ -152,6 +152,29 @@ impl Metadata for BloomFilters {
     }
 }
 
+/// No concurrency control (`nocc`; the RAMP paper's §5 baseline "NWNR": no write locks, no read locks): a
+/// write is stored and visible at once at each partition (one round; the highest timestamp wins), a read is
+/// one round of each key's latest version. Every read returns a committed value (`rc`), but a read may see
+/// part of a write transaction: the fractured reads RAMP exists to prevent, which the checker finds at `ra`.
+pub struct NoIsolation;
+
+impl Metadata for NoIsolation {
+    const NAME: &'static str = "nocc";
+    type Meta = ();
+    const EXACT: bool = false;
+    const ONE_ROUND_WRITES: bool = true;
+
+    fn describe(_keys: &[Key], _config: &ProtocolConfig) {}
+
+    fn check(_meta: &(), _writes: &[(Key, Value)], _check: &Check<'_>) -> Result<(), InvalidInput> {
+        Ok(())
+    }
+
+    fn second_round(first: &[FirstRead<'_, ()>]) -> Vec<Option<Vec<Ts>>> {
+        vec![None; first.len()]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,28 +231,5 @@ mod tests {
         assert!(WriteSets::check(&vec!["a".into(), "a".into()], &writes, &check).is_err());
         assert!(BloomFilters::check(&Bloom::of(["a"], 256, 4), &writes, &check).is_ok());
         assert!(BloomFilters::check(&Bloom::new(256, 4), &writes, &check).is_err());
-    }
-}
-
-/// No concurrency control (`nocc`; the RAMP paper's §5 baseline "NWNR": no write locks, no read locks): a
-/// write is stored and visible at once at each partition (one round; the highest timestamp wins), a read is
-/// one round of each key's latest version. Every read returns a committed value (`rc`), but a read may see
-/// part of a write transaction: the fractured reads RAMP exists to prevent, which the checker finds at `ra`.
-pub struct NoIsolation;
-
-impl Metadata for NoIsolation {
-    const NAME: &'static str = "nocc";
-    type Meta = ();
-    const EXACT: bool = false;
-    const ONE_ROUND_WRITES: bool = true;
-
-    fn describe(_keys: &[Key], _config: &ProtocolConfig) {}
-
-    fn check(_meta: &(), _writes: &[(Key, Value)], _check: &Check<'_>) -> Result<(), InvalidInput> {
-        Ok(())
-    }
-
-    fn second_round(first: &[FirstRead<'_, ()>]) -> Vec<Option<Vec<Ts>>> {
-        vec![None; first.len()]
     }
 }
