@@ -202,11 +202,6 @@ impl<M> InLink<M> {
         self.resend_asked = Some(now_ns);
         true
     }
-
-    /// Forgets what waited (the sender started again).
-    pub fn reset(&mut self) {
-        *self = Self { waiting: BTreeMap::new(), gap_since: None, resend_asked: None };
-    }
 }
 
 /// What [`MemLinks`] asks its runtime to send.
