@@ -15,6 +15,7 @@ pub mod history;
 pub mod host;
 pub mod ids;
 pub mod links;
+pub mod merge;
 pub mod procedure;
 pub mod protocol;
 pub mod request;

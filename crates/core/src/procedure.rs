@@ -68,6 +68,37 @@ pub trait Procedure: Sync {
     /// written); `known` the outputs of earlier pieces, as for [`Procedure::plan`]. `Err` aborts the
     /// transaction: at the procedure's own request, or because what it read moved under it ([`PieceError`]).
     fn run(&self, piece: usize, args: &[Value], known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError>;
+    /// A sequential id the call takes after the fact, at commit (the coordination-avoidance paper's §6:
+    /// New-Order's `D_NEXT_O_ID`), once its plan is complete; `None` (the default): none. Protocols that run
+    /// the call serializably ignore it (the procedure then reads and writes the counter itself, or not at all).
+    fn deferred_id(&self, _args: &[Value], _known: &Known) -> Result<Option<DeferredId>, String> {
+        Ok(None)
+    }
+    /// The key every key of the call lives with, if the call is single-partition by construction (TPC-C's
+    /// Delivery of one district): a protocol may run the whole call at that key's partition in one step.
+    fn home(&self, _args: &[Value]) -> Option<Key> {
+        None
+    }
+}
+
+/// A sequential id assigned at commit by one atomic increment at the counter's owner: the owner reads field
+/// `field` of `counter` (materialized) as the id `n`, writes the merge `counter_value` to `counter` (which
+/// adds 1 to that field) and `map_value` to the key `map_prefix` + `n` (the mapping from the call's
+/// temporary id to `n`). Both keys live on one partition. The only coordination the call needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeferredId {
+    pub counter: Key,
+    pub field: usize,
+    pub counter_value: Value,
+    pub map_prefix: String,
+    pub map_value: Value,
+}
+
+impl DeferredId {
+    /// The mapping key of id `n`.
+    pub fn map_key(&self, n: u64) -> Key {
+        format!("{}{n}", self.map_prefix).into()
+    }
 }
 
 /// Why a piece did not run; the transaction aborts with [`PieceError::cause`].
