@@ -184,6 +184,7 @@ impl WorkloadArgs {
             scale: self.tpcc_scale,
             rollback: self.tpcc_rollback,
             seed: 0,
+            coordination_free: false,
         };
         if let Pattern::PhotoAcl { .. } = w.pattern {
             // One album per two keys.

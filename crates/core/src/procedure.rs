@@ -155,6 +155,11 @@ pub static PROCEDURES: &[&dyn Procedure] = &[
     &crate::tpcc::OrderStatus,
     &crate::tpcc::Delivery,
     &crate::tpcc::StockLevel,
+    &crate::tpcc::coordfree::CfNewOrder,
+    &crate::tpcc::coordfree::CfPayment,
+    &crate::tpcc::coordfree::CfOrderStatus,
+    &crate::tpcc::coordfree::CfDelivery,
+    &crate::tpcc::coordfree::CfStockLevel,
 ];
 
 /// The registered procedure called `name`.
@@ -241,22 +246,61 @@ pub type Effects = (Vec<(Key, Option<Value>)>, Vec<(Key, Value)>);
 /// itself does. `read` is asked for each wave's keys before the wave runs (2PL takes its locks there); a
 /// piece sees the call's own earlier writes.
 pub fn run_all(call: &mut Call, mut read: impl FnMut(&Key) -> Option<Value>) -> Result<Effects, PieceError> {
+    match run_cached(call, |k| Some(read(k)))? {
+        Progress::Done(effects) => Ok(effects),
+        Progress::Need(_) => unreachable!("every read is answered"),
+    }
+}
+
+/// How far [`run_cached`] got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// The call ran to its end: its effects.
+    Done(Effects),
+    /// The next wave needs these keys, which `read` did not have.
+    Need(Vec<Key>),
+}
+
+/// [`run_all`] over what a caller has read so far: `read` answers `None` for a key it has not read; the
+/// first wave with such keys stops the run, naming all of them (a client fetches them and runs the call
+/// again from the start: pieces are pure).
+pub fn run_cached(
+    call: &mut Call,
+    mut read: impl FnMut(&Key) -> Option<Option<Value>>,
+) -> Result<Progress, PieceError> {
     let (mut reads, mut writes) = (Vec::new(), Vec::<(Key, Value)>::new());
     let mut wave = 0..call.pieces.len();
     while !wave.is_empty() {
-        for i in wave {
+        let mut values: Vec<Vec<Option<Value>>> = Vec::new();
+        let mut need: Vec<Key> = Vec::new();
+        for i in wave.clone() {
+            let mut vs = Vec::new();
+            for k in &call.pieces[i].reads {
+                let own = writes.iter().rev().find(|(wk, _)| wk == k).map(|(_, v)| v.clone());
+                match own.map(Some).or_else(|| read(k)) {
+                    Some(v) => vs.push(v),
+                    None => {
+                        if !need.contains(k) {
+                            need.push(k.clone());
+                        }
+                        vs.push(None);
+                    }
+                }
+            }
+            values.push(vs);
+        }
+        if !need.is_empty() {
+            return Ok(Progress::Need(need));
+        }
+        for (i, vs) in wave.zip(values) {
             let keys = call.pieces[i].reads.clone();
-            let values: Vec<Option<Value>> = keys
-                .iter()
-                .map(|k| writes.iter().rev().find(|(wk, _)| wk == k).map(|(_, v)| v.clone()).or_else(|| read(k)))
-                .collect();
-            reads.extend(keys.into_iter().zip(values.iter().cloned()));
-            let out = call.run(i, &values)?;
+            reads.extend(keys.into_iter().zip(vs.iter().cloned()));
+            let out = call.run(i, &vs)?;
             writes.extend(call.pieces[i].writes.iter().cloned().zip(out));
         }
         wave = call.next_wave()?;
     }
-    Ok((reads, writes))
+    Ok(Progress::Done((reads, writes)))
 }
 
 /// `rw R k1 … kR k1' v1' …`: the YCSB-style transaction of the NMSI paper's workloads (§V) as a template:

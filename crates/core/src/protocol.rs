@@ -218,6 +218,9 @@ pub trait Protocol: Sized + 'static {
 
     /// What the protocol offers its clients; a request outside it is refused before it is sent.
     const OFFERS: Offers;
+    /// Runs TPC-C coordination-free (`crate::tpcc::coordfree`): merge writes and deferred ids, atomically
+    /// visible multi-partition writes, single-partition calls at their home.
+    const COORDINATION_FREE_TPCC: bool = false;
 
     fn links() -> LinkAssumptions;
 

@@ -1149,5 +1149,7 @@ impl Procedure for StockLevel {
     }
 }
 
+pub mod coordfree;
+
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,9 @@ pub async fn run_net_with<P: Protocol>(
     spec: &RunSpec,
     op_timeout: Duration,
 ) -> anyhow::Result<RunReport> {
-    let generator = Generator::new(spec.workload.clone(), config.topology())
+    let mut workload = spec.workload.clone();
+    workload.tpcc.coordination_free = P::COORDINATION_FREE_TPCC;
+    let generator = Generator::new(workload, config.topology())
         .write_transactions(P::OFFERS.write_transactions)
         .blind_writes(P::OFFERS.blind_writes || !P::OFFERS.interactive);
     let recorder = RefCell::new(HistoryRecorder::new());
@@ -180,8 +182,13 @@ async fn audit_net<P: Protocol>(session: &snowline_net::Session<P>, shape: &crat
         }
         state
     }
-    let first = read(session, crate::tpcc::audit_first_keys(shape)).await;
-    let mut state = read(session, crate::tpcc::audit_second_keys(shape, &first)).await;
-    state.extend(first);
+    let mut state = std::collections::BTreeMap::new();
+    loop {
+        let keys = crate::tpcc::audit_next_keys(shape, &state);
+        if keys.is_empty() {
+            break;
+        }
+        state.extend(read(session, keys).await);
+    }
     crate::tpcc::audit(shape, &state)
 }

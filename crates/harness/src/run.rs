@@ -85,7 +85,9 @@ pub fn run_sim<P: Protocol>(config: SimConfig, spec: &RunSpec) -> RunReport {
 /// scenario holds), then, if asked, quiesce and do the final reads.
 pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
     let topology = sim.topology();
-    let generator = Generator::new(spec.workload.clone(), topology)
+    let mut workload = spec.workload.clone();
+    workload.tpcc.coordination_free = P::COORDINATION_FREE_TPCC;
+    let generator = Generator::new(workload, topology)
         .write_transactions(P::OFFERS.write_transactions)
         .blind_writes(P::OFFERS.blind_writes || !P::OFFERS.interactive);
     let mut recorder = HistoryRecorder::new();
@@ -305,8 +307,13 @@ fn audit_sim<P: Protocol>(sim: &mut Sim<P>, shape: &crate::tpcc::Shape) -> crate
         }
         state
     };
-    let first = read(crate::tpcc::audit_first_keys(shape));
-    let mut state = read(crate::tpcc::audit_second_keys(shape, &first));
-    state.extend(first);
+    let mut state = BTreeMap::new();
+    loop {
+        let keys = crate::tpcc::audit_next_keys(shape, &state);
+        if keys.is_empty() {
+            break;
+        }
+        state.extend(read(keys));
+    }
     crate::tpcc::audit(shape, &state)
 }

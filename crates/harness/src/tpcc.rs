@@ -29,6 +29,7 @@ use crate::workload::{CallJob, Job};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
+use snowline_core::tpcc::coordfree;
 use snowline_core::tpcc::{
     self, CustomerRow, District, DistrictRow, DistrictYtdRow, HistoryEntry, OrderLineRow, OrderRow, Row, StockRow,
     WarehouseRow,
@@ -90,6 +91,9 @@ pub struct TpccSpec {
     pub rollback: Option<bool>,
     /// Seeds the initial database and NURand's constants.
     pub seed: u64,
+    /// The store runs the coordination-free transactions (`tpcc-cf-*`, [`tpcc::coordfree`]): set from the
+    /// protocol (`Protocol::COORDINATION_FREE_TPCC`), not the command line.
+    pub coordination_free: bool,
 }
 
 /// Everything the loader, the generator and the audit need: the spec resolved against a topology.
@@ -107,6 +111,9 @@ pub struct Shape {
     pub rollback: bool,
     pub remote_line: f64,
     pub remote_payment: f64,
+    /// The `tpcc-cf-*` transactions and their key layout (orders under temporary ids, mapped from their
+    /// sequential ids).
+    pub coordination_free: bool,
 }
 
 impl TpccSpec {
@@ -133,6 +140,7 @@ impl TpccSpec {
             rollback: self.rollback.unwrap_or(self.setup == Setup::Standard),
             remote_line: if multi { 0.01 } else { 0.0 },
             remote_payment: if multi { 0.15 } else { 0.0 },
+            coordination_free: self.coordination_free,
         }
     }
 
@@ -254,6 +262,10 @@ pub fn initial_database(shape: &Shape, seed: u64) -> Vec<Vec<(Key, Value)>> {
                 all_local: true,
             };
             put(h.order_key(o), order.value(&tag()));
+            if shape.coordination_free {
+                // The initial orders' temporary ids are their numbers (the key layout stays the classic one).
+                put(coordfree::map_key(&h, o), tpcc::encode(&o.to_string(), &tag()));
+            }
             if !delivered {
                 put(h.new_order_key(o), tpcc::encode(tpcc::NEW_ORDER, &tag()));
             }
@@ -338,6 +350,21 @@ impl TpccGenerator {
         if other >= w { other + 1 } else { other }
     }
 
+    /// The procedure that runs transaction `classic` (`tpcc-…`) on this store: `tpcc-cf-…` when it is
+    /// coordination-free.
+    fn name(&self, classic: &'static str) -> &'static str {
+        if !self.shape.coordination_free {
+            return classic;
+        }
+        match classic {
+            "tpcc-new-order" => "tpcc-cf-new-order",
+            "tpcc-payment" => "tpcc-cf-payment",
+            "tpcc-order-status" => "tpcc-cf-order-status",
+            "tpcc-delivery" => "tpcc-cf-delivery",
+            _ => "tpcc-cf-stock-level",
+        }
+    }
+
     /// The next transaction(s) of client `client`; `date` stands for the current date.
     pub fn next_jobs(&self, rng: &mut SmallRng, client: usize, date: u64) -> Vec<Job> {
         let home = self.home(client);
@@ -380,7 +407,7 @@ impl TpccGenerator {
                     let supply = if rng.random::<f64>() < s.remote_line { self.other_warehouse(rng, h.w) } else { h.w };
                     args.extend([d(item), d(supply), d(rng.random_range(1..=10))]);
                 }
-                vec![call("tpcc-new-order", args, true)]
+                vec![call(self.name("tpcc-new-order"), args, true)]
             }
             1 => {
                 let h = self.district(rng, home);
@@ -392,13 +419,13 @@ impl TpccGenerator {
                 let mut args = header(h);
                 args.extend([d(cw), d(cd), Value::from(self.customer(rng).to_string())]);
                 args.push(Value::from(rng.random_range(100..=500_000u32).to_string()));
-                vec![call("tpcc-payment", args, true)]
+                vec![call(self.name("tpcc-payment"), args, true)]
             }
             2 => {
                 let h = self.district(rng, home);
                 let mut args = header(h);
                 args.push(Value::from(self.customer(rng).to_string()));
-                vec![call("tpcc-order-status", args, false)]
+                vec![call(self.name("tpcc-order-status"), args, false)]
             }
             3 => {
                 let carrier = rng.random_range(1..=10);
@@ -411,14 +438,14 @@ impl TpccGenerator {
                     .map(|h| {
                         let mut args = header(h);
                         args.extend([d(carrier), Value::from(date.to_string())]);
-                        call("tpcc-delivery", args, true)
+                        call(self.name("tpcc-delivery"), args, true)
                     })
                     .collect()
             }
             _ => {
                 let mut args = header(home);
                 args.push(d(rng.random_range(10..=20)));
-                vec![call("tpcc-stock-level", args, false)]
+                vec![call(self.name("tpcc-stock-level"), args, false)]
             }
         }
     }
@@ -474,11 +501,81 @@ pub fn audit_second_keys(shape: &Shape, first: &BTreeMap<Key, Option<Value>>) ->
             keys.extend([h.customer_key(c), h.history_key(c)]);
         }
         for o in 1..next.saturating_add(AUDIT_SLACK) {
+            if shape.coordination_free {
+                // Under its temporary id, if the id was taken.
+                let Some(Some(t)) = first.get(&coordfree::map_key(&h, o)) else { continue };
+                let t = tpcc::fields(t);
+                keys.extend([coordfree::order_key(&h, t), coordfree::new_order_key(&h, t)]);
+                keys.extend((1..=tpcc::MAX_LINES as u32).map(|n| coordfree::order_line_key(&h, t, n)));
+                continue;
+            }
             keys.extend([h.order_key(o), h.new_order_key(o)]);
             keys.extend((1..=tpcc::MAX_LINES as u32).map(|n| h.order_line_key(o, n)));
         }
     }
     keys
+}
+
+/// The keys the audit reads next, given what it has read (`state`); none once it has all it needs: the
+/// first keys, then (coordination-free) the mapping of every sequential id up to `D_NEXT_O_ID − 1 +`
+/// [`AUDIT_SLACK`], then the second keys (the orders under their temporary ids).
+pub fn audit_next_keys(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Vec<Key> {
+    let unread = |keys: Vec<Key>| -> Vec<Key> { keys.into_iter().filter(|k| !state.contains_key(k)).collect() };
+    let first = unread(audit_first_keys(shape));
+    if !first.is_empty() {
+        return first;
+    }
+    if !shape.coordination_free {
+        return unread(audit_second_keys(shape, state));
+    }
+    let mut maps = Vec::new();
+    for h in shape.all_districts() {
+        maps.extend(
+            (1..audit_next_o_id(shape, state, &h).saturating_add(AUDIT_SLACK)).map(|o| coordfree::map_key(&h, o)),
+        );
+    }
+    let maps = unread(maps);
+    if !maps.is_empty() {
+        return maps;
+    }
+    unread(audit_second_keys(shape, state))
+}
+
+/// The audit's reading of `D_NEXT_O_ID`, bounded.
+fn audit_next_o_id(shape: &Shape, first: &BTreeMap<Key, Option<Value>>, h: &District) -> u32 {
+    first
+        .get(&h.district_key())
+        .and_then(|v| DistrictRow::read(v.as_ref()).ok())
+        .map_or(shape.orders + 1, |d| d.next_o_id.max(1).min(shape.orders.saturating_mul(1000) + 1))
+}
+
+/// A coordination-free store's state in the classic layout: each mapped order's rows under its sequential
+/// id (unmapped orders, whose id was never taken, are not orders yet).
+fn classic_layout(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> BTreeMap<Key, Option<Value>> {
+    if !shape.coordination_free {
+        return state.clone();
+    }
+    let mut out = state.clone();
+    for h in shape.all_districts() {
+        for o in 1..audit_next_o_id(shape, state, &h).saturating_add(AUDIT_SLACK) {
+            let Some(Some(t)) = state.get(&coordfree::map_key(&h, o)) else { continue };
+            let t = tpcc::fields(t);
+            if t == o.to_string() {
+                continue;
+            }
+            let mut rename = |from: Key, to: Key| {
+                if let Some(v) = state.get(&from) {
+                    out.insert(to, v.clone());
+                }
+            };
+            rename(coordfree::order_key(&h, t), h.order_key(o));
+            rename(coordfree::new_order_key(&h, t), h.new_order_key(o));
+            for n in 1..=tpcc::MAX_LINES as u32 {
+                rename(coordfree::order_line_key(&h, t, n), h.order_line_key(o, n));
+            }
+        }
+    }
+    out
 }
 
 /// One consistency condition's verdict.
@@ -571,6 +668,8 @@ pub const CONDITIONS: [&str; 12] = [
 /// Delivery; it is checked in the form that holds after Deliveries too: the difference is the initial one
 /// plus the district's deliveries, counted by how far its delivery pointer advanced.
 pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
+    let classic = classic_layout(shape, state);
+    let state = &classic;
     let mut t = Tally {
         conditions: CONDITIONS
             .iter()

@@ -12,3 +12,4 @@ mod snow_rococo;
 mod strong_faults;
 mod swarm_faults;
 mod tpcc;
+mod tpcc_coordfree;

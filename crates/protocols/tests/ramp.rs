@@ -323,12 +323,38 @@ fn servers_refuse_forged_prepares_commits_and_reads() {
         writes: vec![(key.clone(), Value::from("v"))],
         meta: ws,
     };
+    let deferred = |counter: &Key, map: &Key, add: &str| snowline_core::procedure::DeferredId {
+        counter: counter.clone(),
+        field: 0,
+        counter_value: Value::from(add),
+        // Pinned with partition 0's keys (`{0}…`); `map` only says which partition the counter test is for.
+        map_prefix: if **map == *x { "{0}m/".to_string() } else { "{1}m/".to_string() },
+        map_value: Value::from("t;tag"),
+    };
     let forged = [
         (prepare(theirs, &x, vec![x.clone()]), InvalidKind::Sender),
         (prepare(mine, &y, vec![y.clone()]), InvalidKind::OutOfRange),
         (prepare(mine, &x, vec![y.clone()]), InvalidKind::Malformed),
         (prepare(Ts { time: u64::MAX - 1, client: c }, &x, vec![x.clone()]), InvalidKind::Timestamp),
-        (RampMsg::Commit { op: OpId(1), ts: theirs }, InvalidKind::Sender),
+        (RampMsg::Commit { op: OpId(1), ts: theirs, deferred: None }, InvalidKind::Sender),
+        (
+            RampMsg::Prepare {
+                op: OpId(1),
+                ts: mine,
+                writes: vec![(x.clone(), Value::from("merge:+x;t"))],
+                meta: vec![x.clone()],
+            },
+            InvalidKind::Malformed,
+        ),
+        (
+            RampMsg::Commit { op: OpId(1), ts: mine, deferred: Some(deferred(&y, &x, "merge:+1")) },
+            InvalidKind::OutOfRange,
+        ),
+        (
+            RampMsg::Commit { op: OpId(1), ts: mine, deferred: Some(deferred(&x, &x, "merge:+2")) },
+            InvalidKind::Malformed,
+        ),
+        (RampMsg::RunLocal { op: OpId(1), ts: mine, procedure: "no-such".into(), args: vec![] }, InvalidKind::Limit),
         (
             RampMsg::Get { op: OpId(1), round: 1, gets: vec![Get { key: y.clone(), among: None }] },
             InvalidKind::OutOfRange,

@@ -1,6 +1,7 @@
 //! A RAMP client session: write transactions (prepare everywhere, then commit everywhere) and read-only
 //! transactions (a first round of latest committed versions, and the second round the metadata asks for).
 
+use super::calls::CallOp;
 use super::{FirstRead, Found, Get, Metadata, Ramp, RampMsg, RampTimer, Ts, wire_bytes};
 use snowline_core::{
     Addr, ClientId, ClientNode, Ctx, DcId, Key, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig,
@@ -51,18 +52,20 @@ enum ClientOp<Meta> {
 /// A RAMP client session.
 pub struct RampClient<M: Metadata> {
     id: ClientId,
-    dc: DcId,
-    topology: Topology,
-    config: ProtocolConfig,
+    pub(super) dc: DcId,
+    pub(super) topology: Topology,
+    pub(super) config: ProtocolConfig,
     /// The time part of the last timestamp this session gave a transaction, or of the newest version it
     /// read if that is later.
-    last_time: u64,
+    pub(super) last_time: u64,
     ops: BTreeMap<OpId, ClientOp<M::Meta>>,
+    /// Stored procedures in flight ([`super::calls`]).
+    pub(super) calls: BTreeMap<OpId, CallOp<M::Meta>>,
 }
 
 impl<M: Metadata> RampClient<M> {
     pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
-        Self { id, dc, topology, config, last_time: 0, ops: BTreeMap::new() }
+        Self { id, dc, topology, config, last_time: 0, ops: BTreeMap::new(), calls: BTreeMap::new() }
     }
 
     pub fn id(&self) -> ClientId {
@@ -71,12 +74,12 @@ impl<M: Metadata> RampClient<M> {
 
     /// A timestamp above every earlier one of this session and every version it read: the clock, or one
     /// more than the last time.
-    fn next_ts(&mut self, now_ns: u64) -> Ts {
+    pub(super) fn next_ts(&mut self, now_ns: u64) -> Ts {
         self.last_time = now_ns.max(self.last_time.saturating_add(1));
         Ts { time: self.last_time, client: self.id }
     }
 
-    fn server(&self, partition: PartitionId) -> ServerId {
+    pub(super) fn server(&self, partition: PartitionId) -> ServerId {
         ServerId::new(self.dc, partition)
     }
 
@@ -89,6 +92,7 @@ impl<M: Metadata> RampClient<M> {
             Request::Rot { keys } => self.read(cx, op, keys),
             Request::Put { key, value } => self.write(cx, op, vec![(key, value)]),
             Request::Update { writes } => self.write(cx, op, writes),
+            Request::Call { procedure, args } => self.call(cx, op, procedure, args),
             Request::RotRounds { .. } => {
                 let reason = format!("{}'s read-only transactions are one-shot: name every key in one ROT", M::NAME);
                 cx.complete(op, Err(OpError::Rejected(reason)));
@@ -140,7 +144,7 @@ impl<M: Metadata> RampClient<M> {
             w.metadata_bytes += wire_bytes(&ts) * w.partitions.len() as u64;
             let servers: Vec<ServerId> = w.partitions.iter().map(|p| ServerId::new(dc, *p)).collect();
             for s in servers {
-                cx.send(s, RampMsg::Commit { op, ts });
+                cx.send(s, RampMsg::Commit { op, ts, deferred: None });
             }
             return;
         }
@@ -291,7 +295,7 @@ impl<M: Metadata> RampClient<M> {
             .map(|(key, f)| match f {
                 Some(f) => ReadResult {
                     key,
-                    value: Some(f.value),
+                    value: Some(f.merged.unwrap_or(f.value)),
                     version: Version { time: f.ts.time, dc },
                     versions_skipped: 0,
                 },
@@ -312,11 +316,18 @@ impl<M: Metadata> RampClient<M> {
         if server.dc != self.dc || server.partition >= self.topology.partitions {
             return;
         }
+        let p = server.partition;
         match msg {
-            RampMsg::Prepared { op, ts } => self.acked(cx, op, server.partition, ts, false),
-            RampMsg::Committed { op, ts } => self.acked(cx, op, server.partition, ts, true),
-            RampMsg::Got { op, round, found } => self.got(cx, op, server.partition, round, found),
-            RampMsg::Prepare { .. } | RampMsg::Commit { .. } | RampMsg::Get { .. } => {}
+            RampMsg::Prepared { op, ts } if self.calls.contains_key(&op) => self.call_acked(cx, op, p, ts, false, None),
+            RampMsg::Committed { op, ts, id } if self.calls.contains_key(&op) => {
+                self.call_acked(cx, op, p, ts, true, id)
+            }
+            RampMsg::Got { op, round, found } if self.calls.contains_key(&op) => self.call_got(cx, op, p, round, found),
+            RampMsg::RanLocal { op, ts, outcome } => self.call_ran(cx, op, ts, outcome),
+            RampMsg::Prepared { op, ts } => self.acked(cx, op, p, ts, false),
+            RampMsg::Committed { op, ts, .. } => self.acked(cx, op, p, ts, true),
+            RampMsg::Got { op, round, found } => self.got(cx, op, p, round, found),
+            RampMsg::Prepare { .. } | RampMsg::Commit { .. } | RampMsg::Get { .. } | RampMsg::RunLocal { .. } => {}
         }
     }
 }

@@ -80,9 +80,11 @@
 //!   after its first round, so reads racing a write transaction can be fractured.
 
 pub mod bloom;
+mod calls;
 pub mod client;
 pub mod metadata;
 pub mod server;
+mod versions;
 
 pub use client::RampClient;
 pub use metadata::{BloomFilters, FirstRead, Metadata, NoIsolation, TimestampsOnly, WriteSets};
@@ -90,8 +92,10 @@ pub use server::RampServer;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use snowline_core::procedure::DeferredId;
 use snowline_core::{
-    ClientId, DcId, Key, LinkAssumptions, Message, Offers, OpId, Protocol, ProtocolConfig, ServerId, Topology, Value,
+    ClientId, DcId, Key, LinkAssumptions, Message, Offers, OpError, OpId, Protocol, ProtocolConfig, ServerId, Topology,
+    Value,
 };
 use std::marker::PhantomData;
 
@@ -131,8 +135,27 @@ pub struct Get {
 #[serde(bound = "M: Serialize + DeserializeOwned")]
 pub struct Found<M> {
     pub ts: Ts,
+    /// The version as written (a merge's operations: what identifies it in a history).
     pub value: Value,
     pub meta: M,
+    /// A merge's row as a reader sees it ([`versions`](self::versions): the fold up to this version);
+    /// `None` for a put.
+    pub merged: Option<Value>,
+}
+
+impl<M> Found<M> {
+    /// What the application reads: the materialized row of a merge, the value of a put.
+    pub fn visible(&self) -> &Value {
+        self.merged.as_ref().unwrap_or(&self.value)
+    }
+}
+
+/// What a single-partition call did ([`RampMsg::RunLocal`]): its reads (the versions as written) and
+/// writes, in program order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalEffects {
+    pub reads: Vec<(Key, Option<Value>)>,
+    pub writes: Vec<(Key, Value)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,10 +165,18 @@ pub enum RampMsg<M> {
     Prepare { op: OpId, ts: Ts, writes: Vec<(Key, Value)>, meta: M },
     /// Server → client: stored.
     Prepared { op: OpId, ts: Ts },
-    /// Client → server: raise `lastCommit` of every key `ts` wrote here to at least `ts`.
-    Commit { op: OpId, ts: Ts },
-    /// Server → client: done.
-    Committed { op: OpId, ts: Ts },
+    /// Client → server: raise `lastCommit` of every key `ts` wrote here to at least `ts`; with `deferred`,
+    /// also take the next sequential id there and write it with the transaction (the coordination-avoidance
+    /// paper's §6: the one atomic increment at the counter's owner).
+    Commit { op: OpId, ts: Ts, deferred: Option<DeferredId> },
+    /// Server → client: done; `id`: the sequential id taken.
+    Committed { op: OpId, ts: Ts, id: Option<u64> },
+    /// Client → server: run stored procedure `procedure(args)`, every key of which lives on this partition,
+    /// in one step against the latest committed versions, and commit its writes at once at a timestamp above
+    /// every version of the keys it touched (a serial, single-partition transaction).
+    RunLocal { op: OpId, ts: Ts, procedure: String, args: Vec<Value> },
+    /// Server → client: the call's outcome and the timestamp its writes took.
+    RanLocal { op: OpId, ts: Ts, outcome: Result<LocalEffects, OpError> },
     /// Client → server: read these keys (all of this server's partition); `round` is echoed back.
     Get { op: OpId, round: u32, gets: Vec<Get> },
     /// Server → client: one answer per asked key, in order (`None`: no such version, or the initial state).
@@ -161,6 +192,8 @@ impl<M: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + 'static>
             RampMsg::Committed { .. } => "committed",
             RampMsg::Get { .. } => "get",
             RampMsg::Got { .. } => "got",
+            RampMsg::RunLocal { .. } => "run-local",
+            RampMsg::RanLocal { .. } => "ran-local",
         }
     }
 
@@ -168,7 +201,7 @@ impl<M: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + 'static>
     /// leave a transaction visible at some partitions and not yet at others, which readers repair anyway,
     /// but its client would be told it had no effect.
     fn is_client_write(&self) -> bool {
-        matches!(self, RampMsg::Prepare { .. })
+        matches!(self, RampMsg::Prepare { .. } | RampMsg::RunLocal { .. })
     }
 }
 
@@ -191,8 +224,9 @@ impl<M: Metadata> Protocol for Ramp<M> {
         blind_writes: true,
         write_transactions: true,
         interactive: false,
-        stored_procedures: false,
+        stored_procedures: true,
     };
+    const COORDINATION_FREE_TPCC: bool = true;
 
     fn links() -> LinkAssumptions {
         LinkAssumptions { fifo: false }

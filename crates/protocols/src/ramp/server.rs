@@ -1,40 +1,19 @@
 //! A RAMP partition server: versions per key, `lastCommit`, prepares, commits, reads of either round, and
 //! the collection of overwritten versions.
 
-use super::{Found, Get, Metadata, Ramp, RampMsg, RampTimer, Ts};
+use super::versions::KeyState;
+use super::{Found, Get, LocalEffects, Metadata, Ramp, RampMsg, RampTimer, Ts};
 use crate::components::{Pacer, UnloggedWrites};
 use serde::{Deserialize, Serialize};
+use snowline_core::procedure::{self, DeferredId};
 use snowline_core::{
-    Addr, Check, ClientId, Ctx, InvalidInput, InvalidKind, Key, Message, OpId, ProtocolConfig, ServerId, ServerNode,
-    Topology, Value,
+    Addr, Check, ClientId, Ctx, InvalidInput, InvalidKind, Key, Message, OpError, OpId, ProtocolConfig, ServerId,
+    ServerNode, Topology, Value, merge,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
 type Cx<'a, M> = Ctx<'a, Ramp<M>>;
-
-/// One stored version.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(bound = "")]
-struct Stored<M: Metadata> {
-    value: Value,
-    meta: M::Meta,
-}
-
-/// One key's versions and `lastCommit`.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(bound = "")]
-struct KeyState<M: Metadata> {
-    versions: BTreeMap<Ts, Stored<M>>,
-    /// The highest committed timestamp (`None`: nothing committed yet: reads return the initial state).
-    last_commit: Option<Ts>,
-}
-
-impl<M: Metadata> Default for KeyState<M> {
-    fn default() -> Self {
-        Self { versions: BTreeMap::new(), last_commit: None }
-    }
-}
 
 /// A RAMP server of one partition.
 #[derive(Serialize, Deserialize)]
@@ -107,11 +86,33 @@ impl<M: Metadata> RampServer<M> {
                 check
                     .ensure(distinct.len() == writes.len(), InvalidKind::Malformed, || "a key written twice".into())?;
                 writes.iter().try_for_each(|(k, _)| check.key_on(k, partition))?;
+                for (k, v) in writes.iter().filter(|(_, v)| merge::is_merge(v)) {
+                    merge::ops(v).map_err(|e| check.fail(InvalidKind::Malformed, format!("key {k:?}: {e}")))?;
+                }
                 M::check(meta, writes, &check)?;
             }
-            RampMsg::Commit { ts, .. } => {
+            RampMsg::Commit { ts, deferred, .. } => {
                 let client = check.client()?;
                 own_ts(client, ts)?;
+                if let Some(d) = deferred {
+                    let map_key = d.map_key(0);
+                    check.request_writes([(&d.counter, &d.counter_value), (&map_key, &d.map_value)], [])?;
+                    check.key_on(&d.counter, partition)?;
+                    check.key_on(&map_key, partition)?;
+                    check.ensure(d.field < 64, InvalidKind::Malformed, || format!("counter field {}", d.field))?;
+                    let ops = merge::ops(&d.counter_value).map_err(|e| check.fail(InvalidKind::Malformed, e))?;
+                    check.ensure(ops.get(d.field) == Some(&merge::FieldOp::Add(1)), InvalidKind::Malformed, || {
+                        "a deferred id's counter write must add 1 to its field".into()
+                    })?;
+                    check.ensure(!merge::is_merge(&d.map_value), InvalidKind::Malformed, || {
+                        "a deferred id's mapping is a put, not a merge".into()
+                    })?;
+                }
+            }
+            RampMsg::RunLocal { ts, procedure, args, .. } => {
+                let client = check.client()?;
+                own_ts(client, ts)?;
+                check.request(&snowline_core::Request::Call { procedure: procedure.clone(), args: args.clone() })?;
             }
             RampMsg::Get { gets, .. } => {
                 check.client()?;
@@ -131,7 +132,7 @@ impl<M: Metadata> RampServer<M> {
                     }
                 }
             }
-            RampMsg::Prepared { .. } | RampMsg::Committed { .. } | RampMsg::Got { .. } => {
+            RampMsg::Prepared { .. } | RampMsg::Committed { .. } | RampMsg::Got { .. } | RampMsg::RanLocal { .. } => {
                 return Err(check.fail(InvalidKind::Sender, "only a client is sent this"));
             }
         }
@@ -144,7 +145,8 @@ impl<M: Metadata> RampServer<M> {
         let Addr::Client(client) = from else { unreachable!("validate admits client messages only") };
         match msg {
             RampMsg::Prepare { op, ts, writes, meta } => self.prepare(cx, client, op, ts, writes, meta),
-            RampMsg::Commit { op, ts } => self.commit(cx, client, op, ts),
+            RampMsg::Commit { op, ts, deferred } => self.commit(cx, client, op, ts, deferred),
+            RampMsg::RunLocal { op, ts, procedure, args } => self.run_local(cx, client, op, ts, procedure, args),
             RampMsg::Get { op, round, gets } => self.get(cx, client, op, round, gets),
             other => unreachable!("validate admits no {} from a client", other.kind()),
         }
@@ -168,10 +170,9 @@ impl<M: Metadata> RampServer<M> {
         let mut stored = Vec::new();
         for (key, value) in writes {
             let state = self.keys.entry(key.clone()).or_default();
-            if state.versions.contains_key(&ts) {
+            if !state.store(ts, value, meta.clone(), false) {
                 continue;
             }
-            state.versions.insert(ts, Stored { value, meta: meta.clone() });
             // Below lastCommit on arrival: overwritten already (a later round two may still ask for it).
             if state.last_commit.is_some_and(|lc| ts < lc) {
                 self.overwritten.insert((due, key.clone(), ts));
@@ -184,35 +185,137 @@ impl<M: Metadata> RampServer<M> {
         }
         if M::ONE_ROUND_WRITES {
             // No concurrency control: visible at once (the commit answers the client).
-            return self.commit(cx, client, op, ts);
+            return self.commit(cx, client, op, ts, None);
         }
         self.wake(cx);
         cx.send(client, RampMsg::Prepared { op, ts });
     }
 
-    /// Raise `lastCommit` of every key `ts` prepared here (a commit of nothing prepared is a duplicate).
-    fn commit(&mut self, cx: &mut Cx<'_, M>, client: ClientId, op: OpId, ts: Ts) {
+    /// Raise `lastCommit` of every key `ts` prepared here (a commit of nothing prepared is a duplicate), and
+    /// take the deferred id if the transaction asks for one.
+    fn commit(&mut self, cx: &mut Cx<'_, M>, client: ClientId, op: OpId, ts: Ts, deferred: Option<DeferredId>) {
         let keys = self.prepared.remove(&ts).unwrap_or_default();
         cx.charge(keys.len() as u64 + 1);
-        let due = cx.now_ns().saturating_add(self.gc_delay_ns());
+        // The deferred id's versions carry the transaction's metadata (any of its versions here has it).
+        let meta = keys.iter().find_map(|k| self.keys.get(k)?.versions.get(&ts).map(|v| v.meta.clone()));
         for key in keys {
-            let Some(state) = self.keys.get_mut(&key) else { continue };
-            let old = state.last_commit;
-            if old.is_some_and(|lc| lc >= ts) {
-                continue;
+            self.commit_key(cx, &key, ts);
+        }
+        let id = match (deferred, meta) {
+            (Some(d), Some(meta)) => self.take_id(cx, ts, d, meta),
+            _ => None,
+        };
+        self.wake(cx);
+        cx.send(client, RampMsg::Committed { op, ts, id });
+    }
+
+    /// Make `key`'s version `ts` committed, and raise `lastCommit` to it.
+    fn commit_key(&mut self, cx: &mut Cx<'_, M>, key: &Key, ts: Ts) {
+        let due = cx.now_ns().saturating_add(self.gc_delay_ns());
+        let Some(state) = self.keys.get_mut(key) else { return };
+        state.mark_committed(ts);
+        self.unlogged_writes.note(cx, key);
+        let old = state.last_commit;
+        if old.is_some_and(|lc| lc >= ts) {
+            return;
+        }
+        state.last_commit = Some(ts);
+        // Every version from the old lastCommit up to this one is overwritten from now on (older ones were
+        // already).
+        for (v, _) in state.versions.range(..ts) {
+            if old.is_none_or(|lc| *v >= lc) {
+                self.overwritten.insert((due, key.clone(), *v));
             }
-            state.last_commit = Some(ts);
-            // Every version from the old lastCommit up to this one is overwritten from now on (older ones were
-            // already).
-            for (v, _) in state.versions.range(..ts) {
-                if old.is_none_or(|lc| *v >= lc) {
-                    self.overwritten.insert((due, key.clone(), *v));
+        }
+    }
+
+    /// The one atomic increment of a deferred id: read the counter's field (materialized), write the counter's
+    /// merge and the mapping at `ts`, committed. `None` if the counter is not a number or `ts` took one
+    /// already (a duplicate commit).
+    fn take_id(&mut self, cx: &mut Cx<'_, M>, ts: Ts, d: DeferredId, meta: M::Meta) -> Option<u64> {
+        let state = self.keys.entry(d.counter.clone()).or_default();
+        if state.versions.contains_key(&ts) {
+            return None;
+        }
+        let current = state.latest();
+        let fields = current.as_deref().map(|v| merge::split_tag(v).0).unwrap_or("");
+        let n: u64 = fields.split(',').nth(d.field).unwrap_or("0").parse().ok()?;
+        let map_key = d.map_key(n);
+        if self.keys.get(&map_key).is_some_and(|s| s.versions.contains_key(&ts)) {
+            return None;
+        }
+        for (key, value) in [(d.counter.clone(), d.counter_value), (map_key, d.map_value)] {
+            self.keys.entry(key.clone()).or_default().store(ts, value, meta.clone(), false);
+            self.commit_key(cx, &key, ts);
+        }
+        Some(n)
+    }
+
+    /// A single-partition call, run serially against the latest committed versions and committed at once.
+    fn run_local(&mut self, cx: &mut Cx<'_, M>, client: ClientId, op: OpId, ts: Ts, name: String, args: Vec<Value>) {
+        let partition = self.id.partition;
+        let mut call = match procedure::Call::start(&name, args) {
+            Ok(c) => c,
+            Err(e) => return cx.send(client, RampMsg::RanLocal { op, ts, outcome: Err(OpError::Rejected(e)) }),
+        };
+        let mut elsewhere: Option<Key> = None;
+        let mut identities: BTreeMap<Key, Option<Value>> = BTreeMap::new();
+        let result = procedure::run_all(&mut call, |k| {
+            if self.topology.partition_of(k) != partition {
+                elsewhere.get_or_insert_with(|| k.clone());
+                return None;
+            }
+            let state = self.keys.get(k)?;
+            let lc = state.last_commit?;
+            identities.insert(k.clone(), state.versions.get(&lc).map(|v| v.value.clone()));
+            state.latest()
+        });
+        cx.charge(identities.len() as u64 + 1);
+        let outcome = match (elsewhere, result) {
+            (Some(k), _) => Err(OpError::Rejected(format!(
+                "{name} is not single-partition: it reads key {k:?}, which does not live on partition {partition}"
+            ))),
+            (None, Err(e)) => Err(OpError::aborted(e.cause(), e.to_string())),
+            (None, Ok((reads, writes))) => {
+                match writes.iter().find(|(k, _)| self.topology.partition_of(k) != partition) {
+                    Some((k, _)) => Err(OpError::Rejected(format!(
+                        "{name} is not single-partition: it writes key {k:?}, which does not live on partition \
+                         {partition}"
+                    ))),
+                    None => Ok(LocalEffects {
+                        reads: reads
+                            .into_iter()
+                            .map(|(k, _)| (k.clone(), identities.get(&k).cloned().flatten()))
+                            .collect(),
+                        writes,
+                    }),
                 }
             }
-            self.unlogged_writes.note(cx, &key);
+        };
+        let Ok(effects) = outcome else {
+            return cx.send(client, RampMsg::RanLocal { op, ts, outcome });
+        };
+        // Above every version of every key touched, so its puts win and its merges fold last.
+        let touched = effects.reads.iter().map(|(k, _)| k).chain(effects.writes.iter().map(|(k, _)| k));
+        let top = touched.filter_map(|k| self.keys.get(k)?.versions.keys().next_back().map(|t| t.time)).max();
+        let at = Ts { time: ts.time.max(top.map_or(0, |t| t.saturating_add(1))), client: ts.client };
+        let mut last: BTreeMap<Key, Value> = BTreeMap::new();
+        for (k, v) in &effects.writes {
+            last.insert(k.clone(), v.clone());
+        }
+        let keys: Vec<Key> = last.keys().cloned().collect();
+        let meta = M::describe(&keys, &self.config);
+        for (key, value) in last {
+            self.keys.entry(key.clone()).or_default().store(at, value, meta.clone(), false);
+            self.commit_key(cx, &key, at);
+        }
+        for (k, v) in &effects.reads {
+            if v.is_some() {
+                self.unlogged_writes.wait_for(cx, k);
+            }
         }
         self.wake(cx);
-        cx.send(client, RampMsg::Committed { op, ts });
+        cx.send(client, RampMsg::RanLocal { op, ts: at, outcome: Ok(effects) });
     }
 
     /// Answer a round of reads: the version at `lastCommit`, or the highest among a set of timestamps.
@@ -226,7 +329,9 @@ impl<M: Metadata> RampServer<M> {
                     None => s.last_commit?,
                     Some(set) => *set.iter().filter(|ts| s.versions.contains_key(ts)).max()?,
                 };
-                s.versions.get(&ts).map(|v| Found { ts, value: v.value.clone(), meta: v.meta.clone() })
+                let v = s.versions.get(&ts)?;
+                let merged = if merge::is_merge(&v.value) { Some(s.read(ts)?) } else { None };
+                Some(Found { ts, value: v.value.clone(), meta: v.meta.clone(), merged })
             });
             cx.charge(1 + g.among.as_ref().map_or(0, |s| s.len() as u64));
             if version.is_some() {
@@ -253,6 +358,7 @@ impl<M: Metadata> RampServer<M> {
         }
         let now = cx.now_ns();
         let mut dropped = 0u64;
+        let mut retry: Vec<(Key, Ts)> = Vec::new();
         while let Some((due, _, _)) = self.overwritten.first() {
             if *due > now {
                 break;
@@ -261,11 +367,18 @@ impl<M: Metadata> RampServer<M> {
             if let Some(state) = self.keys.get_mut(&key) {
                 // Only ever below lastCommit, which never decreases: never the visible version, never one that
                 // is newer than it.
-                if state.last_commit.is_some_and(|lc| ts < lc) && state.versions.remove(&ts).is_some() {
+                if state.drop_version(ts) {
                     dropped += 1;
+                } else if state.versions.get(&ts).is_some_and(|v| !v.committed)
+                    && state.last_commit.is_some_and(|lc| ts < lc)
+                {
+                    // An uncommitted merge: kept until it commits (then folded), looked at again later.
+                    retry.push((key, ts));
                 }
             }
         }
+        let later = now.saturating_add(self.gc_delay_ns());
+        self.overwritten.extend(retry.into_iter().map(|(k, ts)| (later, k, ts)));
         cx.charge(dropped / 16 + 1);
         let news = !self.overwritten.is_empty();
         let (delay, generation) = self.pacer.next(now, news);
