@@ -273,6 +273,7 @@ pub fn run_cached(
     while !wave.is_empty() {
         let mut values: Vec<Vec<Option<Value>>> = Vec::new();
         let mut need: Vec<Key> = Vec::new();
+        let mut needed: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
         for i in wave.clone() {
             let mut vs = Vec::new();
             for k in &call.pieces[i].reads {
@@ -280,7 +281,7 @@ pub fn run_cached(
                 match own.map(Some).or_else(|| read(k)) {
                     Some(v) => vs.push(v),
                     None => {
-                        if !need.contains(k) {
+                        if needed.insert(k.clone()) {
                             need.push(k.clone());
                         }
                         vs.push(None);

@@ -35,8 +35,8 @@ const KINDS: [&str; 5] =
 
 /// `seed`'s run: audited, every transaction committed at least once, the history `ra` (without loss: a
 /// call whose reply is lost is recorded without its writes, which the client never learned, so reads of
-/// them would look out of thin air). The verdict at `ser` is returned.
-fn run<P: Protocol>(seed: u64, clients: usize, loss: f64) -> bool {
+/// them would look out of thin air). With `ser`, the verdict at `ser` is returned (else `true`).
+fn run<P: Protocol>(seed: u64, clients: usize, loss: f64, ser: bool) -> bool {
     let topology = Topology::new(1, 2);
     let mut sim: Sim<P> = Sim::new(SimConfig::new(seed, topology, ProtocolConfig::default()));
     if loss > 0.0 {
@@ -52,28 +52,31 @@ fn run<P: Protocol>(seed: u64, clients: usize, loss: f64) -> bool {
         assert!(s.kind(kind).is_some_and(|k| k.ok > 0), "{} seed {seed}: no committed {kind}:\n{s}", P::NAME);
     }
     if loss > 0.0 {
-        return false;
+        return true;
     }
     let history = report.history.expect("recorded");
     let validated = snowline_checker::validate(&history).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     let verdict = snowline_checker::check_history(&validated, Level::Ra);
     assert!(verdict.ok, "{} seed {seed}: {verdict}", P::NAME);
-    snowline_checker::check_history(&validated, Level::Ser).ok
+    if !ser {
+        return true;
+    }
+    let verdict = snowline_checker::check_history(&validated, Level::Ser);
+    if !verdict.ok {
+        eprintln!("{} seed {seed} at ser (coordination-free is not serializable): {verdict}", P::NAME);
+    }
+    verdict.ok
 }
 
 #[test]
 fn ramp_runs_tpcc_coordination_free_consistent_and_read_atomic() {
-    let mut serializable = 0;
-    for seed in [1, 2] {
-        serializable += usize::from(run::<RampF>(seed, 40, 0.0));
-    }
-    assert!(serializable < 2, "two terminals per district contend: some run is not serializable");
-    run::<RampS>(3, 20, 0.0);
-    run::<RampH>(4, 20, 0.0);
+    assert!(!run::<RampF>(1, 40, 0.0, true), "two terminals per district contend: the run is not serializable");
+    run::<RampS>(3, 20, 0.0, false);
+    run::<RampH>(4, 20, 0.0, false);
 }
 
 /// Lost messages leave calls' outcomes unknown; the consistency conditions still hold.
 #[test]
 fn coordination_free_tpcc_keeps_consistent_under_message_loss() {
-    run::<RampF>(5, 20, 0.01);
+    run::<RampF>(5, 20, 0.01, false);
 }

@@ -6,7 +6,7 @@ use super::bloom::Bloom;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use snowline_core::{Check, InvalidInput, InvalidKind, Key, ProtocolConfig, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
 /// One key's first-round result, as [`Metadata::second_round`] sees it.
@@ -72,13 +72,19 @@ impl Metadata for WriteSets {
     /// Algorithm 1, `GET_ALL`: `v_latest[i]` is the highest timestamp among the returned versions whose
     /// write set contains `i`; ask for exactly that version where it is newer than the one returned.
     fn second_round(first: &[FirstRead<'_, Vec<Key>>]) -> Vec<Option<Vec<Ts>>> {
+        // One pass over the write sets (a read of hundreds of keys, each version naming tens, stays linear).
+        let read: BTreeSet<&Key> = first.iter().map(|r| r.key).collect();
+        let mut latest: BTreeMap<&Key, Ts> = BTreeMap::new();
+        for (ts, ws) in first.iter().filter_map(|r| r.found) {
+            for k in ws.iter().filter(|k| read.contains(k)) {
+                let e = latest.entry(k).or_insert(ts);
+                *e = (*e).max(ts);
+            }
+        }
         first
             .iter()
             .map(|r| {
-                let latest = first
-                    .iter()
-                    .filter_map(|o| o.found.filter(|(_, ws)| ws.contains(r.key)).map(|(ts, _)| ts))
-                    .max()?;
+                let latest = *latest.get(r.key)?;
                 (Some(latest) > r.ts()).then(|| vec![latest])
             })
             .collect()

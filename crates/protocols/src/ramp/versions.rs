@@ -53,11 +53,21 @@ pub(super) struct KeyState<M: Metadata> {
     pub merges: bool,
     #[serde(default)]
     pub base: Base,
+    /// The fold of every committed version up to a timestamp (the last `lastCommit` a reader folded at), so
+    /// a hot counter's reads fold only what committed since; dropped when a version commits below it.
+    #[serde(skip)]
+    cache: std::cell::RefCell<Option<(Ts, Option<String>)>>,
 }
 
 impl<M: Metadata> Default for KeyState<M> {
     fn default() -> Self {
-        Self { versions: BTreeMap::new(), last_commit: None, merges: false, base: Base::default() }
+        Self {
+            versions: BTreeMap::new(),
+            last_commit: None,
+            merges: false,
+            base: Base::default(),
+            cache: std::cell::RefCell::new(None),
+        }
     }
 }
 
@@ -76,6 +86,8 @@ impl<M: Metadata> KeyState<M> {
     pub fn mark_committed(&mut self, ts: Ts) {
         let Some(v) = self.versions.get_mut(&ts) else { return };
         v.committed = true;
+        let value = v.value.clone();
+        self.commit_below_cache(ts, &value);
         if self.base.ts.is_some_and(|b| ts <= b) {
             let v = self.versions.remove(&ts).expect("just seen");
             if merge::is_merge(&v.value) && self.base.put.is_none_or(|p| ts > p) {
@@ -86,6 +98,31 @@ impl<M: Metadata> KeyState<M> {
                 }
             }
         }
+    }
+
+    /// A version committing below the cache's timestamp: an increment (adds and keeps only) commutes with
+    /// everything folded after it unless a put there replaced the row, so it is added to the cache; anything
+    /// else (a put, a set, an append, whose order matters) invalidates it.
+    fn commit_below_cache(&mut self, ts: Ts, value: &str) {
+        let Some((c, fields)) = self.cache.get_mut().as_mut() else { return };
+        if *c <= ts {
+            return;
+        }
+        let increment = merge::ops(value)
+            .is_ok_and(|ops| ops.iter().all(|op| matches!(op, merge::FieldOp::Add(_) | merge::FieldOp::Keep)));
+        // A put after `ts` in the chain, stored or already folded into the base.
+        let replaced = || {
+            self.base.put.is_some_and(|p| p > ts)
+                || self.versions.range(ts..=*c).any(|(t, v)| *t != ts && v.committed && !merge::is_merge(&v.value))
+        };
+        if increment
+            && !replaced()
+            && let Ok(f) = merge::apply(fields.as_deref(), value)
+        {
+            *fields = Some(f);
+            return;
+        }
+        *self.cache.get_mut() = None;
     }
 
     /// The value a reader of version `ts` gets: the value itself for a put, the materialized row for a merge
@@ -110,11 +147,17 @@ impl<M: Metadata> KeyState<M> {
 
     /// The materialized fields at `ts` (committed versions below it, and the version at `ts` itself).
     pub fn fold_to(&self, ts: Ts) -> Result<Option<String>, String> {
-        let floor = self.base.ts;
+        // Start from the later of the base and the cache (both folds of every committed version up to their
+        // timestamps), if at or below `ts`.
+        let cache = self.cache.borrow().clone().filter(|(c, _)| *c <= ts);
+        let (floor, floor_fields) = match cache {
+            Some((c, f)) if self.base.ts.is_none_or(|b| c >= b) => (Some(c), f),
+            _ => (self.base.ts, self.base.fields.clone()),
+        };
         let below = self.versions.range(..=ts).rev().take_while(|(t, _)| floor.is_none_or(|b| **t > b));
         let mut chain: Vec<&str> = Vec::new();
         let mut start: Option<&str> = None;
-        let mut from_base = true;
+        let mut from_floor = true;
         for (t, v) in below {
             if *t != ts && !v.committed {
                 continue;
@@ -123,13 +166,16 @@ impl<M: Metadata> KeyState<M> {
                 chain.push(&v.value);
             } else {
                 start = Some(&v.value);
-                from_base = false;
+                from_floor = false;
                 break;
             }
         }
         chain.reverse();
-        let base = if from_base { self.base.fields.as_deref() } else { start };
-        merge::fold(base, chain)
+        let folded = if from_floor { merge::fold(floor_fields.as_deref(), chain)? } else { merge::fold(start, chain)? };
+        if self.last_commit == Some(ts) && self.versions.get(&ts).is_some_and(|v| v.committed) {
+            *self.cache.borrow_mut() = Some((ts, folded.clone()));
+        }
+        Ok(folded)
     }
 
     /// The materialized fields at `lastCommit` (what a single-partition call or a deferred id reads).
@@ -169,5 +215,76 @@ impl<M: Metadata> KeyState<M> {
         }
         self.versions.remove(&ts);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ramp::WriteSets;
+    use snowline_core::ClientId;
+
+    fn ts(time: u64) -> Ts {
+        Ts { time, client: ClientId(0) }
+    }
+
+    fn key_with(versions: &[(u64, &str, bool)]) -> KeyState<WriteSets> {
+        let mut k = KeyState::<WriteSets>::default();
+        for (t, v, committed) in versions {
+            k.store(ts(*t), Value::from(*v), Vec::new(), *committed);
+            if *committed {
+                k.last_commit = k.last_commit.max(Some(ts(*t)));
+            }
+        }
+        k
+    }
+
+    #[test]
+    fn a_merge_reads_as_the_fold_of_committed_versions_below_it() {
+        let k = key_with(&[
+            (1, "10,5;a", true),
+            (2, "merge:+1,=;b", true),
+            (3, "merge:+2,:x;c", false),
+            (4, "merge:+4,=;d", true),
+        ]);
+        assert_eq!(k.read(ts(1)).as_deref(), Some("10,5;a"));
+        assert_eq!(k.read(ts(2)).as_deref(), Some("11,5;b"));
+        // The uncommitted merge at 3 counts for a reader of 3 (round two asks for it), not for one of 4.
+        assert_eq!(k.read(ts(3)).as_deref(), Some("13,x;c"));
+        assert_eq!(k.read(ts(4)).as_deref(), Some("15,5;d"));
+        assert_eq!(k.latest().as_deref(), Some("15,5;d"));
+    }
+
+    #[test]
+    fn collection_keeps_the_fold_and_a_late_commit_below_the_base_still_counts() {
+        let mut k =
+            key_with(&[(1, "10;a", true), (2, "merge:+1;b", false), (3, "merge:+2;c", true), (5, "merge:+4;d", true)]);
+        assert!(!k.drop_version(ts(2)), "an uncommitted merge is kept");
+        assert!(k.drop_version(ts(3)));
+        assert!(k.drop_version(ts(1)));
+        assert_eq!(k.latest().as_deref(), Some("16;d"));
+        // The merge at 2 commits after the base passed it: folded into the base, not lost.
+        k.mark_committed(ts(2));
+        assert!(k.versions.get(&ts(2)).is_none());
+        assert_eq!(k.latest().as_deref(), Some("17;d"));
+        assert!(!k.drop_version(ts(5)), "never the version at lastCommit");
+    }
+
+    #[test]
+    fn a_put_replaces_the_row_and_older_merges_committing_late_do_not_resurrect() {
+        let mut k = key_with(&[(1, "10;a", true), (2, "merge:+1;b", false), (3, "7;c", true), (4, "merge:+1;d", true)]);
+        assert_eq!(k.latest().as_deref(), Some("8;d"));
+        assert!(k.drop_version(ts(3)));
+        k.mark_committed(ts(2));
+        assert_eq!(k.latest().as_deref(), Some("8;d"), "the put at 3 overwrote the merge at 2");
+    }
+
+    #[test]
+    fn keys_without_merges_collect_as_before() {
+        let mut k = key_with(&[(1, "a", true), (2, "b", false), (3, "c", true)]);
+        assert!(k.drop_version(ts(2)), "an overwritten prepared put may go");
+        assert!(k.drop_version(ts(1)));
+        assert_eq!(k.latest().as_deref(), Some("c"));
+        assert!(!k.merges && k.base.ts.is_none());
     }
 }
