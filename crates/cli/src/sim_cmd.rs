@@ -49,8 +49,8 @@ pub struct WorkloadArgs {
     /// reads, then an update of --update-keys of them, keys 80/20), ycsb-t (NMSI's transactional YCSB, --mix),
     /// kv (single-key GETs and PUTs, --write-ratio of PUTs: YCSB A by default; what raft-kv serves), tpcc (TPC-C as
     /// stored procedures, loaded before and audited after the run: --tpcc-setup, --tpcc-scale; docs/WORKLOADS.md),
-    /// hot-item (every transaction writes one hot key and a key of its own on partition 1: the 2PC bound's
-    /// check, `snowline bound 2pc --profile sim`).
+    /// hot-item (every transaction writes one hot key on partition 1 and a key of its own on partition 0: the
+    /// 2PC bound's check, `snowline bound 2pc --profile sim`).
     /// Default: mixed, or ycsb-t for a protocol without blind writes (nmsi).
     #[arg(long)]
     pub workload: Option<snowline_harness::Pattern>,

@@ -8,6 +8,12 @@
 //! - **coordinated 2PC** (C-2PC): two waves of N round trips from the coordinator, `max_i d_i + max_i d'_i`;
 //! - **decentralized 2PC** (D-2PC): one all-to-all wave, `max_{i,j} d_ij` over the N² pairs.
 //!
+//! Beside them, what a lock-based 2PC such as snowline's `2pl` must at least hold a hot item's lock for when
+//! the item is not at the coordinator: one round trip between the coordinator and the item's participant per
+//! commit (its vote and the decision; [`hot_lock_ms`]). The seed's two waves are not a bound for such a
+//! protocol (its prepares queue at the item, the other participants vote meanwhile, and the
+//! acknowledgements come after the release); this one is.
+//!
 //! A *delay* `d` is one round trip, as the seed's datasets measure them (its Virginia–Oregon commit of
 //! ≈ 83 ms is one Virginia–Oregon round trip). The bound is `1 / mean(latency)` over `trials` draws. The
 //! coordinator is participant 0; where delays depend on places (a latency matrix), participant `i` sits at
@@ -226,6 +232,25 @@ pub fn two_pc(delays: &Delays, participants: &[usize], trials: usize, seed: u64)
         .collect()
 }
 
+/// What 2PL's two-phase commit actually holds the hot item's lock for, in ms, for each number of
+/// participants: the hot item's participant (participant `N − 1`, as `Pattern::HotItem` places it: not the
+/// coordinator, participant 0) is granted the lock at its prepare, votes, and releases it when the decision
+/// comes back, so each commit on the item holds it for at least one round trip to the coordinator, `d_{0,N−1}`.
+/// The other participants' votes take no part: their prepares went out when the commit arrived, while its
+/// prepare waited in the hot lock's queue, and the acknowledgements come after the release. The seed's model
+/// charges two whole waves instead (`max d_i + max d'_i`), so this bound is the higher one: one over the mean,
+/// over `trials` draws seeded with `seed`.
+pub fn hot_lock_ms(delays: &Delays, participants: &[usize], trials: usize, seed: u64) -> Vec<f64> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    participants
+        .iter()
+        .map(|&n| {
+            let total: f64 = (0..trials).map(|_| delays.draw(0, n.max(1) - 1, &mut rng)).sum();
+            total / trials.max(1) as f64
+        })
+        .collect()
+}
+
 /// The smallest number of participants from which coordinated 2PC allows more throughput than
 /// decentralized 2PC (the tail of N² draws overtakes two waves of N).
 pub fn crossover(rows: &[BoundRow]) -> Option<usize> {
@@ -245,6 +270,8 @@ mod tests {
         // Two sites 20 ms apart (round trip): C-2PC two waves of 20, D-2PC one.
         assert_eq!((rows[1].coordinated_ms, rows[1].decentralized_ms), (40.0, 20.0));
         assert_eq!(rows[1].coordinated_per_s(), 25.0);
+        // 2PL's hot lock: one round trip between the coordinator and the hot item's participant (the last).
+        assert_eq!(hot_lock_ms(&d, &[2, 3], 10, 1), vec![20.0, 1.0]);
     }
 
     #[test]

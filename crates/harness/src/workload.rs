@@ -132,8 +132,9 @@ pub enum Pattern {
     /// (`crate::tpcc`; parameters in `tpcc`).
     Tpcc,
     /// The 2PC bound's check (`snowline bound 2pc --run`): every client loops one blind update transaction
-    /// writing the hot key (on partition 0) and one key of its own on each of `participants − 1` other
-    /// partitions (`keys_per_partition` must exceed the clients), so
+    /// writing the hot key (on partition `participants − 1`, never the coordinator's: `hot_item`) and one key
+    /// of its own on each of the `participants − 1` partitions below (`keys_per_partition` must exceed the
+    /// clients), so
     /// every transaction conflicts with every other on one item and commits among `participants`
     /// partitions. Needs `participants` ≤ the partitions.
     HotItem { participants: usize },
@@ -611,13 +612,16 @@ impl Generator {
         Request::Rot { keys: parts.into_iter().map(|part| by_partition[part][zipf.sample(rng)].clone()).collect() }
     }
 
-    /// The hot item's transaction: the hot key (the first key of partition 0), and on each of partitions
-    /// `1..participants` a key of the writer's own (never another's, so that the hot key is the only
-    /// conflict).
+    /// The hot item's transaction: the hot key (the first key of partition `participants − 1`, the highest
+    /// participant), and on each of partitions `0..participants − 1` a key of the writer's own (never
+    /// another's, so that the hot key is the only conflict). The hot key is on the highest participant so that
+    /// a coordinator at the lowest one (2PL's) is another partition: the hot lock is then held across the
+    /// vote and the decision, as the bound assumes, rather than granted and released locally.
     fn hot_item(&self, participants: usize, writer: u64, seq: u64) -> Request {
         let KeySpace::PerPartition { by_partition, .. } = &self.keys else { unreachable!("hot-item keys") };
-        let mut keys = vec![by_partition[0][0].clone()];
-        for own in by_partition.iter().skip(1).take(participants.saturating_sub(1)) {
+        let hot = participants.max(1) - 1;
+        let mut keys = vec![by_partition[hot][0].clone()];
+        for own in by_partition.iter().take(hot) {
             keys.push(own[writer as usize % own.len()].clone());
         }
         self.update(keys, writer, seq)

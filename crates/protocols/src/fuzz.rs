@@ -54,6 +54,8 @@ pub const PROTOCOLS: &[&str] = &[
     "ramp-s",
     "ramp-h",
     "nocc",
+    "lwnr",
+    "lwsr",
 ];
 
 /// What a script did.
@@ -99,6 +101,8 @@ pub fn server_inputs(protocol: &str, data: &[u8]) -> Outcome {
         "ramp-s" => run::<crate::RampS>(data),
         "ramp-h" => run::<crate::RampH>(data),
         "nocc" => run::<crate::NoCc>(data),
+        "lwnr" => run::<crate::Lwnr>(data),
+        "lwsr" => run::<crate::Lwsr>(data),
         other => panic!("no protocol {other:?}; fuzzable: {PROTOCOLS:?}"),
     }
 }

@@ -19,7 +19,7 @@ pub use strong::{
     tpc_kv, twopl,
 };
 
-pub use strong::{Occ, occ};
+pub use strong::{Lwnr, Lwsr, Occ, occ};
 
 #[doc(hidden)]
 pub use snowline_core as __core;
@@ -62,6 +62,8 @@ macro_rules! __registry {
             [$crate::RampS, aliases ["ramp-small"], claims "ra", orders_versions false, family "ramp"]
             [$crate::RampH, aliases ["ramp-hybrid"], claims "ra", orders_versions false, family "ramp"]
             [$crate::NoCc, aliases ["nwnr"], claims "rc", orders_versions false, family "ramp"]
+            [$crate::Lwnr, aliases [], claims "rc", orders_versions true, family "ramp"]
+            [$crate::Lwsr, aliases [], claims "rc", orders_versions true, family "ramp"]
         }
     };
 }
@@ -107,7 +109,7 @@ pub struct Registered {
     /// The family it belongs to, for grouping in tables and charts: `causal` (COPS, Contrarian, Tomsic et
     /// al.), `snow` (the SNOW paper's strictly serializable protocols and corners), `replicated` (key-value
     /// stores over Raft groups), `jessy` (the Jessy family's criteria) or `ramp` (RAMP's read atomic
-    /// variants).
+    /// variants and the RAMP paper's baselines: `nocc`, `lwnr`, `lwsr`).
     pub family: &'static str,
 }
 

@@ -10,6 +10,7 @@ mod contrarian_scenarios;
 mod cops_scenarios;
 mod hostile_inputs;
 mod jessy_scenarios;
+mod locking_baselines;
 mod multicast;
 mod occ_scenarios;
 mod raft_kv;

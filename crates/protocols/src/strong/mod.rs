@@ -1,4 +1,5 @@
-//! The strong family: read-write transactions that lock, certify, vote and abort (`twopl`, and `twopl::occ`:
+//! The strong family: read-write transactions that lock, certify, vote and abort (`twopl`; `twopl::read_locks`:
+//! the RAMP paper's `lwsr` and `lwnr`, 2PL with short or no read locks; and `twopl::occ`:
 //! optimistic concurrency control on the same two-phase commit; the Jessy family's `nmsi`, `rc` and `ser` in
 //! `jessy`, on `dependence`'s partitioned dependence vectors; Rococo and Rococo-SNOW in `rococo`), and linearizable replicated
 //! storage (`raft-kv`), storage ordered by atomic multicast (`amcast-kv`), and its two-phase-commit
@@ -20,3 +21,4 @@ pub use rococo::{Rococo, RococoSnow};
 pub use tpc_kv::TpcKv;
 pub use twopl::TwoPl;
 pub use twopl::occ::{self, Occ};
+pub use twopl::read_locks::{Lwnr, Lwsr};

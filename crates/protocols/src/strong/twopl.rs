@@ -6,9 +6,11 @@
 //! Stearns, Lewis, ACM TODS 1978) against deadlocks.
 //!
 //! The module is generic over its concurrency control ([`SingleCopy`]`<C: `[`ConcurrencyControl`]`>`):
-//! [`TwoPl`] locks ([`Control::Locking`], this doc), [`occ::Occ`] validates ([`Control::Validation`], its
-//! module doc). Placement, the client, the coordinator and two-phase commit are one implementation; reads,
-//! prepares and read-only commits branch on the control.
+//! [`TwoPl`] locks ([`Control::Locking`] with long read locks, this doc), [`occ::Occ`] validates
+//! ([`Control::Validation`], its module doc), and the RAMP paper's weaker locking baselines, `lwsr` and `lwnr`,
+//! lock writes as 2PL does but hold read locks only until the read is answered, or take none
+//! ([`read_locks::ReadLocks`], its module doc). Placement, the client, the coordinator and two-phase commit
+//! are one implementation; reads, prepares and read-only commits branch on the control.
 //!
 //! # Guarantees
 //!
@@ -135,6 +137,9 @@ use std::ops::Range;
 
 mod limits;
 pub mod occ;
+pub mod read_locks;
+
+pub use read_locks::ReadLocks;
 
 /// The datacenter whose servers hold the single copy of every key.
 pub const HOME_DC: DcId = 0;
@@ -148,11 +153,12 @@ pub const ABORTED_MEMORY_NS: u64 = 60_000_000_000;
 
 /// How a protocol of this module keeps concurrent transactions apart at a partition. Everything else —
 /// single-copy placement, the client (read rounds, stored procedures' waves, read-only commits), the
-/// coordinator and two-phase commit — is one implementation for both.
+/// coordinator and two-phase commit — is one implementation for all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Control {
-    /// Strict two-phase locking with wound-wait: reads lock, prepares lock and wait (`2pl`, this module).
-    Locking,
+    /// Two-phase locking with wound-wait: prepares lock exclusively and wait; reads lock shared until the
+    /// decision (`2pl`, this module: [`ReadLocks::Long`]), until answered (`lwsr`) or not at all (`lwnr`).
+    Locking(ReadLocks),
     /// Optimistic: reads take no lock, a prepare validates the reads with no-wait locks (`occ`, [`occ`]).
     Validation,
 }
@@ -163,12 +169,12 @@ pub trait ConcurrencyControl: Send + 'static {
     const CONTROL: Control;
 }
 
-/// Two-phase locking: [`Control::Locking`].
+/// Two-phase locking: [`Control::Locking`] with long read locks.
 pub struct Pessimistic;
 
 impl ConcurrencyControl for Pessimistic {
     const NAME: &'static str = "2pl";
-    const CONTROL: Control = Control::Locking;
+    const CONTROL: Control = Control::Locking(ReadLocks::Long);
 }
 
 /// Two-phase commit over single-copy partitions, with the concurrency control `C`.
@@ -250,7 +256,7 @@ pub struct Participant {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TwoPlMsg {
     /// Client → home server: lock `keys` shared and `exclusive` exclusively, and read `keys`. `held`: an
-    /// earlier request of the transaction was answered here.
+    /// earlier request of the transaction left locks here (lwsr's and lwnr's: exclusive ones only).
     Read { txn: TxnId, age: Age, keys: Vec<Key>, exclusive: Vec<Key>, held: bool },
     /// Home server → client: the values of the keys read, in request order, or why not; how long the
     /// request waited for locks.
@@ -663,6 +669,9 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
             self.pump(cx, dirty);
             return refuse(cx, OpError::Aborted(abort));
         }
+        if Self::UNLOCKED_READS && exclusive.is_empty() && !held && !self.txns.contains_key(&txn) {
+            return self.read_unlocked(cx, client, txn, keys);
+        }
         match self.txns.get(&txn) {
             Some(t) if t.pending.is_some() => {
                 return refuse(cx, OpError::Rejected("a request of this transaction is already waiting here".into()));
@@ -687,8 +696,7 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
                 self.txns.insert(txn, local);
             }
         }
-        let mut wanted: BTreeMap<Key, Mode> = keys.iter().map(|k| (k.clone(), Mode::Shared)).collect();
-        wanted.extend(exclusive.into_iter().map(|k| (k, Mode::Exclusive)));
+        let wanted = Self::read_locks_wanted(&keys, exclusive);
         if let Some(why) = self.over_lock_bound(txn, &wanted) {
             // Released here; its client releases the rest when it learns of it.
             let mut dirty = BTreeSet::new();
@@ -866,6 +874,7 @@ impl<C: ConcurrencyControl> TwoPlServer<C> {
             Waiting::Read { client, keys } => {
                 let results = keys.into_iter().map(|k| self.read(k)).collect();
                 cx.send(client, TwoPlMsg::ReadReply { txn, result: Ok(results), blocked_ns });
+                self.end_short_reads(cx, txn);
             }
             Waiting::Prepare { coordinator, writes } => self.vote_yes(cx, txn, coordinator, writes, blocked_ns),
         }
@@ -1355,7 +1364,10 @@ impl<C: ConcurrencyControl> TwoPlClient<C> {
         let nothing = waiting.is_empty();
         t.last_answer = None;
         for (p, (keys, exclusive)) in per {
-            let held = !t.contacted.insert(p);
+            let held = t.contacted.contains(&p);
+            if Self::holds_after(&exclusive) {
+                t.contacted.insert(p);
+            }
             cx.send(home(p), TwoPlMsg::Read { txn: t.id, age: t.age, keys, exclusive, held });
         }
         t.metrics.rounds += u32::from(!nothing);
@@ -1539,6 +1551,13 @@ impl<C: ConcurrencyControl> TwoPlClient<C> {
                     }
                     t.contacted.clone()
                 }
+            } else if !Self::RELEASES_READS {
+                // Read-only under lwsr or lwnr: its reads hold nothing now; a stored procedure's exclusive
+                // locks go.
+                for p in &t.contacted {
+                    cx.send(home(*p), TwoPlMsg::Release { txn: t.id, confirm: false });
+                }
+                BTreeSet::new()
             } else {
                 // Read-only under 2PL. The partition that answered last held every lock of the transaction when
                 // it answered; each other one confirms that it still held them all when the release arrived,
