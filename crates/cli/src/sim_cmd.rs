@@ -103,6 +103,11 @@ pub struct WorkloadArgs {
     /// tpcc: New-Order's 1% rollback (an unused item) on or off (default: on in standard, off in snow).
     #[arg(long)]
     pub tpcc_rollback: Option<bool>,
+    /// tpcc on a coordination-free protocol (ramp-f, ramp-s, ramp-h, nocc): the analyzer's verdicts
+    /// (`snowline analyze SCHEMA --transactions FILE --json > FILE`) choose each transaction's mechanism;
+    /// one that needs more coordination than the store can give is refused. docs/COORDINATION.md.
+    #[arg(long, value_name = "FILE")]
+    pub tpcc_verdicts: Option<std::path::PathBuf>,
     /// How clients retry aborted transactions: off, a number of retries, or until-commit (the default).
     #[arg(long, default_value = "until-commit")]
     pub retry: snowline_harness::RetryPolicy,
@@ -138,6 +143,16 @@ impl WorkloadArgs {
             Ok(p) if !p.offers.blind_writes => Pattern::YcsbT { mix: self.mix },
             _ => Pattern::Mixed,
         })
+    }
+
+    /// The mechanisms the analyzer's verdicts (`--tpcc-verdicts`) choose; `Err` if they cannot be read or
+    /// ask for more than a coordination-free store gives.
+    pub fn tpcc_plan(&self) -> Result<Option<snowline_harness::tpcc_plan::Plan>> {
+        let Some(path) = &self.tpcc_verdicts else { return Ok(None) };
+        let text = std::fs::read_to_string(path).with_context(|| format!("--tpcc-verdicts {}", path.display()))?;
+        let plan = snowline_harness::tpcc_plan::Plan::from_json(&text)
+            .map_err(|e| anyhow::anyhow!("--tpcc-verdicts {}: {e}", path.display()))?;
+        Ok(Some(plan))
     }
 
     pub fn workload(&self) -> MixedWorkload {
@@ -185,6 +200,11 @@ impl WorkloadArgs {
             rollback: self.tpcc_rollback,
             seed: 0,
             coordination_free: false,
+            free_delivery: self
+                .tpcc_plan()
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.procedure("delivery") == Some("tpcc-cf-delivery-free")),
         };
         if let Pattern::PhotoAcl { .. } = w.pattern {
             // One album per two keys.
@@ -229,6 +249,19 @@ impl WorkloadArgs {
             check_cmd::resolve_level(level, &self.protocol)?;
         }
         let name = snowline_protocols::canonical_name(&self.protocol)?;
+        if self.tpcc_verdicts.is_some() {
+            anyhow::ensure!(
+                self.pattern() == snowline_harness::Pattern::Tpcc,
+                "--tpcc-verdicts applies to --workload tpcc"
+            );
+            let coordination_free = with_protocol!(name, P => P::COORDINATION_FREE_TPCC)?;
+            anyhow::ensure!(
+                coordination_free,
+                "--tpcc-verdicts chooses mechanisms of a coordination-free store (ramp-f, ramp-s, ramp-h, nocc); {name} \
+                 runs every TPC-C transaction under its own concurrency control"
+            );
+            self.tpcc_plan()?;
+        }
         anyhow::ensure!(
             self.termination == snowline_core::Termination::Multicast
                 || snowline_protocols::jessy::FAMILY.contains(&name),
@@ -479,6 +512,9 @@ pub fn sim(args: SimArgs) -> Result<()> {
     // Arguments first: a refused command prints only why.
     args.run.validate()?;
     println!("seed {}", args.seed);
+    if let Some(plan) = args.run.tpcc_plan()? {
+        print!("{plan}");
+    }
     let topology = args.run.topology()?;
     let protocol = ProtocolConfig { termination: args.run.termination, ..ProtocolConfig::default() };
     let mut config = snowline_sim::SimConfig::new(args.seed, topology, protocol);
@@ -595,6 +631,9 @@ fn replay_command(seed: u64) -> String {
 
 pub fn bench(args: BenchArgs) -> Result<()> {
     args.run.validate()?;
+    if let Some(plan) = args.run.tpcc_plan()? {
+        print!("{plan}");
+    }
     let topology = args.run.topology()?;
     let name = snowline_protocols::canonical_name(&args.run.protocol)?;
     anyhow::ensure!(!args.fsync.is_empty(), "--fsync needs at least one of memory, none, group, per-write");

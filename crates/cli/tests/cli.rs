@@ -862,3 +862,58 @@ fn analyze_classifies_tpcc_and_locates_bad_input() {
     assert!(o.stdout.is_empty(), "no verdict: {}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The analyzer's verdicts choose the mechanisms of a coordination-free TPC-C run: TPC-C's own schema runs
+/// (New-Order with its owner increment, Delivery serially at its district) and passes the audit and `ra`;
+/// with a floor on stock that New-Order's decrements can break, the analyzer says New-Order needs
+/// serializable execution and the coordination-free run is refused, naming the invariant.
+#[test]
+fn analyzer_verdicts_choose_the_coordination_free_tpcc_mechanisms() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("snowline-verdicts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let verdicts = |example: &str| {
+        let schema = root.join(format!("examples/{example}/schema.sql"));
+        let txns = root.join(format!("examples/{example}/transactions.sql"));
+        let o = snowline(&["analyze", schema.to_str().unwrap(), "--transactions", txns.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let file = dir.join(format!("{example}.json"));
+        std::fs::write(&file, &o.stdout).unwrap();
+        file.to_str().unwrap().to_string()
+    };
+    let run = |file: &str| {
+        snowline(&[
+            "sim",
+            "--protocol",
+            "ramp-f",
+            "--dcs",
+            "1",
+            "--partitions",
+            "2",
+            "--clients",
+            "20",
+            "--workload",
+            "tpcc",
+            "--tpcc-scale",
+            "small",
+            "--duration",
+            "100ms",
+            "--check",
+            "ra",
+            "--tpcc-verdicts",
+            file,
+        ])
+    };
+    let o = run(&verdicts("tpcc"));
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("new_order     needs owner-increment"), "{out}");
+    assert!(out.contains("delivery      needs serializable     runs serializable     (tpcc-cf-delivery)"), "{out}");
+    assert!(out.contains("tpcc audit: all 12 conditions hold") && out.contains("check: ra: ok"), "{out}");
+    let o = run(&verdicts("tpcc-stock-floor"));
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("new_order needs serializable execution") && out.contains("s_quantity_floor"), "{out}");
+    assert!(!out.contains("tpcc audit"), "refused before running: {out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

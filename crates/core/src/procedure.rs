@@ -158,7 +158,8 @@ pub static PROCEDURES: &[&dyn Procedure] = &[
     &crate::tpcc::coordfree::CfNewOrder,
     &crate::tpcc::coordfree::CfPayment,
     &crate::tpcc::coordfree::CfOrderStatus,
-    &crate::tpcc::coordfree::CfDelivery,
+    &crate::tpcc::coordfree::CfDelivery { local: true },
+    &crate::tpcc::coordfree::CfDelivery { local: false },
     &crate::tpcc::coordfree::CfStockLevel,
 ];
 

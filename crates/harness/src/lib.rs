@@ -13,6 +13,7 @@ pub mod repro;
 pub mod run;
 pub mod snow_table;
 pub mod tpcc;
+pub mod tpcc_plan;
 pub mod workload;
 
 pub use client_loop::{ClientLoop, RetryPolicy};

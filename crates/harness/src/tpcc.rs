@@ -94,6 +94,9 @@ pub struct TpccSpec {
     /// The store runs the coordination-free transactions (`tpcc-cf-*`, [`tpcc::coordfree`]): set from the
     /// protocol (`Protocol::COORDINATION_FREE_TPCC`), not the command line.
     pub coordination_free: bool,
+    /// Coordination-free: Delivery runs coordination-free (`tpcc-cf-delivery-free`) rather than serially at
+    /// its district's partition, as the analyzer's verdicts may say (`crate::tpcc_plan`).
+    pub free_delivery: bool,
 }
 
 /// Everything the loader, the generator and the audit need: the spec resolved against a topology.
@@ -114,6 +117,7 @@ pub struct Shape {
     /// The `tpcc-cf-*` transactions and their key layout (orders under temporary ids, mapped from their
     /// sequential ids).
     pub coordination_free: bool,
+    pub free_delivery: bool,
 }
 
 impl TpccSpec {
@@ -141,6 +145,7 @@ impl TpccSpec {
             remote_line: if multi { 0.01 } else { 0.0 },
             remote_payment: if multi { 0.15 } else { 0.0 },
             coordination_free: self.coordination_free,
+            free_delivery: self.free_delivery,
         }
     }
 
@@ -360,6 +365,7 @@ impl TpccGenerator {
             "tpcc-new-order" => "tpcc-cf-new-order",
             "tpcc-payment" => "tpcc-cf-payment",
             "tpcc-order-status" => "tpcc-cf-order-status",
+            "tpcc-delivery" if self.shape.free_delivery => "tpcc-cf-delivery-free",
             "tpcc-delivery" => "tpcc-cf-delivery",
             _ => "tpcc-cf-stock-level",
         }

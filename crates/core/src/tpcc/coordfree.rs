@@ -304,17 +304,28 @@ impl Procedure for CfOrderStatus {
 
 // ---------------------------------------------------------------------------------------------------------
 
-/// `tpcc-cf-delivery`: Delivery of one district, single-partition.
-pub struct CfDelivery;
+/// `tpcc-cf-delivery`: Delivery of one district, single-partition (`local`: run serially at its home;
+/// `tpcc-cf-delivery-free`, not local, runs it coordination-free like the others: what the store does when
+/// the analyzer says Delivery's invariants allow it, `crate`'s harness `tpcc_plan`).
+pub struct CfDelivery {
+    pub local: bool,
+}
 
 impl Procedure for CfDelivery {
     fn name(&self) -> &'static str {
-        "tpcc-cf-delivery"
+        if self.local { "tpcc-cf-delivery" } else { "tpcc-cf-delivery-free" }
     }
     fn usage(&self) -> &'static str {
-        "tpcc-cf-delivery TOKEN DPW W D O_CARRIER_ID OL_DELIVERY_D"
+        if self.local {
+            "tpcc-cf-delivery TOKEN DPW W D O_CARRIER_ID OL_DELIVERY_D"
+        } else {
+            "tpcc-cf-delivery-free TOKEN DPW W D O_CARRIER_ID OL_DELIVERY_D"
+        }
     }
     fn home(&self, args: &[Value]) -> Option<Key> {
+        if !self.local {
+            return None;
+        }
         delivery_args(args).ok().map(|a| a.district.pointer_key())
     }
     /// 0 pointer `p`, 1 mapping of `p` (`T`), 2 new-order and order `T`; if undelivered: 3 claim (new-order,
