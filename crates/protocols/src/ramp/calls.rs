@@ -297,7 +297,7 @@ impl<M: Metadata> RampClient<M> {
             return;
         }
         if commit && w.deferred.as_ref().is_some_and(|(p, _)| *p == partition) {
-            w.id = id;
+            w.id = w.id.or(id);
         }
         if !w.awaiting.is_empty() {
             return;
@@ -307,17 +307,12 @@ impl<M: Metadata> RampClient<M> {
             w.awaiting = w.partitions.iter().copied().collect();
             c.rounds += 1;
             c.metadata_bytes += wire_bytes(&ts) * w.partitions.len() as u64;
-            let sends: Vec<(ServerId, Option<DeferredId>)> = w
+            let partitions = w
                 .partitions
                 .iter()
-                .map(|p| {
-                    let d = w.deferred.as_ref().filter(|(dp, _)| dp == p).map(|(_, d)| d.clone());
-                    (ServerId::new(dc, *p), d)
-                })
+                .map(|p| (*p, w.deferred.as_ref().filter(|(dp, _)| dp == p).map(|(_, d)| d.clone())))
                 .collect();
-            for (s, deferred) in sends {
-                cx.send(s, RampMsg::Commit { op, ts, deferred });
-            }
+            self.send_commits(cx, op, ts, partitions);
             return;
         }
         let Phase::Writing(w) = std::mem::replace(&mut c.phase, Phase::Local) else { unreachable!("just seen") };

@@ -3,6 +3,7 @@
 
 use super::calls::CallOp;
 use super::{FirstRead, Found, Get, Metadata, Ramp, RampMsg, RampTimer, Ts, wire_bytes};
+use snowline_core::procedure::DeferredId;
 use snowline_core::{
     Addr, ClientId, ClientNode, Ctx, DcId, Key, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig,
     ReadResult, Reply, Request, ServerId, Topology, Value, Version,
@@ -10,6 +11,16 @@ use snowline_core::{
 use std::collections::{BTreeMap, BTreeSet};
 
 type Cx<'a, M> = Ctx<'a, Ramp<M>>;
+
+/// A transaction's commits not yet acknowledged everywhere.
+#[derive(Debug)]
+struct Committing {
+    op: OpId,
+    /// The partitions still to acknowledge, each with the deferred id its commit carries.
+    partitions: BTreeMap<PartitionId, Option<DeferredId>>,
+    /// When the commits were last sent (this client's clock).
+    sent_ns: u64,
+}
 
 /// A write transaction in flight.
 #[derive(Debug)]
@@ -61,11 +72,26 @@ pub struct RampClient<M: Metadata> {
     ops: BTreeMap<OpId, ClientOp<M::Meta>>,
     /// Stored procedures in flight ([`super::calls`]).
     pub(super) calls: BTreeMap<OpId, CallOp<M::Meta>>,
+    /// Commits sent and not yet acknowledged by every partition, sent again every
+    /// [`super::COMMIT_RESEND_NS`]: per transaction, its operation and the partitions (with the deferred id
+    /// one rides on).
+    committing: BTreeMap<Ts, Committing>,
+    resend_armed: bool,
 }
 
 impl<M: Metadata> RampClient<M> {
     pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
-        Self { id, dc, topology, config, last_time: 0, ops: BTreeMap::new(), calls: BTreeMap::new() }
+        Self {
+            id,
+            dc,
+            topology,
+            config,
+            last_time: 0,
+            ops: BTreeMap::new(),
+            calls: BTreeMap::new(),
+            committing: BTreeMap::new(),
+            resend_armed: false,
+        }
     }
 
     pub fn id(&self) -> ClientId {
@@ -142,10 +168,8 @@ impl<M: Metadata> RampClient<M> {
             w.committing = true;
             w.awaiting = w.partitions.iter().copied().collect();
             w.metadata_bytes += wire_bytes(&ts) * w.partitions.len() as u64;
-            let servers: Vec<ServerId> = w.partitions.iter().map(|p| ServerId::new(dc, *p)).collect();
-            for s in servers {
-                cx.send(s, RampMsg::Commit { op, ts, deferred: None });
-            }
+            let partitions = w.partitions.iter().map(|p| (*p, None)).collect();
+            self.send_commits(cx, op, ts, partitions);
             return;
         }
         // Every commit acknowledged: the paper's PUT_ALL returns here.
@@ -154,6 +178,34 @@ impl<M: Metadata> RampClient<M> {
         let metrics = OpMetrics { rounds, metadata_bytes: w.metadata_bytes, ..Default::default() };
         let commit = Some(Version { time: ts.time, dc });
         cx.complete(op, Ok(Reply { reads: Vec::new(), commit, writes: Vec::new(), metrics }));
+    }
+
+    /// Send transaction `ts`'s commits to `partitions` (each with the deferred id riding on it), and keep
+    /// sending them until acknowledged.
+    pub(super) fn send_commits(
+        &mut self,
+        cx: &mut Cx<'_, M>,
+        op: OpId,
+        ts: Ts,
+        partitions: BTreeMap<PartitionId, Option<DeferredId>>,
+    ) {
+        for (p, deferred) in &partitions {
+            cx.send(ServerId::new(self.dc, *p), RampMsg::Commit { op, ts, deferred: deferred.clone() });
+        }
+        self.committing.insert(ts, Committing { op, partitions, sent_ns: cx.now_ns() });
+        if !self.resend_armed {
+            self.resend_armed = true;
+            cx.set_timer(super::COMMIT_RESEND_NS, RampTimer::ResendCommits);
+        }
+    }
+
+    fn commit_acked(&mut self, ts: Ts, partition: PartitionId) {
+        if let Some(c) = self.committing.get_mut(&ts) {
+            c.partitions.remove(&partition);
+            if c.partitions.is_empty() {
+                self.committing.remove(&ts);
+            }
+        }
     }
 
     /// `GET_ALL`: start a read-only transaction with its first round.
@@ -317,6 +369,9 @@ impl<M: Metadata> RampClient<M> {
             return;
         }
         let p = server.partition;
+        if let RampMsg::Committed { ts, .. } = &msg {
+            self.commit_acked(*ts, p);
+        }
         match msg {
             RampMsg::Prepared { op, ts } if self.calls.contains_key(&op) => self.call_acked(cx, op, p, ts, false, None),
             RampMsg::Committed { op, ts, id } if self.calls.contains_key(&op) => {
@@ -341,5 +396,24 @@ impl<M: Metadata> ClientNode<Ramp<M>> for RampClient<M> {
         self.message(cx, from, msg);
     }
 
-    fn on_timer(&mut self, _cx: &mut Cx<'_, M>, _timer: RampTimer) {}
+    fn on_timer(&mut self, cx: &mut Cx<'_, M>, timer: RampTimer) {
+        if timer != RampTimer::ResendCommits {
+            return;
+        }
+        self.resend_armed = false;
+        let due = cx.now_ns().saturating_sub(super::COMMIT_RESEND_NS);
+        let again: Vec<(Ts, OpId, BTreeMap<PartitionId, Option<DeferredId>>)> = self
+            .committing
+            .iter()
+            .filter(|(_, c)| c.sent_ns <= due)
+            .map(|(ts, c)| (*ts, c.op, c.partitions.clone()))
+            .collect();
+        for (ts, op, parts) in again {
+            self.send_commits(cx, op, ts, parts);
+        }
+        if !self.committing.is_empty() && !self.resend_armed {
+            self.resend_armed = true;
+            cx.set_timer(super::COMMIT_RESEND_NS, RampTimer::ResendCommits);
+        }
+    }
 }

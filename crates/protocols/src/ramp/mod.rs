@@ -109,6 +109,13 @@ pub struct Ts {
     pub client: ClientId,
 }
 
+/// How often a client sends again a commit that was not acknowledged. Once one partition may have made a
+/// transaction visible, every partition must: a lost commit would otherwise leave it visible at some for
+/// ever (readers repair it, but its merges would be counted at one partition and not at the other). Commits
+/// are idempotent; the client keeps sending until every partition acknowledged, even after its operation
+/// was given up on.
+pub const COMMIT_RESEND_NS: u64 = 100_000_000;
+
 /// The RAMP protocol with metadata strategy `M`: [`RampF`], [`RampS`] or [`RampH`].
 pub struct Ramp<M>(PhantomData<M>);
 
@@ -209,6 +216,8 @@ impl<M: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + 'static>
 pub enum RampTimer {
     /// Server: collect overwritten versions (`generation`: the pacer's).
     Collect { generation: u64 },
+    /// Client: send again the commits not acknowledged yet ([`COMMIT_RESEND_NS`]).
+    ResendCommits,
 }
 
 impl<M: Metadata> Protocol for Ramp<M> {

@@ -28,6 +28,10 @@ pub struct RampServer<M: Metadata> {
     /// Overwritten versions, each with the time (this server's clock) from which it may be collected.
     overwritten: BTreeSet<(u64, Key, Ts)>,
     unlogged_writes: UnloggedWrites,
+    /// The ids deferred ids took, by transaction, for commits sent again (forgotten after ten collection
+    /// delays: a client stops sending a commit once acknowledged).
+    #[serde(default)]
+    assigned: BTreeMap<Ts, u64>,
     pacer: Pacer,
     _strategy: PhantomData<M>,
 }
@@ -44,6 +48,7 @@ impl<M: Metadata> RampServer<M> {
             prepared: BTreeMap::new(),
             overwritten: BTreeSet::new(),
             unlogged_writes: UnloggedWrites::default(),
+            assigned: BTreeMap::new(),
             pacer,
             _strategy: PhantomData,
         }
@@ -203,7 +208,9 @@ impl<M: Metadata> RampServer<M> {
         }
         let id = match (deferred, meta) {
             (Some(d), Some(meta)) => self.take_id(cx, ts, d, meta),
-            _ => None,
+            // A commit sent again after the first took the id.
+            (Some(_), None) => self.assigned.get(&ts).copied(),
+            (None, _) => None,
         };
         self.wake(cx);
         cx.send(client, RampMsg::Committed { op, ts, id });
@@ -233,6 +240,10 @@ impl<M: Metadata> RampServer<M> {
     /// merge and the mapping at `ts`, committed. `None` if the counter is not a number or `ts` took one
     /// already (a duplicate commit).
     fn take_id(&mut self, cx: &mut Cx<'_, M>, ts: Ts, d: DeferredId, meta: M::Meta) -> Option<u64> {
+        if let Some(n) = self.assigned.get(&ts) {
+            // A commit sent again: the id it took.
+            return Some(*n);
+        }
         let state = self.keys.entry(d.counter.clone()).or_default();
         if state.versions.contains_key(&ts) {
             return None;
@@ -248,6 +259,7 @@ impl<M: Metadata> RampServer<M> {
             self.keys.entry(key.clone()).or_default().store(ts, value, meta.clone(), false);
             self.commit_key(cx, &key, ts);
         }
+        self.assigned.insert(ts, n);
         Some(n)
     }
 
@@ -377,6 +389,8 @@ impl<M: Metadata> RampServer<M> {
                 }
             }
         }
+        let horizon = now.saturating_sub(self.gc_delay_ns().saturating_mul(10));
+        self.assigned.retain(|ts, _| ts.time >= horizon);
         let later = now.saturating_add(self.gc_delay_ns());
         self.overwritten.extend(retry.into_iter().map(|(k, ts)| (later, k, ts)));
         cx.charge(dropped / 16 + 1);
@@ -397,8 +411,9 @@ impl<M: Metadata> ServerNode<Ramp<M>> for RampServer<M> {
     }
 
     fn on_timer(&mut self, cx: &mut Cx<'_, M>, timer: RampTimer) {
-        let RampTimer::Collect { generation } = timer;
-        self.collect(cx, generation);
+        if let RampTimer::Collect { generation } = timer {
+            self.collect(cx, generation);
+        }
     }
 
     fn stored_versions(&self) -> usize {
