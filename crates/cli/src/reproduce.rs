@@ -1,4 +1,4 @@
-//! `snowline reproduce contrarian|tomsic|snow-cops|nmsi|snow-rococo`: a paper's experiment end to end — the client sweep for
+//! `snowline reproduce contrarian|tomsic|snow-cops|nmsi|snow-rococo|ramp`: a paper's experiment end to end — the client sweep for
 //! every protocol and variant, in the simulator or on real local clusters, then the results directory, the
 //! charts and a summary putting the paper's headline figures beside snowline's.
 
@@ -15,7 +15,9 @@ use std::time::Instant;
 pub struct ReproduceArgs {
     /// contrarian (Contrarian §5.2, Fig. 4), tomsic (Tomsic §5.3.2, Fig. 4), snow-cops (SNOW §6.1, Fig. 5),
     /// nmsi (NMSI §V, Figs. 1, 3, 4: the criteria this build has of nmsi, rc, ser, us, si, psi) or snow-rococo
-    /// (SNOW §6.2, Fig. 7: rococo-snow, rococo, 2pl and occ on TPC-C over the concurrent requests per server).
+    /// (SNOW §6.2, Fig. 7: rococo-snow, rococo, 2pl and occ on TPC-C over the concurrent requests per server)
+    /// or ramp (RAMP §5: ramp-f, ramp-s, ramp-h, nocc, 2pl and eiger-ps over clients, read share, transaction
+    /// size and value size, and RAMP-F's scale-out in the simulator).
     pub paper: Paper,
     /// sim: the papers' set-ups in the simulator; real: real server processes, scaled down to this machine.
     #[arg(long, default_value = "sim")]

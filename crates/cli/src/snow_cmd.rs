@@ -22,6 +22,12 @@
 //! 2PL, OCC, Rococo; the replica-group protocols; Eiger-PS; COPS-DW, which refuses several datacenters) and
 //! runs in 1 datacenter, the SNOW paper's setting for Eiger-PS and COPS-DW: a second would only add wide-area
 //! round trips (their replica groups spanning both, or remote clients), leaving a few dozen ROTs per run.
+//!
+//! RAMP-F, RAMP-S and RAMP-H are not in the SNOW paper's figure; their rows take the RAMP paper's own cells
+//! (read atomic, non-blocking, write transactions; one round unless a write races for RAMP-F and RAMP-H, at
+//! most two for RAMP-S). For a cell of one round unless a write races, the run ends, once quiet, with a read
+//! of every key, and the O column adds the rounds that read took (`no; quiet yes`: a racing write made some
+//! ROT take two rounds, and the read with none racing took one).
 
 use crate::check_cmd;
 use anyhow::{Context, Result};

@@ -119,6 +119,7 @@ pub async fn run_net_with<P: Protocol>(
         converged: None,
         divergent: Vec::new(),
         tpcc: audit,
+        final_read_rounds: None,
     })
 }
 

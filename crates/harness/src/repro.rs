@@ -16,7 +16,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 mod nmsi;
+mod ramp;
 mod snow_rococo;
+
+pub use ramp::{PROTOCOLS as RAMP_PROTOCOLS, RampSweep};
 
 pub use snow_rococo::{
     PROTOCOLS as SNOW_ROCOCO_PROTOCOLS, new_order_tps, per_server, stock_level_attempts, stock_level_commit_rate,
@@ -65,6 +68,10 @@ pub enum Paper {
     /// SNOW §6.2, Fig. 7: Rococo-SNOW, Rococo, 2PL and OCC on Rococo's district-sharded TPC-C over the
     /// concurrent requests per server.
     SnowRococo,
+    /// RAMP (Bailis et al., SIGMOD 2014) §5: RAMP-F, RAMP-S, RAMP-H against no concurrency control, 2PL and
+    /// Eiger on multi-key read-only and blind write transactions, over clients, read share, transaction size
+    /// and value size, and RAMP-F's scale-out in the simulator.
+    Ramp,
 }
 
 impl std::str::FromStr for Paper {
@@ -76,9 +83,10 @@ impl std::str::FromStr for Paper {
             "snow-cops" => Ok(Paper::SnowCops),
             "nmsi" => Ok(Paper::Nmsi),
             "snow-rococo" => Ok(Paper::SnowRococo),
-            other => {
-                Err(format!("unknown reproduction {other:?}; valid: contrarian, tomsic, snow-cops, nmsi, snow-rococo"))
-            }
+            "ramp" => Ok(Paper::Ramp),
+            other => Err(format!(
+                "unknown reproduction {other:?}; valid: contrarian, tomsic, snow-cops, nmsi, snow-rococo, ramp"
+            )),
         }
     }
 }
@@ -91,6 +99,7 @@ impl Paper {
             Paper::SnowCops => "snow-cops",
             Paper::Nmsi => "nmsi",
             Paper::SnowRococo => "snow-rococo",
+            Paper::Ramp => "ramp",
         }
     }
 
@@ -102,6 +111,7 @@ impl Paper {
             Paper::SnowCops => &["cops-snow", "cops"],
             Paper::Nmsi => &NMSI_PROTOCOLS,
             Paper::SnowRococo => &SNOW_ROCOCO_PROTOCOLS,
+            Paper::Ramp => &RAMP_PROTOCOLS,
         };
         names.iter().map(|s| s.to_string()).collect()
     }
@@ -138,6 +148,10 @@ pub struct Variant {
     pub clients: Option<Vec<usize>>,
     /// The NMSI figure the variant feeds (`None` for the other papers).
     pub figure: Option<NmsiFigure>,
+    /// The RAMP sweep the variant belongs to (`None` for the other papers).
+    pub ramp: Option<RampSweep>,
+    /// Run only these of the experiment's protocols in this variant (`None`: all of them).
+    pub protocols: Option<Vec<String>>,
 }
 
 impl Variant {
@@ -221,6 +235,8 @@ fn nmsi_variant(
         intra_dc_ms: 0.1,
         clients,
         figure: Some(figure),
+        ramp: None,
+        protocols: None,
     }
 }
 
@@ -255,6 +271,8 @@ impl Experiment {
                         intra_dc_ms: 0.15,
                         clients: None,
                         figure: None,
+                        ramp: None,
+                        protocols: None,
                     })
                     .collect();
                 notes.push(format!(
@@ -291,6 +309,8 @@ impl Experiment {
                         intra_dc_ms: 0.15,
                         clients: None,
                         figure: None,
+                        ramp: None,
+                        protocols: None,
                     })
                     .collect();
                 notes.push(format!(
@@ -336,6 +356,8 @@ impl Experiment {
                         intra_dc_ms: 0.15,
                         clients: None,
                         figure: None,
+                        ramp: None,
+                        protocols: None,
                     })
                     .collect();
                 notes.push(format!(
@@ -420,13 +442,20 @@ impl Experiment {
                 let servers = usize::from(variants[0].topology.partitions);
                 (variants, per_server.iter().map(|n| n * servers).collect(), None, run, warmup, cooldown)
             }
+            Paper::Ramp => {
+                let (variants, clients, [run, warmup, cooldown]) = ramp::setup(sim, quick, &mut notes);
+                (variants, clients, None, run, warmup, cooldown)
+            }
         };
         if sim {
             notes.push(format!(
-                "simulator CPU model: {} µs per handled message + {} ns per work unit, one message at a time per \
-                 server (5 µs per message gives the ~200k messages/s per server that Contrarian's peak of 1,150 \
-                 Kops/s over 45 servers implies at ~8 messages per operation)",
+                "simulator CPU model: {} µs per handled message + {} µs per sent message + {} ns per KiB sent + {} \
+                 ns per work unit, one message at a time per server (5 µs per message handled and answered gives \
+                 the ~200k messages/s per server that Contrarian's peak of 1,150 Kops/s over 45 servers implies at \
+                 ~8 messages per operation)",
                 cpu.base_ns as f64 / 1_000.0,
+                cpu.per_message_ns as f64 / 1_000.0,
+                cpu.per_kib_ns,
                 cpu.per_work_unit_ns
             ));
         } else {
@@ -477,6 +506,9 @@ impl Experiment {
         let mut out = Vec::new();
         for (v, variant) in self.variants.iter().enumerate() {
             for p in &self.protocols {
+                if variant.protocols.as_ref().is_some_and(|only| !only.contains(p)) {
+                    continue;
+                }
                 for c in variant.clients.as_ref().unwrap_or(&self.clients) {
                     out.push((v, p.clone(), *c));
                 }
@@ -568,6 +600,7 @@ impl Experiment {
         let s = &record.summary;
         match self.paper {
             Paper::SnowRococo => self.snow_rococo_line(record),
+            Paper::Ramp => self.ramp_line(record),
             Paper::Nmsi => {
                 let t = s.update_termination.as_ref();
                 format!(
@@ -603,6 +636,7 @@ impl Experiment {
     pub fn table(&self, records: &[RunRecord]) -> String {
         match self.paper {
             Paper::SnowRococo => self.snow_rococo_table(records),
+            Paper::Ramp => self.ramp_table(records),
             Paper::Nmsi => crate::report::txn_table(records),
             _ => crate::report::table(records),
         }
@@ -836,6 +870,11 @@ impl Experiment {
                     draw(&name, chart)?;
                 }
             }
+            Paper::Ramp => {
+                for (name, chart) in self.ramp_charts(records) {
+                    draw(&name, chart)?;
+                }
+            }
         }
         Ok(written)
     }
@@ -989,6 +1028,7 @@ impl Experiment {
             }
             Paper::Nmsi => out = self.nmsi_headline(records),
             Paper::SnowRococo => out = self.snow_rococo_headline(records),
+            Paper::Ramp => out = self.ramp_headline(records),
         }
         out
     }
@@ -1097,7 +1137,7 @@ mod tests {
 
     #[test]
     fn experiments_are_well_formed_in_both_runtimes() {
-        for paper in [Paper::Contrarian, Paper::Tomsic, Paper::SnowCops, Paper::Nmsi, Paper::SnowRococo] {
+        for paper in [Paper::Contrarian, Paper::Tomsic, Paper::SnowCops, Paper::Nmsi, Paper::SnowRococo, Paper::Ramp] {
             for runtime in [Runtime::Sim, Runtime::Real] {
                 for quick in [true, false] {
                     let e = Experiment::new(paper, runtime, quick);

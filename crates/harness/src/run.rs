@@ -73,6 +73,9 @@ pub struct RunReport {
     pub divergent: Vec<(String, Vec<Option<String>>)>,
     /// The tpcc workload: the 12 consistency conditions checked on the final state.
     pub tpcc: Option<crate::tpcc::Audit>,
+    /// With final reads: the most protocol rounds (`OpMetrics::rounds`) one of them took. They run once the
+    /// system is quiet, so no write races them.
+    pub final_read_rounds: Option<u32>,
 }
 
 /// Run `spec` in the simulator and return the figures (and the history if asked).
@@ -155,7 +158,7 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
         };
         act(sim, &mut sleeping, id, action);
     }
-    let (mut converged, mut divergent) = (None, Vec::new());
+    let (mut converged, mut divergent, mut final_read_rounds) = (None, Vec::new(), None);
     if let Some(quiet_ns) = spec.final_reads_after_ns {
         // Let outstanding operations finish (without issuing more), then read everything everywhere.
         let deadline = sim.now_ns() + quiet_ns;
@@ -188,6 +191,7 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
                 recorder.complete(process, dc, &request, &done.result, done.time_ns);
             }
             let reply = done.result.expect("final reads succeed");
+            final_read_rounds = Some(final_read_rounds.unwrap_or(0).max(reply.metrics.rounds));
             by_dc.push(reply.reads.into_iter().map(|r| r.value).collect::<Vec<_>>());
         }
         for (i, key) in keys.iter().enumerate() {
@@ -230,6 +234,7 @@ pub fn drive_sim<P: Protocol>(sim: &mut Sim<P>, spec: &RunSpec) -> RunReport {
         converged,
         divergent,
         tpcc: audit,
+        final_read_rounds,
     }
 }
 

@@ -6,7 +6,9 @@
 //!   checker).
 //! - **N**: the longest a ROT waited at servers (`OpMetrics::blocked_ns`); non-blocking iff that is 0.
 //! - **O**: the most rounds a ROT needed and the most versions it received per key read; one response iff
-//!   both are 1.
+//!   both are 1. For a protocol whose paper answers in one round unless a write races the read (RAMP-F,
+//!   RAMP-H: [`Rounds::OneWithoutRace`]), the run also ends with a read of every key once the system is quiet
+//!   (the harness's final reads), and O without a race is the rounds that read took.
 //! - **W**: whether the run committed write transactions (operations or transactions writing two or more
 //!   keys).
 //!
@@ -94,6 +96,9 @@ pub struct Measured {
     /// Whether the history passes the paper's level, when the paper has a cell and `strongest` differs.
     pub passes_paper_level: Option<bool>,
     pub summary: Summary,
+    /// Rounds of a read of every key with no write racing it (issued once the run is quiet), measured for
+    /// the protocols whose paper cell is [`Rounds::OneWithoutRace`].
+    pub quiet_rounds: Option<u32>,
 }
 
 impl Measured {
@@ -114,6 +119,16 @@ impl Measured {
         self.summary.max_rot_rounds == 1 && self.summary.max_rot_versions_per_key <= 1.0
     }
 
+    /// The O cell: one response or not, and where measured, whether the quiet read took one round.
+    pub fn o_cell(&self) -> String {
+        let o = mark(self.one_response());
+        match self.quiet_rounds {
+            None => o.into(),
+            Some(1) => format!("{o}; quiet yes"),
+            Some(n) => format!("{o}; quiet {n} rounds"),
+        }
+    }
+
     pub fn write_transactions(&self) -> bool {
         self.summary.multi_key_writes > 0
     }
@@ -130,7 +145,12 @@ pub fn measure<P: Protocol>(
 ) -> anyhow::Result<Measured> {
     let topology = topology::<P>();
     let config = SimConfig::new(seed, topology, ProtocolConfig::default());
-    let report = run_sim::<P>(config, &spec(seed, quick));
+    let mut spec = spec(seed, quick);
+    if claim(P::NAME).is_some_and(|c| c.o == Rounds::OneWithoutRace) {
+        // Quiesce, then read every key with no write racing: O without a race.
+        spec.final_reads_after_ns = Some(QUIET_NS);
+    }
+    let report = run_sim::<P>(config, &spec);
     let history = report.history.as_deref().unwrap_or_default();
     let mut strongest = None;
     for level in LEVELS {
@@ -149,8 +169,12 @@ pub fn measure<P: Protocol>(
         strongest,
         passes_paper_level,
         summary: report.summary,
+        quiet_rounds: report.final_read_rounds,
     })
 }
+
+/// How long the run waits for the operations under way to finish before its quiet read (virtual time).
+pub const QUIET_NS: u64 = 200_000_000;
 
 /// The paper's O cell: rounds of one response, or a bound on them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +183,9 @@ pub enum Rounds {
     One,
     AtMost(u32),
     AtLeast(u32),
+    /// One round and one version per key unless a write races the read; then at most two rounds, and two
+    /// versions of a key (one per round; RAMP-F; RAMP-H, barring Bloom-filter false positives).
+    OneWithoutRace,
 }
 
 /// A row of the paper's table for one of this build's protocols.
@@ -186,6 +213,11 @@ pub fn claim(protocol: &str) -> Option<Claim> {
         "psi" => c("Walter", "Fig. 8", "psi", true, Rounds::AtMost(2), true),
         "eiger-ps" => c("Eiger-PS", "§4.4", "pos", true, Rounds::One, true),
         "cops-dw" => c("COPS-DW", "§4.3", "strict-ser", true, Rounds::One, false),
+        // Not in the SNOW paper's figure: the RAMP paper's own claims (read atomic, synchronization
+        // independence, one round trip without a race for RAMP-F and RAMP-H, always two for RAMP-S).
+        "ramp-f" => c("RAMP-Fast", "RAMP §4.1", "ra", true, Rounds::OneWithoutRace, true),
+        "ramp-h" => c("RAMP-Hybrid", "RAMP §4.3", "ra", true, Rounds::OneWithoutRace, true),
+        "ramp-s" => c("RAMP-Small", "RAMP §4.2", "ra", true, Rounds::AtMost(2), true),
         _ => None,
     }
 }
@@ -279,6 +311,26 @@ impl Row {
             Rounds::AtLeast(n) if rounds < n => {
                 push('O', Verdict::Stronger, format!("O: at most {rounds} rounds; the paper says {paper_o}"))
             }
+            Rounds::OneWithoutRace => match m.quiet_rounds {
+                None => push('O', Verdict::Differs, "O: the quiet read was not measured".into()),
+                Some(q) if q > 1 => push(
+                    'O',
+                    Verdict::Differs,
+                    format!("O: a read with no write racing it took {q} rounds; the paper says {paper_o}"),
+                ),
+                // A repaired read receives a key's version in each round: up to two per key.
+                Some(_) if rounds > 2 || versions > 2.0 => push(
+                    'O',
+                    Verdict::Differs,
+                    format!("O: up to {rounds} rounds and {versions:.2} versions per key; the paper says {paper_o}"),
+                ),
+                Some(_) if m.one_response() => push(
+                    'O',
+                    Verdict::Stronger,
+                    format!("O: every ROT took one round, none needing a second; the paper says {paper_o}"),
+                ),
+                Some(_) => {}
+            },
             _ => {}
         }
         match (c.w, m.write_transactions()) {
@@ -340,6 +392,7 @@ fn rounds_cell(o: Rounds) -> String {
         Rounds::One => "yes".into(),
         Rounds::AtMost(n) => format!("≤{n} rounds"),
         Rounds::AtLeast(n) => format!("≥{n} rounds"),
+        Rounds::OneWithoutRace => "1 round without a racing write, ≤2 with one".into(),
     }
 }
 
@@ -349,6 +402,7 @@ fn paper_cell(c: &Claim) -> String {
         Rounds::One => "yes".into(),
         Rounds::AtMost(n) => format!("≤{n}"),
         Rounds::AtLeast(n) => format!("≥{n}"),
+        Rounds::OneWithoutRace => "1/≤2".into(),
     };
     format!("{} {} {o} {}", c.s, mark(c.n), mark(c.w))
 }
@@ -369,7 +423,7 @@ fn compact_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 format!("{ok}/{failed}"),
                 m.strongest.unwrap_or("none").to_string(),
                 mark(m.non_blocking()).into(),
-                mark(m.one_response()).into(),
+                m.o_cell(),
                 mark(m.write_transactions()).into(),
                 r.claim.as_ref().map_or("-".to_string(), paper_cell),
                 r.verdict(),
@@ -392,6 +446,7 @@ fn detail_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "paper N",
         "O: max rounds",
         "O: max versions/key",
+        "O: quiet rounds",
         "O",
         "paper O",
         "W: multi-key writes",
@@ -417,7 +472,8 @@ fn detail_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 paper(&|c| mark(c.n).into()),
                 s.max_rot_rounds.to_string(),
                 format!("{:.2}", s.max_rot_versions_per_key),
-                mark(m.one_response()).into(),
+                m.quiet_rounds.map_or("-".to_string(), |q| q.to_string()),
+                m.o_cell(),
                 paper(&|c| rounds_cell(c.o)),
                 s.multi_key_writes.to_string(),
                 mark(m.write_transactions()).into(),
@@ -585,7 +641,9 @@ pub fn setup(seed: u64, quick: bool) -> String {
          datacenters for the lazily geo-replicated (causal) protocols and in 1 for the others (single-copy or \
          replica-group protocols, and cops-dw), {CLIENTS_PER_DC} closed-loop clients per datacenter; workload mixed over {} keys (Zipf {}): 10% GETs, 50% ROTs of {} keys, 20% PUTs, 20% write \
          transactions of {} keys. S: the first of {} the history passes. N: the longest a ROT waited at servers. \
-         O: the most rounds and versions per key of a ROT. W: committed writes of two or more keys.",
+         O: the most rounds and versions per key of a ROT (and, for the protocols the paper says answer in one \
+         round unless a write races, \"quiet\": the rounds of a read of every key once the run is quiet). W: \
+         committed writes of two or more keys.",
         s.duration_ns as f64 / 1e9,
         s.workload.keys,
         s.workload.zipf,
@@ -605,7 +663,14 @@ mod tests {
         summary.max_rot_rounds = rounds;
         summary.max_rot_versions_per_key = 1.0;
         summary.multi_key_writes = writes;
-        Measured { protocol: protocol.into(), dcs: 1, strongest: Some(strongest), passes_paper_level: None, summary }
+        Measured {
+            protocol: protocol.into(),
+            dcs: 1,
+            strongest: Some(strongest),
+            passes_paper_level: None,
+            summary,
+            quiet_rounds: None,
+        }
     }
 
     fn passing_paper_level(mut m: Measured, passes: bool) -> Measured {
@@ -719,6 +784,30 @@ mod tests {
         assert!(md.contains("| 2pl | 1 | 0/0 | strict-ser | - |") && md.contains("| - |\n"), "{md}");
         let md = markdown_table(&[Row::new(passing_paper_level(measured("cops", "us", 0.0, 2, 0), true))]);
         assert!(md.contains("| stronger: S |") && !md.contains("**"), "stronger is not bold: {md}");
+    }
+
+    #[test]
+    fn ramp_rows_take_o_from_the_quiet_read() {
+        let quiet = |rounds, quiet| Measured { quiet_rounds: quiet, ..measured("ramp-f", "ra", 0.0, rounds, 9) };
+        // Reads racing writes took two rounds, the quiet read one: the paper's cell.
+        let row = Row::new(quiet(2, Some(1)));
+        assert_eq!(row.verdict(), "agrees", "{:?}", row.findings());
+        assert_eq!(row.measured.o_cell(), "no; quiet yes");
+        // A quiet read needing a second round contradicts it; so do three rounds.
+        let row = Row::new(quiet(2, Some(2)));
+        assert_eq!(row.verdict(), "differs: O");
+        assert!(row.disagreements()[0].starts_with("O: a read with no write racing it took 2 rounds"));
+        assert_eq!(Row::new(quiet(3, Some(1))).verdict(), "differs: O");
+        // A repaired read receives a second version of the keys it repairs: not a disagreement.
+        let mut repaired = quiet(2, Some(1));
+        repaired.summary.max_rot_versions_per_key = 1.25;
+        assert_eq!(Row::new(repaired).verdict(), "agrees");
+        // No race made a second round: stronger than the paper's bound.
+        assert_eq!(Row::new(quiet(1, Some(1))).verdict(), "stronger: O");
+        // RAMP-S: at most two rounds, always.
+        assert_eq!(Row::new(measured("ramp-s", "ra", 0.0, 2, 9)).verdict(), "agrees");
+        let details = details_table(&[Row::new(quiet(2, Some(1)))]);
+        assert!(details.contains("RAMP-Fast (RAMP §4.1)") && details.contains("1 round without a racing write"));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use snowline_checker::Level;
 use snowline_core::history::{HistoryEvent, OpKind};
 use snowline_core::{Key, ProtocolConfig, Topology};
 use snowline_harness::{MixedWorkload, RunSpec, YcsbMix, run_sim};
-use snowline_sim::SimConfig;
+use snowline_sim::{CpuModel, SimConfig};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -28,7 +28,10 @@ const SEEDS: [u64; 4] = [1, 2, 3, 4];
 
 /// One 2PL run of 0.4 s (virtual) with six clients on six keys: about 1,200 transactions.
 fn record(seed: u64) -> Vec<HistoryEvent> {
-    let config = SimConfig::new(seed, Topology::new(1, 2), ProtocolConfig::default());
+    let mut config = SimConfig::new(seed, Topology::new(1, 2), ProtocolConfig::default());
+    // The CPU model these histories were first recorded with (5 µs per handled message, no per-message
+    // charge): the injectors need transactions of particular shapes, and the interleavings are the model's.
+    config.cpu = CpuModel { base_ns: 5_000, per_work_unit_ns: 200, ..CpuModel::free() };
     let spec = RunSpec {
         clients_per_dc: 6,
         client_dcs: None,

@@ -13,9 +13,15 @@
 //!
 //! Each node handles one input at a time, in arrival order, from its own inbox. An input arriving at `t`
 //! starts at `max(t, busy_until)`; the handler runs there and sees its node's physical clock at that instant;
-//! it costs `base_ns + work · per_work_unit_ns` ([`CpuModel`], `work` from [`snowline_core::Ctx::charge`]);
-//! its effects (sends, timers, completions) take effect when that time is up, and the node is busy until
-//! then. Client nodes are free (cost 0): they stand for many application machines, and the contention we
+//! it costs `base_ns + work · per_work_unit_ns` ([`CpuModel`], `work` from [`snowline_core::Ctx::charge`]),
+//! plus, for each message it sends, `per_message_ns + bytes · per_kib_ns / 1024`: serializing the message
+//! and handing it to the network, `bytes` being its postcard encoding (the networked runtime's wire format),
+//! counted by a pass over the message that does not encode it (`postcard::experimental::serialized_size`;
+//! skipped when `per_kib_ns` is 0). The defaults (4 µs per input, 1 µs per message, 0.5 ns per byte) charge about 5 µs
+//! for an input answered by one small message, so a server that fans out, or sends large values, saturates
+//! earlier than one that answers once. Its effects (sends, timers, completions) take effect when that time is
+//! up, and the node is busy until then. A durable server's host releases its messages after the handler
+//! (on its log commit): their per-message charge extends the server's busy time from then. Client nodes are free (cost 0): they stand for many application machines, and the contention we
 //! study is at servers. A timer set with delay `d` fires at `effect time + d` of virtual time; clock drift is
 //! ignored for timer delays (drift is at most a few ppm, far below the jitter of the timers' consumers).
 //!

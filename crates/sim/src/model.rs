@@ -217,29 +217,49 @@ impl ClockModel {
 }
 
 /// Server CPU cost: handling one input takes `base_ns + work · per_work_unit_ns`, where `work` is what the
-/// handler reported through [`snowline_core::Ctx::charge`]. Client nodes are free (see the crate docs).
+/// handler reported through [`snowline_core::Ctx::charge`], plus, for every message the handler sends,
+/// `per_message_ns + bytes · per_kib_ns / 1024` (serializing it and handing it to the network), where
+/// `bytes` is the message's postcard encoding (the networked runtime's wire format), measured without
+/// encoding it (a counting pass over the message, [`postcard::experimental::serialized_size`]; skipped when
+/// `per_kib_ns` is 0). A server that answers each input with one small message costs about `base_ns +
+/// per_message_ns`; one that fans out saturates earlier. Client nodes are free (see the crate docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuModel {
-    /// Default 5 µs per handled input.
+    /// Default 4 µs per handled input.
     pub base_ns: u64,
     /// Default 200 ns per work unit.
     pub per_work_unit_ns: u64,
+    /// Default 1 µs per sent message: with `base_ns`, 5 µs for an input answered by one message.
+    pub per_message_ns: u64,
+    /// Default 512 ns per KiB of a sent message's encoding (0.5 ns per byte: about 2 GB/s of encoding and
+    /// copying).
+    pub per_kib_ns: u64,
 }
 
 impl Default for CpuModel {
     fn default() -> Self {
-        Self { base_ns: 5_000, per_work_unit_ns: 200 }
+        Self { base_ns: 4_000, per_work_unit_ns: 200, per_message_ns: 1_000, per_kib_ns: 512 }
     }
 }
 
 impl CpuModel {
     /// Handlers take no virtual time.
     pub fn free() -> Self {
-        Self { base_ns: 0, per_work_unit_ns: 0 }
+        Self { base_ns: 0, per_work_unit_ns: 0, per_message_ns: 0, per_kib_ns: 0 }
     }
 
-    /// The virtual time one handler call costs.
+    /// The virtual time one handler call costs before its sends ([`CpuModel::message_ns`] each).
     pub fn cost_ns(&self, work: u64) -> u64 {
         self.base_ns.saturating_add(work.saturating_mul(self.per_work_unit_ns))
+    }
+
+    /// The virtual time sending `msg` costs its server.
+    pub fn message_ns<M: snowline_core::Message>(&self, msg: &M) -> u64 {
+        let mut ns = self.per_message_ns;
+        if self.per_kib_ns > 0 {
+            let bytes = postcard::experimental::serialized_size(msg).map_or(0, |b| b as u64);
+            ns = ns.saturating_add(bytes.saturating_mul(self.per_kib_ns) / 1024);
+        }
+        ns
     }
 }

@@ -1289,7 +1289,8 @@ impl<P: Protocol> Sim<P> {
                 }
                 ServerSlot::Down(_) => {}
             }
-            self.config.cpu.cost_ns(fx.work)
+            let cpu = &self.config.cpu;
+            fx.sends.iter().fold(cpu.cost_ns(fx.work), |ns, (_, msg)| ns.saturating_add(cpu.message_ns(msg)))
         } else {
             let node = &mut self.clients[i - n_servers];
             let input = match input {
@@ -1398,13 +1399,21 @@ impl<P: Protocol> Sim<P> {
         let outputs = host.take_outputs();
         let from = self.meta[idx as usize].addr;
         let incarnation = self.incarnations[idx as usize];
+        // The CPU model's per-message charge for what the host sends: the server is busy that much longer.
+        let mut sending_ns = 0u64;
         for out in outputs {
             if matches!(self.crashing, Some((i, _)) if i == idx) {
                 break;
             }
             match out {
-                Output::ToClient { to, msg, .. } => self.send_with(idx, from, to, msg, at, None),
-                Output::Seq { to, seq, msg, .. } => self.send_with(idx, from, Addr::Server(to), msg, at, Some(seq)),
+                Output::ToClient { to, msg, .. } => {
+                    sending_ns = sending_ns.saturating_add(self.config.cpu.message_ns(&msg));
+                    self.send_with(idx, from, to, msg, at, None)
+                }
+                Output::Seq { to, seq, msg, .. } => {
+                    sending_ns = sending_ns.saturating_add(self.config.cpu.message_ns(&msg));
+                    self.send_with(idx, from, Addr::Server(to), msg, at, Some(seq))
+                }
                 Output::Ack { from: f, to, seq, resend } => {
                     let to_idx = self.server_index(to);
                     let due = at.saturating_add(self.config.network.inter_dc_ns(self.meta[idx as usize].dc, to.dc));
@@ -1415,6 +1424,11 @@ impl<P: Protocol> Sim<P> {
                     self.schedule(due, Payload::Input(idx, Input::HostTimer { id, incarnation }));
                 }
             }
+        }
+        if sending_ns > 0 {
+            let m = &mut self.meta[idx as usize];
+            m.busy_until = m.busy_until.max(at).saturating_add(sending_ns);
+            m.busy_ns = m.busy_ns.saturating_add(sending_ns);
         }
         self.finish_crash();
     }

@@ -290,7 +290,7 @@ fn fifo_links_preserve_order_under_jitter() {
 fn cpu_model_queues_simultaneous_inputs() {
     let mut cfg = config(11, 1, 1);
     cfg.network = NetworkModel::exact(100_000, 0);
-    cfg.cpu = CpuModel { base_ns: 7_000, per_work_unit_ns: 1_000 };
+    cfg.cpu = CpuModel { base_ns: 7_000, per_work_unit_ns: 1_000, ..CpuModel::free() };
     cfg.protocol.stabilisation_interval_ms = 0;
     let mut sim = Sim::<EchoFifo>::new(cfg);
     let (a, b) = (sim.add_client(0), sim.add_client(0));

@@ -36,6 +36,8 @@ pub(super) fn setup(sim: bool, quick: bool, notes: &mut Vec<String>) -> (Vec<Var
         intra_dc_ms: 0.1,
         clients: None,
         figure: None,
+        ramp: None,
+        protocols: None,
     };
     let per_server: Vec<usize> = match (sim, quick) {
         (true, true) => vec![1, 10, 30, 60],

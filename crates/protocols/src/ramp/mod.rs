@@ -268,9 +268,11 @@ impl<M: Metadata> Protocol for Ramp<M> {
     }
 }
 
-/// Bytes of `t` on the wire (postcard), for the metadata metric.
+/// Bytes of `t` on the wire (postcard), for the metadata metric: counted by a pass over `t` that does not
+/// encode it (the client counted every version's metadata of every read; encoding each into a fresh buffer
+/// only to take its length allocated on every read).
 pub(crate) fn wire_bytes<T: Serialize>(t: &T) -> u64 {
-    postcard::to_stdvec(t).map_or(0, |b| b.len() as u64)
+    postcard::experimental::serialized_size(t).map_or(0, |n| n as u64)
 }
 
 #[cfg(test)]
@@ -290,6 +292,14 @@ mod tests {
         all.dedup();
         assert_eq!(all.len(), n);
         assert!(all.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn wire_bytes_counts_what_postcard_encodes() {
+        let ts = Ts { time: 1 << 40, client: ClientId(300) };
+        let keys: Vec<Key> = vec!["alpha".into(), "b".into()];
+        assert_eq!(wire_bytes(&ts), postcard::to_stdvec(&ts).unwrap().len() as u64);
+        assert_eq!(wire_bytes(&keys), postcard::to_stdvec(&keys).unwrap().len() as u64);
     }
 
     #[test]
