@@ -12,8 +12,8 @@ use snowline_core::Topology;
 use std::fmt::Write as _;
 
 /// The protocols compared, subject first and the no-isolation baseline after the RAMP variants. One list:
-/// a baseline this build gains (the locking variants `lwnr`, `lwsr`) is one more name here.
-pub const PROTOCOLS: [&str; 6] = ["ramp-f", "ramp-s", "ramp-h", "nocc", "2pl", "eiger-ps"];
+/// a baseline is one more name here (the locking variants: `lwnr`, `lwsr`, and `2pl` with long read locks).
+pub const PROTOCOLS: [&str; 8] = ["ramp-f", "ramp-s", "ramp-h", "nocc", "lwnr", "lwsr", "2pl", "eiger-ps"];
 
 /// The protocol every ratio is taken against (no concurrency control: the paper's NWNR).
 const BASELINE: &str = "nocc";
@@ -428,14 +428,14 @@ impl Experiment {
             if vs_nocc.is_empty() { "-".into() } else { vs_nocc.join(", ") }
         );
         // 2. The baselines that coordinate.
-        let others: Vec<String> = ["2pl", "eiger-ps"]
+        let others: Vec<String> = ["lwnr", "lwsr", "2pl", "eiger-ps"]
             .iter()
             .filter(|p| self.ramp_ran(p))
             .filter_map(|p| Some(format!("{p} {:.3}×", ratio(peak(default?, p), peak(default?, BASELINE))?)))
             .collect();
         let _ = writeln!(
             out,
-            "| Locking (LWLR) and Eiger fall behind RAMP as contention grows | below RAMP | {} | over nocc's peak, 95% reads, Zipf 0.99; 2pl here is strict 2PL with 2PC (read locks too), stricter than LWLR |",
+            "| Locking (LWNR, LWSR, LWLR) and Eiger fall behind RAMP as contention grows | below RAMP | {} | over nocc's peak, 95% reads, Zipf 0.99; lwnr and lwsr take long write locks with no or short read locks, 2pl long read locks too (LWLR), all with 2PC |",
             if others.is_empty() { "-".into() } else { others.join(", ") }
         );
         // 3. Rounds per read.
