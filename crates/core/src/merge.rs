@@ -13,6 +13,7 @@
 //! | op | meaning |
 //! | --- | --- |
 //! | `+N` / `-N` | add / subtract the integer `N` (a missing or empty field counts as 0) |
+//! | `-N>=F` / `+N>=F` | add as above, and the field must stay at least `F`: a *bounded* add, which the store checks at the row's owner before it accepts the write (a write that would break the bound is refused; `docs/COORDINATION.md`) |
 //! | `=` | keep the field |
 //! | `:X` | set the field to `X` (last writer in version order wins, as for a put) |
 //! | `@X` | append `X` to the field's space-separated list |
@@ -32,6 +33,12 @@ pub fn is_merge(value: &str) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FieldOp<'a> {
     Add(i64),
+    /// Add `add`, keeping the field at least `floor`: folded as an add; the bound is the store's to keep
+    /// ([`bounds`]).
+    Bounded {
+        add: i64,
+        floor: i64,
+    },
     Keep,
     Set(&'a str),
     Append(&'a str),
@@ -54,9 +61,15 @@ pub fn ops(value: &str) -> Result<Vec<FieldOp<'_>>, String> {
         .map(|f| {
             let mut chars = f.chars();
             match chars.next() {
-                Some('+') | Some('-') => {
-                    f.parse::<i64>().map(FieldOp::Add).map_err(|_| format!("merge field {f:?} is not +N or -N"))
-                }
+                Some('+') | Some('-') => match f.split_once(">=") {
+                    None => {
+                        f.parse::<i64>().map(FieldOp::Add).map_err(|_| format!("merge field {f:?} is not +N or -N"))
+                    }
+                    Some((add, floor)) => match (add.parse::<i64>(), floor.parse::<i64>()) {
+                        (Ok(add), Ok(floor)) => Ok(FieldOp::Bounded { add, floor }),
+                        _ => Err(format!("merge field {f:?} is not a bounded add (-N>=F)")),
+                    },
+                },
                 Some('=') if f.len() == 1 => Ok(FieldOp::Keep),
                 Some(':') => Ok(FieldOp::Set(&f[1..])),
                 Some('@') => Ok(FieldOp::Append(&f[1..])),
@@ -83,7 +96,7 @@ pub fn apply(base: Option<&str>, delta: &str) -> Result<String, String> {
             Some(FieldOp::Set(x)) => (*x).to_owned(),
             Some(FieldOp::Append(x)) if old.is_empty() => (*x).to_owned(),
             Some(FieldOp::Append(x)) => format!("{old} {x}"),
-            Some(FieldOp::Add(d)) => {
+            Some(FieldOp::Add(d)) | Some(FieldOp::Bounded { add: d, .. }) => {
                 let o: i64 = if old.is_empty() {
                     0
                 } else {
@@ -104,12 +117,43 @@ pub fn encode(ops: &[FieldOp<'_>], tag: &str) -> String {
         .map(|op| match op {
             FieldOp::Add(d) if *d >= 0 => format!("+{d}"),
             FieldOp::Add(d) => d.to_string(),
+            FieldOp::Bounded { add, floor } if *add >= 0 => format!("+{add}>={floor}"),
+            FieldOp::Bounded { add, floor } => format!("{add}>={floor}"),
             FieldOp::Keep => "=".into(),
             FieldOp::Set(x) => format!(":{x}"),
             FieldOp::Append(x) => format!("@{x}"),
         })
         .collect();
     format!("{PREFIX}{};{tag}", fields.join(","))
+}
+
+/// The bounded adds of merge `value`: `(field, add, floor)` for each (none for a put or a malformed merge).
+pub fn bounds(value: &str) -> Vec<(usize, i64, i64)> {
+    if !is_merge(value) {
+        return Vec::new();
+    }
+    ops(value)
+        .map(|ops| {
+            ops.iter()
+                .enumerate()
+                .filter_map(|(i, op)| match op {
+                    FieldOp::Bounded { add, floor } => Some((i, *add, *floor)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The change merge `value` makes to field `field` if it is an add (bounded or not); `None` if it sets,
+/// appends or is not a merge (a put replaces the row).
+pub fn field_add(value: &str, field: usize) -> Option<i64> {
+    let ops = ops(value).ok()?;
+    match ops.get(field) {
+        None | Some(FieldOp::Keep) => Some(0),
+        Some(FieldOp::Add(d)) | Some(FieldOp::Bounded { add: d, .. }) => Some(*d),
+        Some(_) => None,
+    }
 }
 
 /// Fold `versions` (oldest first: puts and merges) onto `base`: the fields after the last one.
@@ -143,6 +187,20 @@ mod tests {
         assert_eq!(ab, ba);
         assert_eq!(ab.as_deref(), Some("12,2"));
         assert_eq!(fold(Some("10,0"), [a, "1,1;p", b]).unwrap().as_deref(), Some("0,3"));
+    }
+
+    #[test]
+    fn bounded_adds_fold_as_adds_and_name_their_floor() {
+        let d = encode(&[FieldOp::Bounded { add: -4, floor: 10 }, FieldOp::Add(4)], "t");
+        assert_eq!(d, "merge:-4>=10,+4;t");
+        assert_eq!(ops(&d).unwrap()[0], FieldOp::Bounded { add: -4, floor: 10 });
+        assert_eq!(apply(Some("15,0"), &d).unwrap(), "11,4");
+        assert_eq!(bounds(&d), vec![(0, -4, 10)]);
+        assert_eq!(field_add(&d, 0), Some(-4));
+        assert_eq!(field_add(&d, 5), Some(0));
+        assert_eq!(field_add("merge::x", 0), None);
+        assert!(bounds("15,0").is_empty());
+        assert!(ops("merge:-4>=x").unwrap_err().contains("bounded add"));
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod occ_scenarios;
 mod raft_kv;
 mod raft_kv_faults;
 mod ramp;
+mod ramp_bounds;
 mod request_limits;
 mod rococo_scenarios;
 mod scenarios;

@@ -248,6 +248,9 @@ impl<M: Metadata> RampClient<M> {
         deferred: Option<DeferredId>,
     ) {
         let last: BTreeMap<Key, Value> = writes.iter().cloned().collect();
+        if let Err(e) = Self::can_keep_bounds(last.values()) {
+            return self.call_done(cx, op, Err(OpError::Rejected(e)));
+        }
         let mut described: Vec<Key> = last.keys().cloned().collect();
         if let Some(d) = &deferred
             && !last.contains_key(&d.counter)
@@ -327,6 +330,20 @@ impl<M: Metadata> RampClient<M> {
         }
         let reply = Reply { reads, commit: Some(Version { time: ts.time, dc }), writes, metrics: OpMetrics::default() };
         self.call_done(cx, op, Ok(reply));
+    }
+
+    /// A partition refused the call's prepare (a bounded add would break its floor): abort the write
+    /// everywhere; the call aborts as the application's constraint says (cause `user`: retrying would meet
+    /// the same floor).
+    pub(super) fn call_refused(&mut self, cx: &mut Cx<'_, M>, op: OpId, ts: Ts, reason: String) {
+        let Some(c) = self.calls.get(&op) else { return };
+        let Phase::Writing(w) = &c.phase else { return };
+        if w.ts != ts || w.committing {
+            return;
+        }
+        let partitions = w.partitions.clone();
+        self.send_aborts(cx, op, ts, &partitions);
+        self.call_done(cx, op, Err(OpError::aborted(AbortCause::User, reason)));
     }
 
     /// A single-partition call's outcome.

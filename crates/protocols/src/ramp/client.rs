@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 type Cx<'a, M> = Ctx<'a, Ramp<M>>;
 
-/// A transaction's commits not yet acknowledged everywhere.
+/// A transaction's commits (or aborts) not yet acknowledged everywhere.
 #[derive(Debug)]
 struct Committing {
     op: OpId,
@@ -20,6 +20,8 @@ struct Committing {
     partitions: BTreeMap<PartitionId, Option<DeferredId>>,
     /// When the commits were last sent (this client's clock).
     sent_ns: u64,
+    /// Aborts, not commits: a partition refused a prepare.
+    abort: bool,
 }
 
 /// A write transaction in flight.
@@ -131,6 +133,9 @@ impl<M: Metadata> RampClient<M> {
     fn write(&mut self, cx: &mut Cx<'_, M>, op: OpId, writes: Vec<(Key, Value)>) {
         // One write per key: the last one named.
         let last: BTreeMap<Key, Value> = writes.into_iter().collect();
+        if let Err(e) = Self::can_keep_bounds(last.values()) {
+            return cx.complete(op, Err(OpError::Rejected(e)));
+        }
         let keys: Vec<Key> = last.keys().cloned().collect();
         let ts = self.next_ts(cx.now_ns());
         let meta = M::describe(&keys, &self.config);
@@ -180,6 +185,48 @@ impl<M: Metadata> RampClient<M> {
         cx.complete(op, Ok(Reply { reads: Vec::new(), commit, writes: Vec::new(), metrics }));
     }
 
+    /// Whether this variant can keep the bounds of `writes`' bounded adds (`-N>=F`): one-round writes
+    /// (`nocc`) apply at once and cannot abort, so they cannot.
+    pub(super) fn can_keep_bounds<'v>(mut writes: impl Iterator<Item = &'v Value>) -> Result<(), String> {
+        if M::ONE_ROUND_WRITES && writes.any(|v| !snowline_core::merge::bounds(v).is_empty()) {
+            return Err(format!(
+                "{} applies every write at once, without concurrency control: it cannot keep a bounded add's floor \
+                 (-N>=F); ramp-f, ramp-s and ramp-h check it at the row's owner",
+                M::NAME
+            ));
+        }
+        Ok(())
+    }
+
+    /// A partition refused a prepare: abort the transaction everywhere it went (no partition committed it:
+    /// commits wait for every prepare).
+    fn refused(&mut self, cx: &mut Cx<'_, M>, op: OpId, ts: Ts, reason: String) {
+        let Some(ClientOp::Write(w)) = self.ops.get(&op) else { return };
+        if w.ts != ts || w.committing {
+            return;
+        }
+        let Some(ClientOp::Write(w)) = self.ops.remove(&op) else { unreachable!("just seen") };
+        self.send_aborts(cx, op, ts, &w.partitions);
+        cx.complete(op, Err(OpError::aborted(snowline_core::AbortCause::User, reason)));
+    }
+
+    /// Send transaction `ts`'s aborts to `partitions`, and keep sending them until acknowledged.
+    pub(super) fn send_aborts(&mut self, cx: &mut Cx<'_, M>, op: OpId, ts: Ts, partitions: &[PartitionId]) {
+        for p in partitions {
+            cx.send(ServerId::new(self.dc, *p), RampMsg::Abort { op, ts });
+        }
+        let partitions = partitions.iter().map(|p| (*p, None)).collect();
+        self.committing.insert(ts, Committing { op, partitions, sent_ns: cx.now_ns(), abort: true });
+        self.arm_resend(cx);
+    }
+
+    fn arm_resend(&mut self, cx: &mut Cx<'_, M>) {
+        if !self.resend_armed {
+            self.resend_armed = true;
+            cx.set_timer(super::COMMIT_RESEND_NS, RampTimer::ResendCommits);
+        }
+    }
+
     /// Send transaction `ts`'s commits to `partitions` (each with the deferred id riding on it), and keep
     /// sending them until acknowledged.
     pub(super) fn send_commits(
@@ -192,11 +239,8 @@ impl<M: Metadata> RampClient<M> {
         for (p, deferred) in &partitions {
             cx.send(ServerId::new(self.dc, *p), RampMsg::Commit { op, ts, deferred: deferred.clone() });
         }
-        self.committing.insert(ts, Committing { op, partitions, sent_ns: cx.now_ns() });
-        if !self.resend_armed {
-            self.resend_armed = true;
-            cx.set_timer(super::COMMIT_RESEND_NS, RampTimer::ResendCommits);
-        }
+        self.committing.insert(ts, Committing { op, partitions, sent_ns: cx.now_ns(), abort: false });
+        self.arm_resend(cx);
     }
 
     fn commit_acked(&mut self, ts: Ts, partition: PartitionId) {
@@ -369,7 +413,7 @@ impl<M: Metadata> RampClient<M> {
             return;
         }
         let p = server.partition;
-        if let RampMsg::Committed { ts, .. } = &msg {
+        if let RampMsg::Committed { ts, .. } | RampMsg::Aborted { ts, .. } = &msg {
             self.commit_acked(*ts, p);
         }
         match msg {
@@ -379,10 +423,19 @@ impl<M: Metadata> RampClient<M> {
             }
             RampMsg::Got { op, round, found } if self.calls.contains_key(&op) => self.call_got(cx, op, p, round, found),
             RampMsg::RanLocal { op, ts, outcome } => self.call_ran(cx, op, ts, outcome),
+            RampMsg::Refused { op, ts, reason } if self.calls.contains_key(&op) => {
+                self.call_refused(cx, op, ts, reason)
+            }
+            RampMsg::Refused { op, ts, reason } => self.refused(cx, op, ts, reason),
+            RampMsg::Aborted { .. } => {}
             RampMsg::Prepared { op, ts } => self.acked(cx, op, p, ts, false),
             RampMsg::Committed { op, ts, .. } => self.acked(cx, op, p, ts, true),
             RampMsg::Got { op, round, found } => self.got(cx, op, p, round, found),
-            RampMsg::Prepare { .. } | RampMsg::Commit { .. } | RampMsg::Get { .. } | RampMsg::RunLocal { .. } => {}
+            RampMsg::Prepare { .. }
+            | RampMsg::Commit { .. }
+            | RampMsg::Abort { .. }
+            | RampMsg::Get { .. }
+            | RampMsg::RunLocal { .. } => {}
         }
     }
 }
@@ -402,14 +455,19 @@ impl<M: Metadata> ClientNode<Ramp<M>> for RampClient<M> {
         }
         self.resend_armed = false;
         let due = cx.now_ns().saturating_sub(super::COMMIT_RESEND_NS);
-        let again: Vec<(Ts, OpId, BTreeMap<PartitionId, Option<DeferredId>>)> = self
+        let again: Vec<(Ts, OpId, BTreeMap<PartitionId, Option<DeferredId>>, bool)> = self
             .committing
             .iter()
             .filter(|(_, c)| c.sent_ns <= due)
-            .map(|(ts, c)| (*ts, c.op, c.partitions.clone()))
+            .map(|(ts, c)| (*ts, c.op, c.partitions.clone(), c.abort))
             .collect();
-        for (ts, op, parts) in again {
-            self.send_commits(cx, op, ts, parts);
+        for (ts, op, parts, abort) in again {
+            if abort {
+                let parts: Vec<PartitionId> = parts.into_keys().collect();
+                self.send_aborts(cx, op, ts, &parts);
+            } else {
+                self.send_commits(cx, op, ts, parts);
+            }
         }
         if !self.committing.is_empty() && !self.resend_armed {
             self.resend_armed = true;

@@ -172,6 +172,15 @@ pub enum RampMsg<M> {
     Prepare { op: OpId, ts: Ts, writes: Vec<(Key, Value)>, meta: M },
     /// Server → client: stored.
     Prepared { op: OpId, ts: Ts },
+    /// Server → client: not stored, because a bounded add ([`snowline_core::merge`]'s `-N>=F`) could take
+    /// its field below the floor (or the transaction was aborted already); the client aborts the
+    /// transaction everywhere.
+    Refused { op: OpId, ts: Ts, reason: String },
+    /// Client → server: drop transaction `ts`'s prepared versions (never committed anywhere: a refusal
+    /// comes before any commit), and refuse a prepare of it that arrives later.
+    Abort { op: OpId, ts: Ts },
+    /// Server → client: done.
+    Aborted { op: OpId, ts: Ts },
     /// Client → server: raise `lastCommit` of every key `ts` wrote here to at least `ts`; with `deferred`,
     /// also take the next sequential id there and write it with the transaction (the coordination-avoidance
     /// paper's §6: the one atomic increment at the counter's owner).
@@ -195,6 +204,9 @@ impl<M: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + 'static>
         match self {
             RampMsg::Prepare { .. } => "prepare",
             RampMsg::Prepared { .. } => "prepared",
+            RampMsg::Refused { .. } => "refused",
+            RampMsg::Abort { .. } => "abort",
+            RampMsg::Aborted { .. } => "aborted",
             RampMsg::Commit { .. } => "commit",
             RampMsg::Committed { .. } => "committed",
             RampMsg::Get { .. } => "get",
@@ -216,7 +228,7 @@ impl<M: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + 'static>
 pub enum RampTimer {
     /// Server: collect overwritten versions (`generation`: the pacer's).
     Collect { generation: u64 },
-    /// Client: send again the commits not acknowledged yet ([`COMMIT_RESEND_NS`]).
+    /// Client: send again the commits and aborts not acknowledged yet ([`COMMIT_RESEND_NS`]).
     ResendCommits,
 }
 

@@ -32,6 +32,10 @@ pub struct RampServer<M: Metadata> {
     /// delays: a client stops sending a commit once acknowledged).
     #[serde(default)]
     assigned: BTreeMap<Ts, u64>,
+    /// Transactions aborted here, with when (forgotten as `assigned` is): a prepare that arrives after its
+    /// abort is refused rather than left prepared for ever.
+    #[serde(default)]
+    aborted: BTreeMap<Ts, u64>,
     pacer: Pacer,
     _strategy: PhantomData<M>,
 }
@@ -49,6 +53,7 @@ impl<M: Metadata> RampServer<M> {
             overwritten: BTreeSet::new(),
             unlogged_writes: UnloggedWrites::default(),
             assigned: BTreeMap::new(),
+            aborted: BTreeMap::new(),
             pacer,
             _strategy: PhantomData,
         }
@@ -93,6 +98,11 @@ impl<M: Metadata> RampServer<M> {
                 writes.iter().try_for_each(|(k, _)| check.key_on(k, partition))?;
                 for (k, v) in writes.iter().filter(|(_, v)| merge::is_merge(v)) {
                     merge::ops(v).map_err(|e| check.fail(InvalidKind::Malformed, format!("key {k:?}: {e}")))?;
+                    check.ensure(
+                        !M::ONE_ROUND_WRITES || merge::bounds(v).is_empty(),
+                        InvalidKind::Malformed,
+                        || format!("key {k:?}: {} applies writes at once and cannot keep a bound (-N>=F)", M::NAME),
+                    )?;
                 }
                 M::check(meta, writes, &check)?;
             }
@@ -113,6 +123,10 @@ impl<M: Metadata> RampServer<M> {
                         "a deferred id's mapping is a put, not a merge".into()
                     })?;
                 }
+            }
+            RampMsg::Abort { ts, .. } => {
+                let client = check.client()?;
+                own_ts(client, ts)?;
             }
             RampMsg::RunLocal { ts, procedure, args, .. } => {
                 let client = check.client()?;
@@ -137,7 +151,12 @@ impl<M: Metadata> RampServer<M> {
                     }
                 }
             }
-            RampMsg::Prepared { .. } | RampMsg::Committed { .. } | RampMsg::Got { .. } | RampMsg::RanLocal { .. } => {
+            RampMsg::Prepared { .. }
+            | RampMsg::Refused { .. }
+            | RampMsg::Aborted { .. }
+            | RampMsg::Committed { .. }
+            | RampMsg::Got { .. }
+            | RampMsg::RanLocal { .. } => {
                 return Err(check.fail(InvalidKind::Sender, "only a client is sent this"));
             }
         }
@@ -151,6 +170,7 @@ impl<M: Metadata> RampServer<M> {
         match msg {
             RampMsg::Prepare { op, ts, writes, meta } => self.prepare(cx, client, op, ts, writes, meta),
             RampMsg::Commit { op, ts, deferred } => self.commit(cx, client, op, ts, deferred),
+            RampMsg::Abort { op, ts } => self.abort(cx, client, op, ts),
             RampMsg::RunLocal { op, ts, procedure, args } => self.run_local(cx, client, op, ts, procedure, args),
             RampMsg::Get { op, round, gets } => self.get(cx, client, op, round, gets),
             other => unreachable!("validate admits no {} from a client", other.kind()),
@@ -170,6 +190,9 @@ impl<M: Metadata> RampServer<M> {
         meta: M::Meta,
     ) {
         cx.charge(writes.len() as u64);
+        if let Err(reason) = self.check_bounds(ts, &writes) {
+            return cx.send(client, RampMsg::Refused { op, ts, reason });
+        }
         let now = cx.now_ns();
         let due = now.saturating_add(self.gc_delay_ns());
         let mut stored = Vec::new();
@@ -194,6 +217,51 @@ impl<M: Metadata> RampServer<M> {
         }
         self.wake(cx);
         cx.send(client, RampMsg::Prepared { op, ts });
+    }
+
+    /// Whether this partition can accept `ts`'s writes: not aborted already, and every bounded add keeps
+    /// its field at or above the floor even if every decrement prepared here commits (an escrow: the bound
+    /// holds whichever of them commit, in any order). `Err` says why not.
+    fn check_bounds(&self, ts: Ts, writes: &[(Key, Value)]) -> Result<(), String> {
+        if self.aborted.contains_key(&ts) {
+            return Err("the transaction was aborted".into());
+        }
+        for (key, value) in writes {
+            for (field, add, floor) in merge::bounds(value) {
+                let state = self.keys.get(key);
+                let low = match state {
+                    Some(s) if !s.versions.contains_key(&ts) => s.lowest(field),
+                    // A duplicate prepare: already counted (and accepted).
+                    Some(_) => continue,
+                    None => Ok(0),
+                }
+                .map_err(|e| format!("key {key:?}: {e}: cannot keep its bound"))?;
+                if low.saturating_add(add.min(0)) < floor {
+                    return Err(format!(
+                        "key {key:?}: field {field} would fall to {} (at least {low} now, counting the decrements in                          flight, {add:+} here), below its floor {floor}",
+                        low.saturating_add(add.min(0))
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop an aborted transaction's prepared versions (it never committed anywhere) and remember the abort.
+    fn abort(&mut self, cx: &mut Cx<'_, M>, client: ClientId, op: OpId, ts: Ts) {
+        let keys = self.prepared.remove(&ts).unwrap_or_default();
+        cx.charge(keys.len() as u64 + 1);
+        for key in keys {
+            if let Some(state) = self.keys.get_mut(&key)
+                && state.versions.get(&ts).is_some_and(|v| !v.committed)
+            {
+                state.versions.remove(&ts);
+                self.unlogged_writes.note(cx, &key);
+            }
+        }
+        self.aborted.insert(ts, cx.now_ns());
+        self.wake(cx);
+        cx.send(client, RampMsg::Aborted { op, ts });
     }
 
     /// Raise `lastCommit` of every key `ts` prepared here (a commit of nothing prepared is a duplicate), and
@@ -391,6 +459,7 @@ impl<M: Metadata> RampServer<M> {
         }
         let horizon = now.saturating_sub(self.gc_delay_ns().saturating_mul(10));
         self.assigned.retain(|ts, _| ts.time >= horizon);
+        self.aborted.retain(|_, at| *at >= horizon);
         let later = now.saturating_add(self.gc_delay_ns());
         self.overwritten.extend(retry.into_iter().map(|(k, ts)| (later, k, ts)));
         cx.charge(dropped / 16 + 1);

@@ -108,8 +108,10 @@ impl<M: Metadata> KeyState<M> {
         if *c <= ts {
             return;
         }
-        let increment = merge::ops(value)
-            .is_ok_and(|ops| ops.iter().all(|op| matches!(op, merge::FieldOp::Add(_) | merge::FieldOp::Keep)));
+        let increment = merge::ops(value).is_ok_and(|ops| {
+            ops.iter()
+                .all(|op| matches!(op, merge::FieldOp::Add(_) | merge::FieldOp::Bounded { .. } | merge::FieldOp::Keep))
+        });
         // A put after `ts` in the chain, stored or already folded into the base.
         let replaced = || {
             self.base.put.is_some_and(|p| p > ts)
@@ -181,6 +183,26 @@ impl<M: Metadata> KeyState<M> {
     /// The materialized fields at `lastCommit` (what a single-partition call or a deferred id reads).
     pub fn latest(&self) -> Option<Value> {
         self.read(self.last_commit?)
+    }
+
+    /// The least field `field` can become: its value at `lastCommit` plus every decrement still prepared
+    /// (a prepared increment may yet abort, so it does not count). `Err` if a prepared write would replace
+    /// the field (a put, a set) or the field is not a number: no bound can be promised then.
+    pub fn lowest(&self, field: usize) -> Result<i64, String> {
+        let current = self.latest();
+        let text = current.as_deref().map(|v| merge::split_tag(v).0).unwrap_or("");
+        let text = text.split(',').nth(field).unwrap_or("");
+        let mut low: i64 = if text.is_empty() {
+            0
+        } else {
+            text.parse().map_err(|_| format!("field {field} ({text:?}) is not a number"))?
+        };
+        for v in self.versions.values().filter(|v| !v.committed) {
+            let add = merge::field_add(&v.value, field)
+                .ok_or_else(|| format!("a prepared write that replaces field {field} is in flight"))?;
+            low = low.saturating_add(add.min(0));
+        }
+        Ok(low)
     }
 
     /// Whether `ts` may be dropped now (below `lastCommit`; a merge only once committed). Before a key with
@@ -277,6 +299,16 @@ mod tests {
         assert!(k.drop_version(ts(3)));
         k.mark_committed(ts(2));
         assert_eq!(k.latest().as_deref(), Some("8;d"), "the put at 3 overwrote the merge at 2");
+    }
+
+    #[test]
+    fn the_lowest_value_counts_prepared_decrements_not_prepared_increments() {
+        let k = key_with(&[(1, "20,0;a", true), (2, "merge:-4>=10;b", false), (3, "merge:+7;c", false)]);
+        assert_eq!(k.lowest(0), Ok(16));
+        assert_eq!(k.lowest(1), Ok(0));
+        let k = key_with(&[(1, "20;a", true), (2, "5;b", false)]);
+        assert!(k.lowest(0).unwrap_err().contains("in flight"));
+        assert_eq!(KeyState::<WriteSets>::default().lowest(0), Ok(0), "a row never written counts as 0");
     }
 
     #[test]
