@@ -455,18 +455,14 @@ impl<M: Metadata> ClientNode<Ramp<M>> for RampClient<M> {
         }
         self.resend_armed = false;
         let due = cx.now_ns().saturating_sub(super::COMMIT_RESEND_NS);
-        let again: Vec<(Ts, OpId, BTreeMap<PartitionId, Option<DeferredId>>, bool)> = self
-            .committing
-            .iter()
-            .filter(|(_, c)| c.sent_ns <= due)
-            .map(|(ts, c)| (*ts, c.op, c.partitions.clone(), c.abort))
-            .collect();
-        for (ts, op, parts, abort) in again {
-            if abort {
-                let parts: Vec<PartitionId> = parts.into_keys().collect();
-                self.send_aborts(cx, op, ts, &parts);
+        let again: Vec<Ts> = self.committing.iter().filter(|(_, c)| c.sent_ns <= due).map(|(ts, _)| *ts).collect();
+        for ts in again {
+            let Some(c) = self.committing.remove(&ts) else { continue };
+            if c.abort {
+                let parts: Vec<PartitionId> = c.partitions.into_keys().collect();
+                self.send_aborts(cx, c.op, ts, &parts);
             } else {
-                self.send_commits(cx, op, ts, parts);
+                self.send_commits(cx, c.op, ts, c.partitions);
             }
         }
         if !self.committing.is_empty() && !self.resend_armed {
