@@ -30,7 +30,8 @@
 //!
 //! ```json
 //! {
-//!   "invariants":   [ { "name": "...", "kind": "...", "confluent": true } ],
+//!   "invariants":   [ { "name": "...", "kind": "...", "confluent": true,
+//!                       "bound": { "table": "...", "column": "...", "op": ">=", "value": 0 } } ],
 //!   "verdicts":     [ { "invariant": "account.balance", "kind": "counter", "transaction": "withdraw",
 //!                       "confluent": false, "rule": "counter-lower-bound-decrement", "reason": "...",
 //!                       "counterexample": { "ancestor": {TABLE: [ {COLUMN: VALUE-or-null} ]},
@@ -42,7 +43,8 @@
 //!
 //! `kind` is one of `uniqueness`, `not-null`, `check`, `counter`, `foreign-key`, `auto-increment`, `index`,
 //! `view`; `coordination` one of `none`, `owner-increment`, `serializable`. `counterexample` appears only on
-//! non-confluent verdicts, and only when the checker found one within its bound.
+//! non-confluent verdicts, and only when the checker found one within its bound. `bound` appears on `check`
+//! and `counter` invariants only.
 
 pub mod bounded;
 pub mod error;
@@ -175,6 +177,16 @@ pub fn analyze_workload(w: &Workload, bound: &bounded::Bound) -> Report {
             name: i.name.clone(),
             kind: i.kind.kind_name().to_string(),
             confluent: verdicts.iter().filter(|v| v.invariant == i.name).all(|v| v.confluent),
+            bound: match &i.kind {
+                model::InvariantKind::Check { table, column, op, value }
+                | model::InvariantKind::Counter { table, column, op, value } => Some(report::Bound {
+                    table: table.clone(),
+                    column: column.clone(),
+                    op: op.sql().to_string(),
+                    value: *value,
+                }),
+                _ => None,
+            },
         })
         .collect();
     Report { invariants, verdicts, transactions }

@@ -66,6 +66,20 @@ pub struct InvariantSummary {
     pub kind: String,
     /// Whether it is I-confluent under every transaction.
     pub confluent: bool,
+    /// For a `CHECK (column op constant)` (kinds `check` and `counter`): what it bounds, so that a store can
+    /// keep the bound where it needs coordination (absent for other kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
+}
+
+/// The column and comparison of a `CHECK (column op constant)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Bound {
+    pub table: String,
+    pub column: String,
+    /// `>=`, `>`, `<=`, `<`, `=` or `<>`.
+    pub op: String,
+    pub value: i64,
 }
 
 /// The analysis of a schema and its transactions.

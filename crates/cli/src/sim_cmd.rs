@@ -193,6 +193,7 @@ impl WorkloadArgs {
         if let Some(x) = self.columns {
             w.columns = x;
         }
+        let plan = self.tpcc_plan().ok().flatten();
         w.tpcc = snowline_harness::tpcc::TpccSpec {
             setup: self.tpcc_setup,
             warehouses: self.tpcc_warehouses,
@@ -200,11 +201,8 @@ impl WorkloadArgs {
             rollback: self.tpcc_rollback,
             seed: 0,
             coordination_free: false,
-            free_delivery: self
-                .tpcc_plan()
-                .ok()
-                .flatten()
-                .is_some_and(|p| p.procedure("delivery") == Some("tpcc-cf-delivery-free")),
+            free_delivery: plan.as_ref().is_some_and(|p| p.procedure("delivery") == Some("tpcc-cf-delivery-free")),
+            stock_floor: plan.as_ref().and_then(|p| p.stock_floor.as_ref().map(|(f, _)| *f)),
         };
         if let Pattern::PhotoAcl { .. } = w.pattern {
             // One album per two keys.
@@ -260,7 +258,13 @@ impl WorkloadArgs {
                 "--tpcc-verdicts chooses mechanisms of a coordination-free store (ramp-f, ramp-s, ramp-h, nocc); {name} \
                  runs every TPC-C transaction under its own concurrency control"
             );
-            self.tpcc_plan()?;
+            if let Some((floor, invariant)) = self.tpcc_plan()?.and_then(|p| p.stock_floor) {
+                anyhow::ensure!(
+                    name != "nocc",
+                    "the verdicts ask New-Order to keep {invariant} (S_QUANTITY >= {floor}), which needs a store that \
+                     can abort a write: nocc applies every write at once; use ramp-f, ramp-s or ramp-h"
+                );
+            }
         }
         anyhow::ensure!(
             self.termination == snowline_core::Termination::Multicast

@@ -910,10 +910,37 @@ fn analyzer_verdicts_choose_the_coordination_free_tpcc_mechanisms() {
     assert!(out.contains("new_order     needs owner-increment"), "{out}");
     assert!(out.contains("delivery      needs serializable     runs serializable     (tpcc-cf-delivery)"), "{out}");
     assert!(out.contains("tpcc audit: all 12 conditions hold") && out.contains("check: ra: ok"), "{out}");
-    let o = run(&verdicts("tpcc-stock-floor"));
+    // A floor on S_QUANTITY without restocking: New-Order needs coordination on the stock rows, which the
+    // store gives it (bounded decrements checked at each stock row's owner), and the audit checks the floor.
+    let floor = verdicts("tpcc-stock-floor");
+    let o = run(&floor);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("new_order     needs serializable     runs serializable     (tpcc-cf-new-order-bounded)"),
+        "{out}"
+    );
+    assert!(out.contains("s_quantity_floor: S_QUANTITY >= 10 kept at each stock row's owner"), "{out}");
+    assert!(out.contains("tpcc audit: all 13 conditions hold") && out.contains("check: ra: ok"), "{out}");
+    assert!(out.contains("S_QUANTITY >= the schema's floor"), "{out}");
+    // nocc cannot abort a write, so it cannot keep the floor: refused before running.
+    let o = snowline(&["sim", "--protocol", "nocc", "--dcs", "1", "--workload", "tpcc", "--tpcc-verdicts", &floor]);
+    let out = text(&o);
+    assert!(!o.status.success() && out.contains("needs a store that can abort a write"), "{out}");
+    // A bound the store has no mechanism for (an upper bound on the quantity): refused, naming the invariant.
+    let json = std::fs::read_to_string(&floor).unwrap().replace("\"op\": \">=\"", "\"op\": \"<=\"");
+    let upper = dir.join("upper.json");
+    std::fs::write(&upper, json).unwrap();
+    let o = run(upper.to_str().unwrap());
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("new_order needs serializable execution") && out.contains("s_quantity_floor"), "{out}");
     assert!(!out.contains("tpcc audit"), "refused before running: {out}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The plan's list of the analyzer's owner-increment rules is the analyzer's.
+#[test]
+fn the_plan_knows_the_analyzers_owner_increment_rules() {
+    assert_eq!(snowline_harness::tpcc_plan::OWNER_INCREMENT_RULES, snowline_analyzer::rules::OWNER_INCREMENT_RULES);
 }

@@ -156,6 +156,7 @@ pub static PROCEDURES: &[&dyn Procedure] = &[
     &crate::tpcc::Delivery,
     &crate::tpcc::StockLevel,
     &crate::tpcc::coordfree::CfNewOrder,
+    &crate::tpcc::coordfree::CfNewOrderBounded,
     &crate::tpcc::coordfree::CfPayment,
     &crate::tpcc::coordfree::CfOrderStatus,
     &crate::tpcc::coordfree::CfDelivery { local: true },

@@ -97,6 +97,10 @@ pub struct TpccSpec {
     /// Coordination-free: Delivery runs coordination-free (`tpcc-cf-delivery-free`) rather than serially at
     /// its district's partition, as the analyzer's verdicts may say (`crate::tpcc_plan`).
     pub free_delivery: bool,
+    /// Coordination-free: New-Order keeps `S_QUANTITY >=` this floor, without restocking
+    /// (`tpcc-cf-new-order-bounded`), as the analyzer's verdicts say for a schema with such a `CHECK`; the
+    /// audit then checks the floor too.
+    pub stock_floor: Option<i64>,
 }
 
 /// Everything the loader, the generator and the audit need: the spec resolved against a topology.
@@ -118,6 +122,7 @@ pub struct Shape {
     /// sequential ids).
     pub coordination_free: bool,
     pub free_delivery: bool,
+    pub stock_floor: Option<i64>,
 }
 
 impl TpccSpec {
@@ -146,6 +151,7 @@ impl TpccSpec {
             remote_payment: if multi { 0.15 } else { 0.0 },
             coordination_free: self.coordination_free,
             free_delivery: self.free_delivery,
+            stock_floor: self.stock_floor,
         }
     }
 
@@ -362,6 +368,7 @@ impl TpccGenerator {
             return classic;
         }
         match classic {
+            "tpcc-new-order" if self.shape.stock_floor.is_some() => "tpcc-cf-new-order-bounded",
             "tpcc-new-order" => "tpcc-cf-new-order",
             "tpcc-payment" => "tpcc-cf-payment",
             "tpcc-order-status" => "tpcc-cf-order-status",
@@ -398,6 +405,9 @@ impl TpccGenerator {
                 let lines = rng.random_range(5..=15usize);
                 let rollback = s.rollback && rng.random_range(0..100) == 0;
                 let mut args = header(h);
+                if let (true, Some(floor)) = (s.coordination_free, s.stock_floor) {
+                    args.insert(0, Value::from(floor.to_string()));
+                }
                 args.extend([d(c), d(s.items), Value::from(date.to_string())]);
                 let mut seen = BTreeSet::new();
                 for n in 0..lines {
@@ -490,6 +500,11 @@ pub fn audit_first_keys(shape: &Shape) -> Vec<Key> {
     let mut keys: Vec<Key> = (1..=shape.warehouses).map(|w| tpcc::warehouse_key(dpw, w)).collect();
     for h in shape.all_districts() {
         keys.extend([h.district_key(), h.district_ytd_key(), h.pointer_key()]);
+    }
+    if shape.stock_floor.is_some() {
+        for w in 1..=shape.warehouses {
+            keys.extend((1..=shape.items).map(|i| tpcc::stock_key(w, i)));
+        }
     }
     keys
 }
@@ -612,6 +627,11 @@ impl Audit {
         self.malformed.is_empty() && self.conditions.iter().all(|c| c.violated == 0)
     }
 
+    /// TPC-C's 12, and the schema's stock floor when the run keeps one.
+    pub fn count(&self) -> usize {
+        self.conditions.len()
+    }
+
     pub fn violated(&self) -> Vec<u8> {
         self.conditions.iter().filter(|c| c.violated > 0).map(|c| c.number).collect()
     }
@@ -619,8 +639,11 @@ impl Audit {
 
 impl fmt::Display for Audit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = if self.ok() { "all 12 conditions hold" } else { "VIOLATED" };
-        write!(f, "tpcc audit: {verdict}")?;
+        if self.ok() {
+            write!(f, "tpcc audit: all {} conditions hold", self.count())?;
+        } else {
+            write!(f, "tpcc audit: VIOLATED")?;
+        }
         for c in &self.conditions {
             write!(f, "\n  {:>2} {:<58} ", c.number, c.what)?;
             match &c.example {
@@ -652,6 +675,10 @@ impl Tally {
     }
 }
 
+/// The condition the run adds for a schema's floor on `S_QUANTITY` (not TPC-C's: its restocking keeps
+/// quantities positive without one).
+pub const STOCK_FLOOR_CONDITION: &str = "S_QUANTITY >= the schema's floor (CHECK)";
+
 /// The 12 conditions' descriptions.
 pub const CONDITIONS: [&str; 12] = [
     "W_YTD = sum(D_YTD)",
@@ -681,6 +708,13 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
             .iter()
             .enumerate()
             .map(|(i, what)| Condition { number: i as u8 + 1, what, checked: 0, violated: 0, example: None })
+            .chain(shape.stock_floor.map(|_| Condition {
+                number: 13,
+                what: STOCK_FLOOR_CONDITION,
+                checked: 0,
+                violated: 0,
+                example: None,
+            }))
             .collect(),
     };
     let mut malformed = Vec::new();
@@ -830,6 +864,20 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
         t.check(1, wh.ytd == districts, || format!("warehouse {w}: W_YTD {} but sum(D_YTD) {districts}", wh.ytd));
         let h: i64 = h_by_district.range((w, 0)..=(w, u32::MAX)).map(|(_, a)| a).sum();
         t.check(8, wh.ytd == h, || format!("warehouse {w}: W_YTD {} but sum(H_AMOUNT) {h}", wh.ytd));
+    }
+    if let Some(floor) = shape.stock_floor {
+        for w in 1..=shape.warehouses {
+            for i in 1..=shape.items {
+                let key = tpcc::stock_key(w, i);
+                // Signed: a store that does not keep the floor may take it below zero.
+                let q = get(&key).map(|v| tpcc::fields(v).split(',').next().unwrap_or("").parse::<i64>());
+                match q {
+                    Some(Ok(q)) => t.check(13, q >= floor, || format!("stock {w}/{i}: S_QUANTITY {q} < {floor}")),
+                    Some(Err(_)) => row(&mut malformed, &key, Err("S_QUANTITY is not a number".into())),
+                    None => row(&mut malformed, &key, Err("no stock row".into())),
+                }
+            }
+        }
     }
     Audit { conditions: t.conditions, malformed, deliveries }
 }

@@ -8,6 +8,11 @@
 //!   its sequential `O_ID` is taken after the fact ([`crate::procedure::DeferredId`]): one atomic increment of
 //!   `D_NEXT_O_ID` at the district's owner, which writes the mapping `{g}oid/W/D/O` → `T`. The only
 //!   coordination left (consistency conditions 2 and 3: sequential, dense ids).
+//! - **New-Order under a stock floor** (`tpcc-cf-new-order-bounded`, for a schema with `CHECK (S_QUANTITY >=
+//!   F)` and no restocking, which the analyzer finds not invariant-confluent): the same, but each stock line
+//!   takes its quantity with a bounded add (`-Q>=F`, [`crate::merge`]) and no restocking: the store checks
+//!   the floor at the stock row's owner against every decrement in flight, and a line that would break it
+//!   aborts the whole New-Order (the coordination the invariant demands, on the stock rows only).
 //! - **Payment**'s sums (`W_YTD`, `D_YTD`, the customer's balance, year-to-date payment and payment count) are
 //!   merges; its HISTORY row is an append (a merge); bad credit's `C_DATA` a set (last writer wins: no
 //!   condition reads it).
@@ -72,6 +77,10 @@ fn output_str(known: &Known, i: usize, at: usize) -> Result<&str, String> {
 /// `tpcc-cf-new-order`: New-Order with its sequential id deferred.
 pub struct CfNewOrder;
 
+/// `tpcc-cf-new-order-bounded`: [`CfNewOrder`] keeping `S_QUANTITY >= FLOOR` by bounded adds, without
+/// TPC-C's restocking (module docs).
+pub struct CfNewOrderBounded;
+
 impl Procedure for CfNewOrder {
     fn name(&self) -> &'static str {
         "tpcc-cf-new-order"
@@ -82,84 +91,122 @@ impl Procedure for CfNewOrder {
     /// One wave: 0 district, warehouse and customer (the taxes and discount), 1..=L one stock merge per
     /// line, L+1 the inserts under the temporary id.
     fn plan(&self, args: &[Value], _known: &Known) -> Result<Vec<Piece>, String> {
-        let a = new_order_args(args)?;
-        let h = a.district;
-        let t = temp_id(a.token);
-        let reads = vec![h.district_key(), warehouse_key(h.dpw, h.w), h.customer_key(a.c)];
-        let mut pieces = vec![Piece { reads, ..Piece::default() }];
-        for l in &a.lines {
-            let s = stock_key(l.supply_w, l.item);
-            pieces.push(Piece { reads: vec![s.clone()], writes: vec![s], immediate: false });
-        }
-        let mut insert = vec![order_key(&h, &t), new_order_key(&h, &t), h.last_order_key(a.c)];
-        insert.extend((1..=a.lines.len() as u32).map(|n| order_line_key(&h, &t, n)));
-        pieces.push(Piece { writes: insert, ..Piece::default() });
-        Ok(pieces)
+        new_order_plan(args)
     }
     fn run(&self, piece: usize, args: &[Value], _known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError> {
-        let a = new_order_args(args)?;
-        let h = a.district;
-        let lines = a.lines.len();
-        match piece {
-            0 => {
-                if a.lines.iter().any(|l| l.item > a.items) {
-                    return Err("item number is not valid".into());
-                }
-                let d = DistrictRow::read(read(reads, 0))?;
-                let w = WarehouseRow::read(read(reads, 1))?;
-                let c = CustomerRow::read(read(reads, 2))?;
-                Ok(Ran { writes: Vec::new(), output: vec![v(d.tax), v(w.tax), v(c.discount)] })
-            }
-            p if p <= lines => {
-                let l = a.lines[p - 1];
-                let quantity = stock_quantity(read(reads, 0))?;
-                let q = i64::from(l.qty);
-                let delta = if quantity >= q + 10 { -q } else { 91 - q };
-                let remote = i64::from(l.supply_w != h.w);
-                let ops = [
-                    merge::FieldOp::Add(delta),
-                    merge::FieldOp::Add(q),
-                    merge::FieldOp::Add(1),
-                    merge::FieldOp::Add(remote),
-                ];
-                Ok(Ran { writes: vec![merge_value(&ops, &tag(a.token, p, 0))], output: Vec::new() })
-            }
-            p if p == lines + 1 => {
-                let t = temp_id(a.token);
-                let all_local = a.lines.iter().all(|l| l.supply_w == h.w);
-                let order = OrderRow { c_id: a.c, entry_d: a.entry_d, carrier: 0, ol_cnt: lines as u32, all_local };
-                let mut writes = vec![
-                    order.value(&tag(a.token, p, 0)),
-                    encode(NEW_ORDER, &tag(a.token, p, 1)),
-                    encode(&t, &tag(a.token, p, 2)),
-                ];
-                for (n, l) in a.lines.iter().enumerate() {
-                    let line = OrderLineRow {
-                        i_id: l.item,
-                        supply_w: l.supply_w,
-                        delivery_d: 0,
-                        qty: l.qty,
-                        amount: i64::from(l.qty) * item_price(l.item),
-                    };
-                    writes.push(line.value(&tag(a.token, p, 3 + n)));
-                }
-                Ok(Ran { writes, output: Vec::new() })
-            }
-            p => Err(format!("no piece {p}").into()),
-        }
+        new_order_run(piece, args, None, reads)
     }
     fn deferred_id(&self, args: &[Value], _known: &Known) -> Result<Option<DeferredId>, String> {
-        let a = new_order_args(args)?;
-        let h = a.district;
-        let last = a.lines.len() + 2;
-        Ok(Some(DeferredId {
-            counter: h.district_key(),
-            field: 0,
-            counter_value: merge_value(&[merge::FieldOp::Add(1), merge::FieldOp::Keep], &tag(a.token, last, 0)),
-            map_prefix: map_prefix(&h),
-            map_value: encode(&temp_id(a.token), &tag(a.token, last, 1)),
-        }))
+        new_order_deferred_id(args)
     }
+}
+
+/// The bounded New-Order's arguments without its floor (the classic New-Order's), and the floor.
+fn bounded_args(args: &[Value]) -> Result<(Vec<Value>, i64), String> {
+    let floor = args.get(1).ok_or("no FLOOR argument")?;
+    let floor: i64 = floor.parse().map_err(|_| format!("FLOOR {floor:?} is not a number"))?;
+    Ok((args.iter().enumerate().filter(|(i, _)| *i != 1).map(|(_, v)| v.clone()).collect(), floor))
+}
+
+impl Procedure for CfNewOrderBounded {
+    fn name(&self) -> &'static str {
+        "tpcc-cf-new-order-bounded"
+    }
+    fn usage(&self) -> &'static str {
+        "tpcc-cf-new-order-bounded TOKEN FLOOR DPW W D C ITEMS ENTRY_D [OL_I_ID OL_SUPPLY_W_ID OL_QUANTITY]×(1..15)"
+    }
+    fn plan(&self, args: &[Value], _known: &Known) -> Result<Vec<Piece>, String> {
+        new_order_plan(&bounded_args(args)?.0)
+    }
+    fn run(&self, piece: usize, args: &[Value], _known: &Known, reads: &[Option<Value>]) -> Result<Ran, PieceError> {
+        let (args, floor) = bounded_args(args)?;
+        new_order_run(piece, &args, Some(floor), reads)
+    }
+    fn deferred_id(&self, args: &[Value], _known: &Known) -> Result<Option<DeferredId>, String> {
+        new_order_deferred_id(&bounded_args(args)?.0)
+    }
+}
+
+fn new_order_plan(args: &[Value]) -> Result<Vec<Piece>, String> {
+    let a = new_order_args(args)?;
+    let h = a.district;
+    let t = temp_id(a.token);
+    let reads = vec![h.district_key(), warehouse_key(h.dpw, h.w), h.customer_key(a.c)];
+    let mut pieces = vec![Piece { reads, ..Piece::default() }];
+    for l in &a.lines {
+        let s = stock_key(l.supply_w, l.item);
+        pieces.push(Piece { reads: vec![s.clone()], writes: vec![s], immediate: false });
+    }
+    let mut insert = vec![order_key(&h, &t), new_order_key(&h, &t), h.last_order_key(a.c)];
+    insert.extend((1..=a.lines.len() as u32).map(|n| order_line_key(&h, &t, n)));
+    pieces.push(Piece { writes: insert, ..Piece::default() });
+    Ok(pieces)
+}
+
+/// A piece of New-Order; `floor`: the bounded variant's.
+fn new_order_run(piece: usize, args: &[Value], floor: Option<i64>, reads: &[Option<Value>]) -> Result<Ran, PieceError> {
+    let a = new_order_args(args)?;
+    let h = a.district;
+    let lines = a.lines.len();
+    match piece {
+        0 => {
+            if a.lines.iter().any(|l| l.item > a.items) {
+                return Err("item number is not valid".into());
+            }
+            let d = DistrictRow::read(read(reads, 0))?;
+            let w = WarehouseRow::read(read(reads, 1))?;
+            let c = CustomerRow::read(read(reads, 2))?;
+            Ok(Ran { writes: Vec::new(), output: vec![v(d.tax), v(w.tax), v(c.discount)] })
+        }
+        p if p <= lines => {
+            let l = a.lines[p - 1];
+            let quantity = stock_quantity(read(reads, 0))?;
+            let q = i64::from(l.qty);
+            let take = match floor {
+                // The owner keeps the floor; no restocking.
+                Some(floor) => merge::FieldOp::Bounded { add: -q, floor },
+                None => merge::FieldOp::Add(if quantity >= q + 10 { -q } else { 91 - q }),
+            };
+            let remote = i64::from(l.supply_w != h.w);
+            let ops = [take, merge::FieldOp::Add(q), merge::FieldOp::Add(1), merge::FieldOp::Add(remote)];
+            Ok(Ran { writes: vec![merge_value(&ops, &tag(a.token, p, 0))], output: Vec::new() })
+        }
+        p if p == lines + 1 => {
+            let t = temp_id(a.token);
+            let all_local = a.lines.iter().all(|l| l.supply_w == h.w);
+            let order = OrderRow { c_id: a.c, entry_d: a.entry_d, carrier: 0, ol_cnt: lines as u32, all_local };
+            let mut writes = vec![
+                order.value(&tag(a.token, p, 0)),
+                encode(NEW_ORDER, &tag(a.token, p, 1)),
+                encode(&t, &tag(a.token, p, 2)),
+            ];
+            for (n, l) in a.lines.iter().enumerate() {
+                let line = OrderLineRow {
+                    i_id: l.item,
+                    supply_w: l.supply_w,
+                    delivery_d: 0,
+                    qty: l.qty,
+                    amount: i64::from(l.qty) * item_price(l.item),
+                };
+                writes.push(line.value(&tag(a.token, p, 3 + n)));
+            }
+            Ok(Ran { writes, output: Vec::new() })
+        }
+        p => Err(format!("no piece {p}").into()),
+    }
+}
+
+fn new_order_deferred_id(args: &[Value]) -> Result<Option<DeferredId>, String> {
+    let a = new_order_args(args)?;
+    let h = a.district;
+    let last = a.lines.len() + 2;
+    Ok(Some(DeferredId {
+        counter: h.district_key(),
+        field: 0,
+        counter_value: merge_value(&[merge::FieldOp::Add(1), merge::FieldOp::Keep], &tag(a.token, last, 0)),
+        map_prefix: map_prefix(&h),
+        map_value: encode(&temp_id(a.token), &tag(a.token, last, 1)),
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -238,7 +238,8 @@ impl<M: Metadata> RampServer<M> {
                 .map_err(|e| format!("key {key:?}: {e}: cannot keep its bound"))?;
                 if low.saturating_add(add.min(0)) < floor {
                     return Err(format!(
-                        "key {key:?}: field {field} would fall to {} (at least {low} now, counting the decrements in                          flight, {add:+} here), below its floor {floor}",
+                        "below its floor {floor}: key {key:?} field {field} would fall to {} (at least {low} now, counting the \
+                         decrements in flight, {add:+} here)",
                         low.saturating_add(add.min(0))
                     ));
                 }
