@@ -1,6 +1,7 @@
 -- TPC-C's schema (examples/tpcc/schema.sql) with one invariant added that is not invariant-confluent:
 -- CHECK (s_quantity >= 10) on STOCK, with New-Order decrementing the quantity without TPC-C's restocking.
--- `snowline analyze` then says New-Order needs serializable execution, and a coordination-free run refuses it.
+-- `snowline analyze` then says New-Order needs serializable execution; a coordination-free run given these
+-- verdicts (--tpcc-verdicts) keeps the floor with bounded decrements checked at each stock row's owner.
 -- TPC-C (the columns the transactions and the consistency conditions use) with its twelve consistency
 -- conditions (TPC-C 5.11, clause 3.3.2.x) as constraints and annotations, named cc1..cc12.
 -- `snowline analyze examples/tpcc/schema.sql --transactions examples/tpcc/transactions.sql`
