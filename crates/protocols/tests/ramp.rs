@@ -4,7 +4,7 @@
 //! while the deliberately broken variant that skips the second round (`ramp_skip_second_round`) is caught
 //! with fractured reads.
 //!
-//! `SNOWLINE_LONG_TESTS=1` runs 100 seeds per configuration instead of 12.
+//! `SNOWLINE_LONG_TESTS=1` runs 200 seeds per configuration instead of 12.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -20,7 +20,7 @@ const MS: u64 = 1_000_000;
 const SECOND: u64 = 1_000 * MS;
 
 fn seeds() -> u64 {
-    if std::env::var("SNOWLINE_LONG_TESTS").is_ok_and(|v| v == "1") { 100 } else { 12 }
+    if std::env::var("SNOWLINE_LONG_TESTS").is_ok_and(|v| v == "1") { 200 } else { 12 }
 }
 
 fn sim<P: Protocol>(partitions: u16, config: ProtocolConfig) -> Sim<P> {
