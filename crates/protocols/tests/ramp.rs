@@ -317,11 +317,11 @@ fn servers_refuse_forged_prepares_commits_and_reads() {
     let now = sim.clock_ns(Addr::Client(c));
     let mine = Ts { time: now, client: c };
     let theirs = Ts { time: now, client: ClientId(c.0 + 1) };
-    let prepare = |ts: Ts, key: &Key, ws: Vec<Key>| RampMsg::Prepare {
+    let prepare = |ts: Ts, key: &Key, ws: Vec<Key>| RampMsg::<std::sync::Arc<[Key]>>::Prepare {
         op: OpId(1),
         ts,
         writes: vec![(key.clone(), Value::from("v"))],
-        meta: ws,
+        meta: ws.into(),
     };
     let deferred = |counter: &Key, map: &Key, add: &str| snowline_core::procedure::DeferredId {
         counter: counter.clone(),
@@ -342,7 +342,7 @@ fn servers_refuse_forged_prepares_commits_and_reads() {
                 op: OpId(1),
                 ts: mine,
                 writes: vec![(x.clone(), Value::from("merge:+x;t"))],
-                meta: vec![x.clone()],
+                meta: vec![x.clone()].into(),
             },
             InvalidKind::Malformed,
         ),

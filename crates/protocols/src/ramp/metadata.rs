@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use snowline_core::{Check, InvalidInput, InvalidKind, Key, ProtocolConfig, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+use std::sync::Arc;
 
 /// One key's first-round result, as [`Metadata::second_round`] sees it.
 #[derive(Clone, Copy, Debug)]
@@ -47,20 +48,21 @@ pub trait Metadata: Send + Sync + 'static {
     fn second_round(first: &[FirstRead<'_, Self::Meta>]) -> Vec<Option<Vec<Ts>>>;
 }
 
-/// RAMP-Fast: a version carries its transaction's write set.
+/// RAMP-Fast: a version carries its transaction's write set (shared: every version of a transaction at a
+/// server, and every reply that returns one, points at one copy).
 pub struct WriteSets;
 
 impl Metadata for WriteSets {
     const NAME: &'static str = "ramp-f";
-    type Meta = Vec<Key>;
+    type Meta = Arc<[Key]>;
     const EXACT: bool = true;
 
-    fn describe(keys: &[Key], _config: &ProtocolConfig) -> Vec<Key> {
-        keys.to_vec()
+    fn describe(keys: &[Key], _config: &ProtocolConfig) -> Arc<[Key]> {
+        Arc::from(keys)
     }
 
-    fn check(meta: &Vec<Key>, writes: &[(Key, Value)], check: &Check<'_>) -> Result<(), InvalidInput> {
-        check.request_keys(meta)?;
+    fn check(meta: &Arc<[Key]>, writes: &[(Key, Value)], check: &Check<'_>) -> Result<(), InvalidInput> {
+        check.request_keys(meta.iter())?;
         let set: BTreeSet<&Key> = meta.iter().collect();
         check.ensure(set.len() == meta.len(), InvalidKind::Malformed, || "a write set names a key twice".into())?;
         match writes.iter().find(|(k, _)| !set.contains(k)) {
@@ -71,7 +73,7 @@ impl Metadata for WriteSets {
 
     /// Algorithm 1, `GET_ALL`: `v_latest[i]` is the highest timestamp among the returned versions whose
     /// write set contains `i`; ask for exactly that version where it is newer than the one returned.
-    fn second_round(first: &[FirstRead<'_, Vec<Key>>]) -> Vec<Option<Vec<Ts>>> {
+    fn second_round(first: &[FirstRead<'_, Arc<[Key]>>]) -> Vec<Option<Vec<Ts>>> {
         // One pass over the write sets (a read of hundreds of keys, each version naming tens, stays linear).
         let read: BTreeSet<&Key> = first.iter().map(|r| r.key).collect();
         let mut latest: BTreeMap<&Key, Ts> = BTreeMap::new();
@@ -194,8 +196,8 @@ mod tests {
     #[test]
     fn each_variant_repairs_a_fractured_first_round() {
         let (x, y, z): (Key, Key, Key) = ("x".into(), "y".into(), "z".into());
-        let ws2 = vec![x.clone(), y.clone()];
-        let ws1 = vec![y.clone()];
+        let ws2: Arc<[Key]> = Arc::from([x.clone(), y.clone()]);
+        let ws1: Arc<[Key]> = Arc::from([y.clone()]);
         let f = [
             FirstRead { key: &x, found: Some((ts(2), &ws2)) },
             FirstRead { key: &y, found: Some((ts(1), &ws1)) },
@@ -232,9 +234,10 @@ mod tests {
         let config = ProtocolConfig::default();
         let check = Check::new(&t, &config, 0, snowline_core::Addr::Client(ClientId(1)), "prepare");
         let writes = vec![(Key::from("a"), snowline_core::Value::from("v"))];
-        assert!(WriteSets::check(&vec!["a".into(), "b".into()], &writes, &check).is_ok());
-        assert!(WriteSets::check(&vec!["b".into()], &writes, &check).is_err());
-        assert!(WriteSets::check(&vec!["a".into(), "a".into()], &writes, &check).is_err());
+        let ws = |keys: &[&str]| keys.iter().map(|k| Key::from(*k)).collect::<Arc<[Key]>>();
+        assert!(WriteSets::check(&ws(&["a", "b"]), &writes, &check).is_ok());
+        assert!(WriteSets::check(&ws(&["b"]), &writes, &check).is_err());
+        assert!(WriteSets::check(&ws(&["a", "a"]), &writes, &check).is_err());
         assert!(BloomFilters::check(&Bloom::of(["a"], 256, 4), &writes, &check).is_ok());
         assert!(BloomFilters::check(&Bloom::new(256, 4), &writes, &check).is_err());
     }

@@ -253,7 +253,7 @@ mod tests {
     fn key_with(versions: &[(u64, &str, bool)]) -> KeyState<WriteSets> {
         let mut k = KeyState::<WriteSets>::default();
         for (t, v, committed) in versions {
-            k.store(ts(*t), Value::from(*v), Vec::new(), *committed);
+            k.store(ts(*t), Value::from(*v), std::sync::Arc::from([]), *committed);
             if *committed {
                 k.last_commit = k.last_commit.max(Some(ts(*t)));
             }
