@@ -96,13 +96,22 @@ pub struct WorkloadArgs {
     #[arg(long, default_value_t = 1)]
     pub tpcc_warehouses: u32,
     /// tpcc: the population: full (TPC-C's: 100,000 items, 3,000 customers and orders per district), small
-    /// (1,000 items, 30 customers and orders per district: for tests) or items (100,000 items, 30 customers and
-    /// orders per district: full-scale stock contention, quick to load).
+    /// (1,000 items, 30 customers and orders per district: for tests), items (100,000 items, 30 customers and
+    /// orders per district: full-scale stock contention, quick to load) or tiny (100 items, 10 customers and
+    /// orders per district: hundreds of warehouses in seconds).
     #[arg(long, default_value = "full")]
     pub tpcc_scale: snowline_harness::tpcc::Scale,
     /// tpcc: New-Order's 1% rollback (an unused item) on or off (default: on in standard, off in snow).
     #[arg(long)]
     pub tpcc_rollback: Option<bool>,
+    /// tpcc: run only New-Order (the coordination-avoidance paper's experiment) instead of the mix.
+    #[arg(long)]
+    pub tpcc_new_order_only: bool,
+    /// tpcc, standard set-up with 2 or more warehouses: PCT% of New-Orders get exactly one line supplied by a
+    /// remote warehouse (on another server when there is one), the others none, instead of TPC-C's 1% of
+    /// lines.
+    #[arg(long, value_name = "PCT")]
+    pub tpcc_distributed: Option<u32>,
     /// tpcc on a coordination-free protocol (ramp-f, ramp-s, ramp-h, nocc): the analyzer's verdicts
     /// (`snowline analyze SCHEMA --transactions FILE --json > FILE`) choose each transaction's mechanism;
     /// one that needs more coordination than the store can give is refused. docs/COORDINATION.md.
@@ -198,6 +207,8 @@ impl WorkloadArgs {
             warehouses: self.tpcc_warehouses,
             scale: self.tpcc_scale,
             rollback: self.tpcc_rollback,
+            new_order_only: self.tpcc_new_order_only,
+            distributed: self.tpcc_distributed,
             seed: 0,
             coordination_free: false,
             free_delivery: self
