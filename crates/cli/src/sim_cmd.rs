@@ -88,8 +88,8 @@ pub struct WorkloadArgs {
     #[arg(long, default_value = "a")]
     pub mix: snowline_harness::YcsbMix,
     /// tpcc: the set-up: snow (the SNOW paper's and Rococo's: one warehouse, 10 districts per partition,
-    /// district-sharded, clients pinned to a home district, no rollbacks) or standard (TPC-C's:
-    /// --tpcc-warehouses of 10 districts, remote lines and payments, 1% rollbacks). docs/WORKLOADS.md.
+    /// district-sharded, clients pinned to a home district, no rollbacks) or standard (TPC-C's: --tpcc-warehouses
+    /// of 10 districts, each warehouse on one partition, remote lines and payments, 1% rollbacks). WORKLOADS.md.
     #[arg(long, default_value = "snow")]
     pub tpcc_setup: snowline_harness::tpcc::Setup,
     /// tpcc, standard set-up: warehouses.
