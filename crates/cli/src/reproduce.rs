@@ -1,4 +1,4 @@
-//! `snowline reproduce contrarian|tomsic|snow-cops|nmsi|snow-rococo|ramp`: a paper's experiment end to end — the client sweep for
+//! `snowline reproduce contrarian|tomsic|snow-cops|nmsi|snow-rococo|ramp|coordination`: a paper's experiment end to end — the client sweep for
 //! every protocol and variant, in the simulator or on real local clusters, then the results directory, the
 //! charts and a summary putting the paper's headline figures beside snowline's.
 
@@ -17,7 +17,9 @@ pub struct ReproduceArgs {
     /// nmsi (NMSI §V, Figs. 1, 3, 4: the criteria this build has of nmsi, rc, ser, us, si, psi) or snow-rococo
     /// (SNOW §6.2, Fig. 7: rococo-snow, rococo, 2pl and occ on TPC-C over the concurrent requests per server)
     /// or ramp (RAMP §5: ramp-f, ramp-s, ramp-h, nocc, 2pl and eiger-ps over clients, read share, transaction
-    /// size and value size, and RAMP-F's scale-out in the simulator).
+    /// size and value size, and RAMP-F's scale-out in the simulator) or coordination (coordination avoidance
+    /// §6.2, Figs. 5–6: coordination-free TPC-C New-Order on ramp-f against 2pl, occ and rococo, over 1 to 100
+    /// servers with 5 warehouses each and over the share of distributed New-Orders).
     pub paper: Paper,
     /// sim: the papers' set-ups in the simulator; real: real server processes, scaled down to this machine.
     #[arg(long, default_value = "sim")]

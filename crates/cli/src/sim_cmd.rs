@@ -88,21 +88,30 @@ pub struct WorkloadArgs {
     #[arg(long, default_value = "a")]
     pub mix: snowline_harness::YcsbMix,
     /// tpcc: the set-up: snow (the SNOW paper's and Rococo's: one warehouse, 10 districts per partition,
-    /// district-sharded, clients pinned to a home district, no rollbacks) or standard (TPC-C's:
-    /// --tpcc-warehouses of 10 districts, remote lines and payments, 1% rollbacks). docs/WORKLOADS.md.
+    /// district-sharded, clients pinned to a home district, no rollbacks) or standard (TPC-C's: --tpcc-warehouses
+    /// of 10 districts, each warehouse on one partition, remote lines and payments, 1% rollbacks). WORKLOADS.md.
     #[arg(long, default_value = "snow")]
     pub tpcc_setup: snowline_harness::tpcc::Setup,
     /// tpcc, standard set-up: warehouses.
     #[arg(long, default_value_t = 1)]
     pub tpcc_warehouses: u32,
     /// tpcc: the population: full (TPC-C's: 100,000 items, 3,000 customers and orders per district), small
-    /// (1,000 items, 30 customers and orders per district: for tests) or items (100,000 items, 30 customers and
-    /// orders per district: full-scale stock contention, quick to load).
+    /// (1,000 items, 30 customers and orders per district: for tests), items (100,000 items, 30 customers and
+    /// orders per district: full-scale stock contention, quick to load) or tiny (100 items, 10 customers and
+    /// orders per district: hundreds of warehouses in seconds).
     #[arg(long, default_value = "full")]
     pub tpcc_scale: snowline_harness::tpcc::Scale,
     /// tpcc: New-Order's 1% rollback (an unused item) on or off (default: on in standard, off in snow).
     #[arg(long)]
     pub tpcc_rollback: Option<bool>,
+    /// tpcc: run only New-Order (the coordination-avoidance paper's experiment) instead of the mix.
+    #[arg(long)]
+    pub tpcc_new_order_only: bool,
+    /// tpcc, standard set-up with 2 or more warehouses: PCT% of New-Orders get exactly one line supplied by a
+    /// remote warehouse (on another server when there is one), the others none, instead of TPC-C's 1% of
+    /// lines.
+    #[arg(long, value_name = "PCT")]
+    pub tpcc_distributed: Option<u32>,
     /// tpcc on a coordination-free protocol (ramp-f, ramp-s, ramp-h, nocc): the analyzer's verdicts
     /// (`snowline analyze SCHEMA --transactions FILE --json > FILE`) choose each transaction's mechanism;
     /// one that needs more coordination than the store can give is refused. docs/COORDINATION.md.
@@ -199,6 +208,8 @@ impl WorkloadArgs {
             warehouses: self.tpcc_warehouses,
             scale: self.tpcc_scale,
             rollback: self.tpcc_rollback,
+            new_order_only: self.tpcc_new_order_only,
+            distributed: self.tpcc_distributed,
             seed: 0,
             coordination_free: false,
             free_delivery: plan.as_ref().is_some_and(|p| p.procedure("delivery") == Some("tpcc-cf-delivery-free")),

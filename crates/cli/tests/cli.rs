@@ -216,6 +216,29 @@ fn sim_runs_tpcc_under_2pl_and_audits_the_twelve_conditions() {
     assert!(!o.status.success() && text(&o).contains("stored procedures"), "{}", text(&o));
 }
 
+/// The coordination-avoidance paper's experiment from the command line: New-Order alone, warehouse-partitioned,
+/// every New-Order with one remote line, coordination-free on RAMP-F; audited. Bad shares are refused.
+#[test]
+fn sim_runs_new_order_only_with_a_distributed_share() {
+    let args = |share: &str, setup: &str| -> Vec<String> {
+        let a = "sim --protocol ramp-f --dcs 1 --partitions 2 --clients 8 --workload tpcc --tpcc-scale tiny \
+                 --tpcc-warehouses 4 --tpcc-new-order-only --duration 100ms --tpcc-setup";
+        let mut v: Vec<String> = a.split_whitespace().map(String::from).collect();
+        v.extend([setup.to_string(), "--tpcc-distributed".into(), share.into()]);
+        v
+    };
+    let run = |share: &str, setup: &str| snowline(&args(share, setup).iter().map(String::as_str).collect::<Vec<_>>());
+    let o = run("100", "standard");
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("tpcc audit: all 12 conditions hold"), "{out}");
+    assert!(out.contains("tpcc-cf-new-order") && !out.contains("tpcc-cf-payment"), "{out}");
+    let o = run("101", "standard");
+    assert!(!o.status.success() && text(&o).contains("0 to 100"), "{}", text(&o));
+    let o = run("50", "snow");
+    assert!(!o.status.success() && text(&o).contains("--tpcc-setup standard"), "{}", text(&o));
+}
+
 /// `sim --durable` runs the servers in the durable host with commits that take virtual time: writes wait
 /// for their commit, so they get slower as commits do, and a protocol without a durable mode is refused.
 #[test]

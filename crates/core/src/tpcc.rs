@@ -5,19 +5,31 @@
 //! # Placement
 //!
 //! District `(w, d)` of a store with `dpw` districts per warehouse has the global number
-//! `g = (w − 1)·dpw + (d − 1)`, and every row of the district (the district itself, its delivery pointer,
-//! customers, the customers' history, orders, new-orders, order lines, the last-name index) is a *pinned* key
-//! `{g}…` ([`crate::Topology::partition_of`]): it lives at partition `g mod partitions`, so a district's rows
-//! live together (Rococo's district-sharded TPC-C, the SNOW paper's set-up, §6.2). A warehouse row is pinned
-//! with its first district (`{(w − 1)·dpw}`, as Rococo places it with district 0's server). A stock row is
-//! pinned by its item (`{i}`), spreading the stock table over the servers.
+//! `g = (w − 1)·dpw + (d − 1)`. Every row is a *pinned* key `{pin}…` ([`crate::Topology::partition_of`]:
+//! it lives at partition `pin mod partitions`), and the pin follows from `dpw` alone, so a procedure computes
+//! it from its arguments ([`District::pin`], [`warehouse_key`], [`stock_key`]):
+//!
+//! - **`dpw == 10`** (TPC-C's ten districts, the `standard` set-up): a warehouse is one unit of placement,
+//!   as TPC-C implementations partition. Every row of warehouse `w` — the warehouse, its districts and their
+//!   customers, history, orders, new-orders, order lines, indexes and mappings, and its STOCK rows — is
+//!   pinned `{w − 1}`. Only a remote supply line (another warehouse's stock) or a remote Payment's customer
+//!   makes a transaction span partitions.
+//! - **any other `dpw`** (the `snow` set-up's one oversized warehouse of `10 × partitions` districts): every
+//!   row of a district (the district itself, its delivery pointer, customers, the customers' history,
+//!   orders, new-orders, order lines, the last-name index) is pinned `{g}`, so a district's rows live
+//!   together (Rococo's district-sharded TPC-C, the SNOW paper's set-up, §6.2). A warehouse row is pinned
+//!   with its first district (`{(w − 1)·dpw}`, as Rococo places it with district 0's server). A stock row is
+//!   pinned by its item (`{i}`), spreading the stock table over the servers.
+//!
+//! (The SNOW set-up on one server has `dpw == 10` and is placed by warehouse: on one partition both rules
+//! place every row on it.)
 //!
 //! # Keys and rows
 //!
 //! | table | key | value fields (`,`-separated) |
 //! | --- | --- | --- |
-//! | WAREHOUSE | `{g0}w/W` | `W_YTD,W_TAX` |
-//! | DISTRICT | `{g}d/W/D` | `D_NEXT_O_ID,D_TAX` |
+//! | WAREHOUSE | `{g0}w/W` (`{w − 1}` by warehouse) | `W_YTD,W_TAX` |
+//! | DISTRICT | `{g}d/W/D` (`{g}`: the district's pin, [`District::pin`]) | `D_NEXT_O_ID,D_TAX` |
 //! | DISTRICT's year-to-date | `{g}dy/W/D` | `D_YTD` |
 //! | delivery pointer | `{g}dp/W/D` | the oldest undelivered `O_ID` (= min `NO_O_ID` while any is left) |
 //! | CUSTOMER | `{g}c/W/D/C` | `C_BALANCE,C_YTD_PAYMENT,C_PAYMENT_CNT,C_DELIVERY_CNT,C_CREDIT,C_DISCOUNT,C_LAST,C_FIRST,C_DATA` |
@@ -27,7 +39,7 @@
 //! | ORDER | `{g}o/W/D/O` | `O_C_ID,O_ENTRY_D,O_CARRIER_ID,O_OL_CNT,O_ALL_LOCAL` |
 //! | NEW-ORDER | `{g}no/W/D/O` | `new` while the order is undelivered, `delivered` once Delivery removed it |
 //! | ORDER-LINE | `{g}ol/W/D/O/N` | `OL_I_ID,OL_SUPPLY_W_ID,OL_DELIVERY_D,OL_QUANTITY,OL_AMOUNT` |
-//! | STOCK | `{I}s/W/I` | `S_QUANTITY,S_YTD,S_ORDER_CNT,S_REMOTE_CNT` |
+//! | STOCK | `{I}s/W/I` (`{w − 1}` by warehouse) | `S_QUANTITY,S_YTD,S_ORDER_CNT,S_REMOTE_CNT` |
 //!
 //! Every value ends in `;TAG`, a tag unique to the write (`TOKEN.PIECE.J` for a procedure, the token being
 //! unique per attempt; `load.N` for the loader): the history checker needs every written value unique. Money
@@ -137,8 +149,14 @@ impl District {
         District { dpw, w: (g / u64::from(dpw)) as u32 + 1, d: (g % u64::from(dpw)) as u32 + 1 }
     }
 
+    /// The pin of the district's rows: its warehouse's (`w − 1`) in a warehouse-partitioned store
+    /// (`dpw == 10`), else its global number (module docs, "Placement").
+    pub fn pin(&self) -> u64 {
+        if by_warehouse(self.dpw) { u64::from(self.w - 1) } else { self.global() }
+    }
+
     fn key(&self, table: &str, rest: &str) -> Key {
-        format!("{{{}}}{table}/{}/{}{rest}", self.global(), self.w, self.d).into()
+        format!("{{{}}}{table}/{}/{}{rest}", self.pin(), self.w, self.d).into()
     }
 
     /// The district's `D_NEXT_O_ID` and `D_TAX` (New-Order, Stock-Level).
@@ -176,14 +194,29 @@ impl District {
     }
 }
 
-/// Warehouse `w`'s row, pinned with its first district.
-pub fn warehouse_key(dpw: u32, w: u32) -> Key {
-    format!("{{{}}}w/{w}", u64::from(w.saturating_sub(1)) * u64::from(dpw)).into()
+/// TPC-C's districts per warehouse. A store with exactly this many places whole warehouses (module docs,
+/// "Placement"); the SNOW set-up's oversized warehouse (more districts) is sharded by district.
+pub const DISTRICTS_PER_WAREHOUSE: u32 = 10;
+
+/// Whether a store with `dpw` districts per warehouse pins every row by its warehouse.
+pub fn by_warehouse(dpw: u32) -> bool {
+    dpw == DISTRICTS_PER_WAREHOUSE
 }
 
-/// The stock row of item `i` in warehouse `w`, pinned by the item.
-pub fn stock_key(w: u32, i: u32) -> Key {
-    format!("{{{i}}}s/{w}/{i}").into()
+/// Warehouse `w`'s row: pinned by the warehouse (`dpw == 10`), else with its first district.
+pub fn warehouse_key(dpw: u32, w: u32) -> Key {
+    let w1 = u64::from(w.saturating_sub(1));
+    let pin = if by_warehouse(dpw) { w1 } else { w1 * u64::from(dpw) };
+    format!("{{{pin}}}w/{w}").into()
+}
+
+/// The stock row of item `i` in warehouse `w`: pinned by the warehouse (`dpw == 10`), else by the item.
+pub fn stock_key(dpw: u32, w: u32, i: u32) -> Key {
+    if by_warehouse(dpw) {
+        format!("{{{}}}s/{w}/{i}", w.saturating_sub(1)).into()
+    } else {
+        format!("{{{i}}}s/{w}/{i}").into()
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -666,7 +699,7 @@ impl Procedure for NewOrder {
         insert.extend((1..=a.lines.len() as u32).map(|n| h.order_line_key(o, n)));
         pieces.push(Piece { writes: insert, ..Piece::default() });
         for l in &a.lines {
-            let s = stock_key(l.supply_w, l.item);
+            let s = stock_key(h.dpw, l.supply_w, l.item);
             pieces.push(Piece { reads: vec![s.clone()], writes: vec![s], immediate: false });
         }
         Ok(pieces)
@@ -1120,7 +1153,7 @@ impl Procedure for StockLevel {
         pieces.push(Piece { reads: lines, writes: vec![], immediate: true });
         let Some(items) = output(known, 2) else { return Ok(pieces) };
         for i in items {
-            pieces.push(Piece { reads: vec![stock_key(h.w, num(i, "OL_I_ID")?)], ..Piece::default() });
+            pieces.push(Piece { reads: vec![stock_key(h.dpw, h.w, num(i, "OL_I_ID")?)], ..Piece::default() });
         }
         Ok(pieces)
     }

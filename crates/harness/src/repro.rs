@@ -15,10 +15,12 @@ use snowline_sim::{CpuModel, SimConfig};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+mod coordination;
 mod nmsi;
 mod ramp;
 mod snow_rococo;
 
+pub use coordination::{PROTOCOLS as COORDINATION_PROTOCOLS, WAREHOUSES_PER_SERVER, new_orders};
 pub use ramp::{PROTOCOLS as RAMP_PROTOCOLS, RampSweep};
 
 pub use snow_rococo::{
@@ -72,6 +74,9 @@ pub enum Paper {
     /// Eiger on multi-key read-only and blind write transactions, over clients, read share, transaction size
     /// and value size, and RAMP-F's scale-out in the simulator.
     Ramp,
+    /// Coordination avoidance (Bailis et al., VLDB 2015) §6.2, Figs. 5–6: coordination-free TPC-C New-Order
+    /// on RAMP-F against 2PL, OCC and Rococo, over the servers and the share of distributed New-Orders.
+    Coordination,
 }
 
 impl std::str::FromStr for Paper {
@@ -84,8 +89,10 @@ impl std::str::FromStr for Paper {
             "nmsi" => Ok(Paper::Nmsi),
             "snow-rococo" => Ok(Paper::SnowRococo),
             "ramp" => Ok(Paper::Ramp),
+            "coordination" => Ok(Paper::Coordination),
             other => Err(format!(
-                "unknown reproduction {other:?}; valid: contrarian, tomsic, snow-cops, nmsi, snow-rococo, ramp"
+                "unknown reproduction {other:?}; valid: contrarian, tomsic, snow-cops, nmsi, snow-rococo, ramp, \
+                 coordination"
             )),
         }
     }
@@ -100,6 +107,7 @@ impl Paper {
             Paper::Nmsi => "nmsi",
             Paper::SnowRococo => "snow-rococo",
             Paper::Ramp => "ramp",
+            Paper::Coordination => "coordination",
         }
     }
 
@@ -112,6 +120,7 @@ impl Paper {
             Paper::Nmsi => &NMSI_PROTOCOLS,
             Paper::SnowRococo => &SNOW_ROCOCO_PROTOCOLS,
             Paper::Ramp => &RAMP_PROTOCOLS,
+            Paper::Coordination => &COORDINATION_PROTOCOLS,
         };
         names.iter().map(|s| s.to_string()).collect()
     }
@@ -446,6 +455,10 @@ impl Experiment {
                 let (variants, clients, [run, warmup, cooldown]) = ramp::setup(sim, quick, &mut notes);
                 (variants, clients, None, run, warmup, cooldown)
             }
+            Paper::Coordination => {
+                let (variants, clients, [run, warmup, cooldown]) = coordination::setup(sim, quick, &mut notes);
+                (variants, clients, None, run, warmup, cooldown)
+            }
         };
         if sim {
             notes.push(format!(
@@ -601,6 +614,7 @@ impl Experiment {
         match self.paper {
             Paper::SnowRococo => self.snow_rococo_line(record),
             Paper::Ramp => self.ramp_line(record),
+            Paper::Coordination => self.coordination_line(record),
             Paper::Nmsi => {
                 let t = s.update_termination.as_ref();
                 format!(
@@ -637,6 +651,7 @@ impl Experiment {
         match self.paper {
             Paper::SnowRococo => self.snow_rococo_table(records),
             Paper::Ramp => self.ramp_table(records),
+            Paper::Coordination => self.coordination_table(records),
             Paper::Nmsi => crate::report::txn_table(records),
             _ => crate::report::table(records),
         }
@@ -875,6 +890,11 @@ impl Experiment {
                     draw(&name, chart)?;
                 }
             }
+            Paper::Coordination => {
+                for (name, chart) in self.coordination_charts(records) {
+                    draw(&name, chart)?;
+                }
+            }
         }
         Ok(written)
     }
@@ -1029,6 +1049,7 @@ impl Experiment {
             Paper::Nmsi => out = self.nmsi_headline(records),
             Paper::SnowRococo => out = self.snow_rococo_headline(records),
             Paper::Ramp => out = self.ramp_headline(records),
+            Paper::Coordination => out = self.coordination_headline(records),
         }
         out
     }
@@ -1137,7 +1158,15 @@ mod tests {
 
     #[test]
     fn experiments_are_well_formed_in_both_runtimes() {
-        for paper in [Paper::Contrarian, Paper::Tomsic, Paper::SnowCops, Paper::Nmsi, Paper::SnowRococo, Paper::Ramp] {
+        for paper in [
+            Paper::Contrarian,
+            Paper::Tomsic,
+            Paper::SnowCops,
+            Paper::Nmsi,
+            Paper::SnowRococo,
+            Paper::Ramp,
+            Paper::Coordination,
+        ] {
             for runtime in [Runtime::Sim, Runtime::Real] {
                 for quick in [true, false] {
                     let e = Experiment::new(paper, runtime, quick);

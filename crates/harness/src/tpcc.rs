@@ -14,14 +14,26 @@
 //!   for a customer of a remote warehouse (when there is more than one), and 1% of New-Orders roll back.
 //!   A Delivery is one call per district of the home warehouse.
 //!
+//! Placement follows the districts per warehouse (`snowline_core::tpcc`, "Placement"): the standard
+//! set-up's warehouses of 10 districts are each one unit of placement (every row of warehouse `w`, its
+//! stock included, on partition `(w − 1) mod partitions`), while the SNOW set-up's oversized warehouse is
+//! sharded by district with its stock spread by item. In the standard set-up, client `i`'s home warehouse
+//! is `i mod W + 1` (terminals spread evenly over the warehouses, hence over the servers) and its home
+//! district `(i / W) mod 10 + 1`.
+//!
 //! Scales ([`Scale`]): `full` is TPC-C's population (100,000 items, 3,000 customers and 3,000 orders per
 //! district, the last 900 undelivered); `small` (for tests) has 1,000 items and 30 customers and 30 orders
 //! per district (the last 9 undelivered), so a simulated run loads in well under a second; `items` has the
 //! full scale's 100,000 items and stock rows with the small scale's customers and orders, so Stock-Level's
-//! stock reads meet New-Order's stock writes as often as at full scale (`reproduce snow-rococo` uses it).
+//! stock reads meet New-Order's stock writes as often as at full scale (`reproduce snow-rococo` uses it);
+//! `tiny` has 100 items and 10 customers and 10 orders per district (the last 3 undelivered), so that
+//! hundreds of warehouses load and audit in seconds (`reproduce coordination` uses it).
 //!
 //! The mix is 44% New-Order, 44% Payment, 4% each Order-Status, Delivery and Stock-Level (the SNOW paper's;
-//! TPC-C's minimum mix is 45/43/4/4/4). Non-uniform random numbers follow §2.1.6 (NURand with A = 255 for
+//! TPC-C's minimum mix is 45/43/4/4/4); `--tpcc-new-order-only` runs New-Order alone (the coordination-
+//! avoidance paper's experiment). `--tpcc-distributed PCT` (standard set-up, two or more warehouses) replaces
+//! TPC-C's 1% remote lines: PCT% of New-Orders get exactly one line (the first) supplied by a remote
+//! warehouse, on another partition when there is one, and the others none (the paper's Fig. 5 sweep). Non-uniform random numbers follow §2.1.6 (NURand with A = 255 for
 //! last names, 1023 for customer ids, 8191 for items; `C` drawn once per run from the seed). Dates
 //! (`O_ENTRY_D`, `OL_DELIVERY_D`) are the client's operation counter.
 
@@ -66,6 +78,8 @@ pub enum Scale {
     /// TPC-C's 100,000 items and stock rows with the small scale's customers and orders: Stock-Level's
     /// stock reads contend as in the full population, and a sweep still loads and audits in seconds.
     Items,
+    /// 100 items, 10 customers and 10 orders per district: hundreds of warehouses in seconds.
+    Tiny,
 }
 
 impl std::str::FromStr for Scale {
@@ -75,7 +89,8 @@ impl std::str::FromStr for Scale {
             "full" => Ok(Scale::Full),
             "small" => Ok(Scale::Small),
             "items" => Ok(Scale::Items),
-            other => Err(format!("unknown TPC-C scale {other:?}: full, small or items")),
+            "tiny" => Ok(Scale::Tiny),
+            other => Err(format!("unknown TPC-C scale {other:?}: full, small, items or tiny")),
         }
     }
 }
@@ -97,6 +112,11 @@ pub struct TpccSpec {
     /// Coordination-free: Delivery runs coordination-free (`tpcc-cf-delivery-free`) rather than serially at
     /// its district's partition, as the analyzer's verdicts may say (`crate::tpcc_plan`).
     pub free_delivery: bool,
+    /// Run only New-Order (the coordination-avoidance paper's experiment) instead of the five-way mix.
+    pub new_order_only: bool,
+    /// Percent of New-Orders with exactly one remote supply line (the others none), replacing TPC-C's 1% per
+    /// line; `None`: TPC-C's. Standard set-up with two or more warehouses.
+    pub distributed: Option<u32>,
     /// Coordination-free: New-Order keeps `S_QUANTITY >=` this floor, without restocking
     /// (`tpcc-cf-new-order-bounded`), as the analyzer's verdicts say for a schema with such a `CHECK`; the
     /// audit then checks the floor too.
@@ -122,6 +142,9 @@ pub struct Shape {
     /// sequential ids).
     pub coordination_free: bool,
     pub free_delivery: bool,
+    pub new_order_only: bool,
+    /// The share of New-Orders with exactly one remote line (`None`: `remote_line` per line).
+    pub distributed: Option<f64>,
     pub stock_floor: Option<i64>,
 }
 
@@ -131,6 +154,7 @@ impl TpccSpec {
             Scale::Full => (3000, 3000, 100_000),
             Scale::Small => (30, 30, 1000),
             Scale::Items => (30, 30, 100_000),
+            Scale::Tiny => (10, 10, 100),
         };
         let (warehouses, dpw) = match self.setup {
             Setup::Snow => (1, 10 * u32::from(topology.partitions)),
@@ -151,6 +175,8 @@ impl TpccSpec {
             remote_payment: if multi { 0.15 } else { 0.0 },
             coordination_free: self.coordination_free,
             free_delivery: self.free_delivery,
+            new_order_only: self.new_order_only,
+            distributed: self.distributed.map(|p| f64::from(p) / 100.0),
             stock_floor: self.stock_floor,
         }
     }
@@ -161,6 +187,16 @@ impl TpccSpec {
         }
         if self.warehouses > 10_000 {
             return Err("at most 10000 warehouses".into());
+        }
+        if let Some(p) = self.distributed {
+            if p > 100 {
+                return Err(format!("--tpcc-distributed is a percentage of New-Orders, 0 to 100, not {p}"));
+            }
+            if self.setup != Setup::Standard || self.warehouses < 2 {
+                return Err("--tpcc-distributed needs --tpcc-setup standard and --tpcc-warehouses of 2 or more (a \
+                            remote line is another warehouse's stock)"
+                    .into());
+            }
         }
         Ok(())
     }
@@ -198,8 +234,9 @@ fn letters(rng: &mut SmallRng, lo: usize, hi: usize) -> String {
 // Loader
 // ---------------------------------------------------------------------------------------------------------
 
-/// Keys written per loader batch (one `Update` each, all on one partition).
-pub const LOAD_BATCH: usize = 200;
+/// Keys written per loader batch (one `Update` each, all on one partition): small, because a RAMP-F version
+/// carries its transaction's write set, so a batch's metadata grows with the square of its size.
+pub const LOAD_BATCH: usize = 50;
 
 /// The initial database (§4.3.3.1, scaled as the shape says), deterministic by `seed`: batches of at most
 /// [`LOAD_BATCH`] writes, each on one partition.
@@ -220,7 +257,7 @@ pub fn initial_database(shape: &Shape, seed: u64) -> Vec<Vec<(Key, Value)>> {
         put(tpcc::warehouse_key(dpw, w), WarehouseRow { ytd, tax: rng.random_range(0..=2000) }.value(&tag()));
         for i in 1..=shape.items {
             let s = StockRow { quantity: rng.random_range(10..=100), ytd: 0, order_cnt: 0, remote_cnt: 0 };
-            put(tpcc::stock_key(w, i), s.value(&tag()));
+            put(tpcc::stock_key(dpw, w, i), s.value(&tag()));
         }
     }
     for h in shape.all_districts() {
@@ -330,9 +367,18 @@ impl TpccGenerator {
         Self { shape, c_last, c_id: rng.random_range(0..=1023), c_item: rng.random_range(0..=8191) }
     }
 
-    /// Client `client`'s home district.
+    /// Client `client`'s home district: in the standard set-up, warehouse `client mod W + 1` (terminals
+    /// spread over the warehouses first), district `(client / W) mod 10 + 1`; in the SNOW set-up district
+    /// `client mod districts`.
     pub fn home(&self, client: usize) -> District {
-        District::of_global(self.shape.districts_per_warehouse, client as u64 % self.shape.districts())
+        let (dpw, client) = (self.shape.districts_per_warehouse, client as u64);
+        match self.shape.setup {
+            Setup::Snow => District::of_global(dpw, client % self.shape.districts()),
+            Setup::Standard => {
+                let w = u64::from(self.shape.warehouses);
+                District { dpw, w: (client % w) as u32 + 1, d: (client / w % u64::from(dpw)) as u32 + 1 }
+            }
+        }
     }
 
     fn customer_id(&self, rng: &mut SmallRng) -> u32 {
@@ -361,6 +407,20 @@ impl TpccGenerator {
         if other >= w { other + 1 } else { other }
     }
 
+    /// A warehouse other than `w` on another partition when there is one (warehouses placed by warehouse:
+    /// consecutive ones are on different partitions whenever there are two or more), so that the line
+    /// makes the New-Order distributed.
+    fn remote_warehouse(&self, rng: &mut SmallRng, w: u32) -> u32 {
+        let p = u32::from(self.shape.partitions.max(1));
+        let by_warehouse = tpcc::by_warehouse(self.shape.districts_per_warehouse);
+        loop {
+            let other = self.other_warehouse(rng, w);
+            if p == 1 || !by_warehouse || (other - 1) % p != (w - 1) % p {
+                return other;
+            }
+        }
+    }
+
     /// The procedure that runs transaction `classic` (`tpcc-…`) on this store: `tpcc-cf-…` when it is
     /// coordination-free.
     fn name(&self, classic: &'static str) -> &'static str {
@@ -385,11 +445,13 @@ impl TpccGenerator {
         let d = |x: u32| Value::from(x.to_string());
         let header = |h: District| vec![d(h.dpw), d(h.w), d(h.d)];
         let date = date.max(1);
-        let mut roll = rng.random_range(0..100);
         let mut kind = 0;
-        while roll >= MIX[kind] {
-            roll -= MIX[kind];
-            kind += 1;
+        if !s.new_order_only {
+            let mut roll = rng.random_range(0..100);
+            while roll >= MIX[kind] {
+                roll -= MIX[kind];
+                kind += 1;
+            }
         }
         let call = |procedure: &'static str, args: Vec<Value>, token: bool| {
             Job::Call(CallJob {
@@ -404,6 +466,8 @@ impl TpccGenerator {
                 let c = self.customer_id(rng);
                 let lines = rng.random_range(5..=15usize);
                 let rollback = s.rollback && rng.random_range(0..100) == 0;
+                // The distributed-share sweep: this order's first line is remote, or none is.
+                let remote_first = s.distributed.map(|share| rng.random::<f64>() < share);
                 let mut args = header(h);
                 if let (true, Some(floor)) = (s.coordination_free, s.stock_floor) {
                     args.insert(0, Value::from(floor.to_string()));
@@ -420,7 +484,12 @@ impl TpccGenerator {
                         }
                         i
                     };
-                    let supply = if rng.random::<f64>() < s.remote_line { self.other_warehouse(rng, h.w) } else { h.w };
+                    let supply = match remote_first {
+                        Some(true) if n == 0 => self.remote_warehouse(rng, h.w),
+                        Some(_) => h.w,
+                        None if rng.random::<f64>() < s.remote_line => self.other_warehouse(rng, h.w),
+                        None => h.w,
+                    };
                     args.extend([d(item), d(supply), d(rng.random_range(1..=10))]);
                 }
                 vec![call(self.name("tpcc-new-order"), args, true)]
@@ -503,7 +572,7 @@ pub fn audit_first_keys(shape: &Shape) -> Vec<Key> {
     }
     if shape.stock_floor.is_some() {
         for w in 1..=shape.warehouses {
-            keys.extend((1..=shape.items).map(|i| tpcc::stock_key(w, i)));
+            keys.extend((1..=shape.items).map(|i| tpcc::stock_key(shape.districts_per_warehouse, w, i)));
         }
     }
     keys
@@ -868,7 +937,7 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
     if let Some(floor) = shape.stock_floor {
         for w in 1..=shape.warehouses {
             for i in 1..=shape.items {
-                let key = tpcc::stock_key(w, i);
+                let key = tpcc::stock_key(dpw, w, i);
                 // Signed: a store that does not keep the floor may take it below zero.
                 let q = get(&key).map(|v| tpcc::fields(v).split(',').next().unwrap_or("").parse::<i64>());
                 match q {
@@ -883,162 +952,4 @@ pub fn audit(shape: &Shape, state: &BTreeMap<Key, Option<Value>>) -> Audit {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use snowline_core::procedure::{Call, run_all};
-
-    fn small() -> Shape {
-        TpccSpec { scale: Scale::Small, ..Default::default() }.shape(Topology::new(1, 1))
-    }
-
-    fn loaded(shape: &Shape) -> BTreeMap<Key, Value> {
-        initial_database(shape, 5).into_iter().flatten().collect()
-    }
-
-    fn audited(shape: &Shape, db: &BTreeMap<Key, Value>) -> Audit {
-        let first: BTreeMap<Key, Option<Value>> =
-            audit_first_keys(shape).into_iter().map(|k| (k.clone(), db.get(&k).cloned())).collect();
-        let mut all = first.clone();
-        for k in audit_second_keys(shape, &first) {
-            all.insert(k.clone(), db.get(&k).cloned());
-        }
-        audit(shape, &all)
-    }
-
-    #[test]
-    fn the_initial_database_is_consistent_deterministic_and_batched_per_partition() {
-        let shape = TpccSpec { scale: Scale::Small, ..Default::default() }.shape(Topology::new(1, 2));
-        assert_eq!((shape.districts(), shape.first_undelivered), (20, 22));
-        let batches = initial_database(&shape, 5);
-        let t = Topology::new(1, 2);
-        for b in &batches {
-            assert!(b.len() <= LOAD_BATCH && b.iter().all(|(k, _)| t.partition_of(k) == t.partition_of(&b[0].0)));
-        }
-        assert_eq!(batches, initial_database(&shape, 5));
-        let values: BTreeSet<&Value> = batches.iter().flatten().map(|(_, v)| v).collect();
-        assert_eq!(values.len(), batches.iter().map(Vec::len).sum::<usize>(), "values are unique");
-        let a = audited(&shape, &batches.into_iter().flatten().collect());
-        assert!(a.ok(), "{a}");
-        assert!(a.conditions.iter().all(|c| c.checked > 0), "{a}");
-    }
-
-    #[test]
-    fn the_audit_holds_after_transactions_and_catches_inconsistencies() {
-        let shape = small();
-        let mut db = loaded(&shape);
-        let g = TpccGenerator::new(shape.clone(), 5);
-        let mut rng = SmallRng::seed_from_u64(1);
-        let mut kinds = BTreeMap::new();
-        for seq in 0..400u64 {
-            for job in g.next_jobs(&mut rng, seq as usize, seq + 1) {
-                let Job::Call(CallJob { procedure, mut args, token }) = job else { panic!("{job:?}") };
-                if token {
-                    args[0] = format!("t{seq}").into();
-                }
-                *kinds.entry(procedure).or_insert(0) += 1;
-                let mut call = Call::start(procedure, args).unwrap();
-                let (_, writes) = run_all(&mut call, |k| db.get(k).cloned()).unwrap();
-                db.extend(writes);
-            }
-        }
-        assert_eq!(kinds.len(), 5, "{kinds:?}");
-        let a = audited(&shape, &db);
-        assert!(a.ok(), "{a}");
-        assert!(a.deliveries > 0);
-        // Break conditions one at a time.
-        let h = District::new(shape.districts_per_warehouse, 1, 3).unwrap();
-        let broken = |f: &dyn Fn(&mut BTreeMap<Key, Value>)| {
-            let mut db = db.clone();
-            f(&mut db);
-            audited(&shape, &db).violated()
-        };
-        // A payment applied to the district only: D_YTD disagrees with the warehouse and the history.
-        assert_eq!(
-            broken(&|db| {
-                let mut d = DistrictYtdRow::read(db.get(&h.district_ytd_key())).unwrap();
-                d.ytd += 5;
-                db.insert(h.district_ytd_key(), d.value("x"));
-            }),
-            vec![1, 9]
-        );
-        // A payment applied to the warehouse only: W_YTD disagrees with the districts and the history.
-        assert_eq!(
-            broken(&|db| {
-                let k = tpcc::warehouse_key(shape.districts_per_warehouse, 1);
-                let mut w = WarehouseRow::read(db.get(&k)).unwrap();
-                w.ytd += 5;
-                db.insert(k, w.value("x"));
-            }),
-            vec![1, 8]
-        );
-        // A lost order: the district's counter runs ahead of its orders.
-        assert_eq!(
-            broken(&|db| {
-                let mut d = DistrictRow::read(db.get(&h.district_key())).unwrap();
-                d.next_o_id += 1;
-                db.insert(h.district_key(), d.value("x"));
-            }),
-            vec![2]
-        );
-        // A delivery that forgot the new-order row.
-        let o = shape.first_undelivered + 3;
-        let got = broken(&|db| {
-            db.insert(h.new_order_key(o), tpcc::encode(tpcc::DELIVERED, "x"));
-        });
-        assert!(got.contains(&3) && got.contains(&5) && got.contains(&11), "{got:?}");
-        // An order line lost.
-        let got = broken(&|db| {
-            db.remove(&h.order_line_key(1, 1));
-        });
-        assert_eq!(got, vec![4, 6]);
-        // A customer credited twice.
-        let got = broken(&|db| {
-            let mut c = CustomerRow::read(db.get(&h.customer_key(2))).unwrap();
-            c.balance += 1;
-            db.insert(h.customer_key(2), c.value("x"));
-        });
-        assert_eq!(got, vec![10, 12]);
-        // A history row lost.
-        let got = broken(&|db| {
-            db.insert(h.history_key(2), tpcc::encode("", "x"));
-        });
-        assert_eq!(got, vec![8, 9, 10]);
-        // A delivered line on an undelivered order.
-        let got = broken(&|db| {
-            let k = h.order_line_key(o, 1);
-            let mut l = OrderLineRow::read(db.get(&k)).unwrap();
-            l.delivery_d = 9;
-            db.insert(k, l.value("x"));
-        });
-        assert!(got.contains(&7), "{got:?}");
-        // Garbage: reported, and the audit fails.
-        let mut bad = db.clone();
-        bad.insert(h.order_key(1), "garbage".into());
-        let a = audited(&shape, &bad);
-        assert!(!a.ok() && !a.malformed.is_empty(), "{a}");
-    }
-
-    #[test]
-    fn the_generator_pins_clients_and_follows_the_mix() {
-        let shape = TpccSpec { scale: Scale::Small, ..Default::default() }.shape(Topology::new(1, 2));
-        let g = TpccGenerator::new(shape.clone(), 3);
-        let mut rng = SmallRng::seed_from_u64(2);
-        let mut counts = BTreeMap::new();
-        for i in 0..10_000u64 {
-            for job in g.next_jobs(&mut rng, 7, i) {
-                let Job::Call(c) = job else { panic!() };
-                assert_eq!(&*c.args[usize::from(c.token) + 2], "8", "client 7's home district is 8: {c:?}");
-                *counts.entry(c.procedure).or_insert(0u32) += 1;
-                assert!(Call::start(c.procedure, c.args).is_ok());
-            }
-        }
-        let share = |p: &str| f64::from(counts[p]) / 10_000.0;
-        assert!((share("tpcc-new-order") - 0.44).abs() < 0.02 && (share("tpcc-payment") - 0.44).abs() < 0.02);
-        assert!((share("tpcc-stock-level") - 0.04).abs() < 0.01, "{counts:?}");
-        // The standard set-up: ten districts per warehouse, remote lines and payments with two warehouses.
-        let spec = TpccSpec { setup: Setup::Standard, warehouses: 2, scale: Scale::Small, ..Default::default() };
-        let shape = spec.shape(Topology::new(1, 4));
-        assert_eq!((shape.districts(), shape.rollback), (20, true));
-        assert!(TpccSpec { warehouses: 2, ..Default::default() }.validate().is_err());
-    }
-}
+mod tests;

@@ -6,6 +6,7 @@
 use snowline as _;
 
 mod anomalies;
+mod coordination;
 mod faults;
 mod injected_anomalies;
 mod snow_rococo;

@@ -130,7 +130,7 @@ fn the_audit_catches_a_stock_row_below_the_floor() {
         tpcc::initial_database(&shape, 5).into_iter().flatten().map(|(k, v)| (k, Some(v))).collect();
     let audit = tpcc::audit(&shape, &db);
     assert!(audit.ok() && audit.count() == 13, "{audit}");
-    db.insert(snowline_core::tpcc::stock_key(1, 7), Some("9,5,1,0;x".into()));
+    db.insert(snowline_core::tpcc::stock_key(shape.districts_per_warehouse, 1, 7), Some("9,5,1,0;x".into()));
     let audit = tpcc::audit(&shape, &db);
     assert_eq!(audit.violated(), vec![13], "{audit}");
 }

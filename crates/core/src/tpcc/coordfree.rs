@@ -134,7 +134,7 @@ fn new_order_plan(args: &[Value]) -> Result<Vec<Piece>, String> {
     let reads = vec![h.district_key(), warehouse_key(h.dpw, h.w), h.customer_key(a.c)];
     let mut pieces = vec![Piece { reads, ..Piece::default() }];
     for l in &a.lines {
-        let s = stock_key(l.supply_w, l.item);
+        let s = stock_key(h.dpw, l.supply_w, l.item);
         pieces.push(Piece { reads: vec![s.clone()], writes: vec![s], immediate: false });
     }
     let mut insert = vec![order_key(&h, &t), new_order_key(&h, &t), h.last_order_key(a.c)];
@@ -489,7 +489,7 @@ impl Procedure for CfStockLevel {
         pieces.push(Piece { reads: lines, writes: vec![], immediate: true });
         let Some(items) = output(known, 3) else { return Ok(pieces) };
         for i in items {
-            pieces.push(Piece { reads: vec![stock_key(h.w, num(i, "OL_I_ID")?)], ..Piece::default() });
+            pieces.push(Piece { reads: vec![stock_key(h.dpw, h.w, num(i, "OL_I_ID")?)], ..Piece::default() });
         }
         Ok(pieces)
     }

@@ -67,7 +67,7 @@ fn state() -> State {
         }
     }
     for i in 1..=5u32 {
-        put(stock_key(1, i), StockRow { quantity: 10 + i, ytd: 0, order_cnt: 0, remote_cnt: 0 }.value("s"));
+        put(stock_key(DPW, 1, i), StockRow { quantity: 10 + i, ytd: 0, order_cnt: 0, remote_cnt: 0 }.value("s"));
     }
     s
 }
@@ -88,10 +88,12 @@ fn row<R: Row>(s: &State, k: &Key) -> R {
 
 #[test]
 fn keys_are_pinned_to_their_district_s_partition() {
+    // The SNOW set-up on 4 servers: one warehouse of 40 districts, sharded by district, stock by item.
     let t = crate::Topology::new(1, 4);
-    let h = District::new(10, 2, 3).unwrap();
+    let h = District::new(40, 1, 13).unwrap();
     assert_eq!(h.global(), 12);
-    assert_eq!(District::of_global(10, 12), h);
+    assert_eq!(h.pin(), 12);
+    assert_eq!(District::of_global(40, 12), h);
     let keys = [
         h.district_key(),
         h.district_ytd_key(),
@@ -100,16 +102,70 @@ fn keys_are_pinned_to_their_district_s_partition() {
         h.order_line_key(3, 1),
         h.by_name_key("BAR"),
         h.history_key(1),
+        coordfree::map_key(&h, 5),
+        coordfree::order_line_key(&h, "t9", 1),
     ];
     for k in keys {
         assert_eq!(t.partition_of(&k), 0, "{k}");
     }
-    assert_eq!(&*h.order_line_key(3, 1), "{12}ol/2/3/3/1");
+    assert_eq!(&*h.order_line_key(3, 1), "{12}ol/1/13/3/1");
     // D_NEXT_O_ID and D_YTD are two keys (two tables, as Rococo conflicts TPC-C per column).
-    assert_eq!((&*h.district_key(), &*h.district_ytd_key()), ("{12}d/2/3", "{12}dy/2/3"));
-    assert_eq!(t.partition_of(&warehouse_key(10, 2)), t.partition_of(&District::new(10, 2, 1).unwrap().district_key()));
-    assert_eq!(t.partition_of(&stock_key(1, 7)), 3);
+    assert_eq!((&*h.district_key(), &*h.district_ytd_key()), ("{12}d/1/13", "{12}dy/1/13"));
+    assert_eq!(&*warehouse_key(40, 1), "{0}w/1");
+    assert_eq!(t.partition_of(&District::new(40, 1, 2).unwrap().district_key()), 1);
+    assert_eq!(&*stock_key(40, 1, 7), "{7}s/1/7");
+    assert_eq!(t.partition_of(&stock_key(40, 1, 7)), 3);
     assert!((100..=10_000).contains(&item_price(1)) && item_price(1) == item_price(1));
+}
+
+#[test]
+fn a_standard_warehouse_is_one_unit_of_placement() {
+    // TPC-C's ten districts per warehouse: every row of warehouse 7 (its districts', its stock, the
+    // coordination-free layout's) on partition (7 − 1) mod 4.
+    let t = crate::Topology::new(1, 4);
+    let w = 7;
+    let mut keys = vec![warehouse_key(10, w)];
+    for d in 1..=10 {
+        let h = District::new(10, w, d).unwrap();
+        assert_eq!(h.pin(), 6);
+        keys.extend([
+            h.district_key(),
+            h.district_ytd_key(),
+            h.pointer_key(),
+            h.customer_key(30),
+            h.by_name_key("BAR"),
+            h.last_order_key(3),
+            h.history_key(3),
+            h.order_key(4),
+            h.new_order_key(4),
+            h.order_line_key(4, 15),
+            coordfree::map_key(&h, 4),
+            coordfree::order_key(&h, "t1.2"),
+            coordfree::new_order_key(&h, "t1.2"),
+            coordfree::order_line_key(&h, "t1.2", 3),
+        ]);
+    }
+    keys.extend((1..=1000).map(|i| stock_key(10, w, i)));
+    for k in &keys {
+        assert_eq!(t.partition_of(k), 2, "{k}");
+    }
+    // Another warehouse's stock (a remote supply line) is elsewhere; warehouses go round the partitions.
+    assert_eq!(t.partition_of(&stock_key(10, 8, 1)), 3);
+    assert_eq!(t.partition_of(&District::new(10, 5, 10).unwrap().district_key()), 0);
+    // The procedures compute the same keys from their arguments: New-Order's stock pieces, local and remote.
+    let args = a(&["t1", "10", "7", "3", "1", "1000", "5", "11", "7", "1", "12", "8", "2"]);
+    let pieces = NewOrder.plan(&args, &[]).unwrap();
+    assert_eq!(t.partition_of(&pieces[0].reads[0]), 2);
+    let pieces = coordfree::CfNewOrder.plan(&args, &[]).unwrap();
+    let stock: Vec<u16> = pieces[1..3].iter().map(|p| t.partition_of(&p.reads[0])).collect();
+    assert_eq!(stock, vec![2, 3]);
+    assert!(
+        pieces
+            .iter()
+            .flat_map(|p| p.reads.iter().chain(&p.writes))
+            .filter(|k| !k.contains("}s/"))
+            .all(|k| t.partition_of(k) == 2)
+    );
 }
 
 #[test]
@@ -128,7 +184,7 @@ fn new_order_takes_the_next_order_id_then_inserts_and_updates_stock() {
     let l: OrderLineRow = row(&s, &h.order_line_key(4, 2));
     assert_eq!((l.i_id, l.qty, l.amount, l.delivery_d), (2, 9, 9 * item_price(2), 0));
     // Stock 1 (11): 11 < 5 + 10, so + 91; stock 2 (12): 12 < 9 + 10, so + 91.
-    let s1: StockRow = row(&s, &stock_key(1, 1));
+    let s1: StockRow = row(&s, &stock_key(DPW, 1, 1));
     assert_eq!((s1.quantity, s1.ytd, s1.order_cnt, s1.remote_cnt), (11 - 5 + 91, 5, 1, 0));
     // Every written value is unique (the history checker needs it).
     let mut values: Vec<&Value> = writes.iter().map(|(_, v)| v).collect();
@@ -142,9 +198,9 @@ fn new_order_takes_the_next_order_id_then_inserts_and_updates_stock() {
     assert_eq!(s, before);
     // A remote supply warehouse counts as remote.
     let remote = a(&["t3", "4", "1", "2", "3", "100", "77", "3", "2", "1"]);
-    s.insert(stock_key(2, 3), StockRow { quantity: 50, ytd: 0, order_cnt: 0, remote_cnt: 0 }.value("s23"));
+    s.insert(stock_key(DPW, 2, 3), StockRow { quantity: 50, ytd: 0, order_cnt: 0, remote_cnt: 0 }.value("s23"));
     run(&mut s, "tpcc-new-order", remote).unwrap();
-    assert_eq!(row::<StockRow>(&s, &stock_key(2, 3)).remote_cnt, 1);
+    assert_eq!(row::<StockRow>(&s, &stock_key(DPW, 2, 3)).remote_cnt, 1);
     assert!(!row::<OrderRow>(&s, &h.order_key(5)).all_local);
 }
 
