@@ -136,8 +136,10 @@ pub enum Pattern {
     /// of its own on each of the `participants − 1` partitions below (`keys_per_partition` must exceed the
     /// clients), so
     /// every transaction conflicts with every other on one item and commits among `participants`
-    /// partitions. Needs `participants` ≤ the partitions.
-    HotItem { participants: usize },
+    /// partitions. Needs `participants` ≤ the partitions. With `read_modify_write` the transaction reads the
+    /// hot item first (the `rw` procedure: a counter's increment), so a locking protocol holds the hot lock
+    /// from its read through the commit.
+    HotItem { participants: usize, read_modify_write: bool },
 }
 
 /// The three transactional YCSB mixes of the NMSI paper (§V, Fig. 2b).
@@ -220,6 +222,9 @@ impl Pattern {
             Pattern::TomsicMulti { .. } => Some(Request::RotRounds { rounds: vec![] }),
             Pattern::YcsbT { .. } => Some(Request::Begin),
             Pattern::Tpcc => Some(Request::Call { procedure: "tpcc-new-order".into(), args: Vec::new() }),
+            Pattern::HotItem { read_modify_write: true, .. } => {
+                Some(Request::Call { procedure: "rw".into(), args: Vec::new() })
+            }
             Pattern::HotItem { .. } => Some(Request::Update { writes: Vec::new() }),
             _ => Some(Request::Put { key: "k".into(), value: "v".into() }),
         }
@@ -254,7 +259,7 @@ impl std::str::FromStr for Pattern {
             "ycsb-t" => Ok(Pattern::YcsbT { mix: YcsbMix::A }),
             "kv" => Ok(Pattern::Kv),
             "tpcc" => Ok(Pattern::Tpcc),
-            "hot-item" => Ok(Pattern::HotItem { participants: 2 }),
+            "hot-item" => Ok(Pattern::HotItem { participants: 2, read_modify_write: false }),
             other => Err(format!("unknown workload {other:?}; valid workloads: {}", Pattern::NAMES.join(", "))),
         }
     }
@@ -443,7 +448,7 @@ impl MixedWorkload {
                 }
             }
             Pattern::Tpcc => self.tpcc.validate()?,
-            Pattern::HotItem { participants } => {
+            Pattern::HotItem { participants, .. } => {
                 if participants == 0 || participants > usize::from(topology.partitions) {
                     return Err(format!(
                         "hot-item needs 1 <= participants <= the partitions ({}), not {participants}",
@@ -617,14 +622,22 @@ impl Generator {
     /// another's, so that the hot key is the only conflict). The hot key is on the highest participant so that
     /// a coordinator at the lowest one (2PL's) is another partition: the hot lock is then held across the
     /// vote and the decision, as the bound assumes, rather than granted and released locally.
-    fn hot_item(&self, participants: usize, writer: u64, seq: u64) -> Request {
+    fn hot_item(&self, participants: usize, read_modify_write: bool, writer: u64, seq: u64) -> Request {
         let KeySpace::PerPartition { by_partition, .. } = &self.keys else { unreachable!("hot-item keys") };
         let hot = participants.max(1) - 1;
         let mut keys = vec![by_partition[hot][0].clone()];
         for own in by_partition.iter().take(hot) {
             keys.push(own[writer as usize % own.len()].clone());
         }
-        self.update(keys, writer, seq)
+        if !read_modify_write {
+            return self.update(keys, writer, seq);
+        }
+        // `rw 1 HOT [KEY VALUE]…`: read the hot item, then write it and the own keys.
+        let mut args: Vec<Value> = vec![Value::from("1"), keys[0].clone()];
+        for (i, k) in keys.into_iter().enumerate() {
+            args.extend([k, self.value(writer, seq, i)]);
+        }
+        Request::Call { procedure: "rw".into(), args }
     }
 
     /// A value unique in the run: the writer's id, its operation's sequence number and the write's position
@@ -710,7 +723,9 @@ impl Generator {
                     vec![Request::Rot { keys: vec![key] }]
                 }
             }
-            Pattern::HotItem { participants } => vec![self.hot_item(participants, writer, seq)],
+            Pattern::HotItem { participants, read_modify_write } => {
+                vec![self.hot_item(participants, read_modify_write, writer, seq)]
+            }
             Pattern::YcsbT { .. } | Pattern::Tpcc => unreachable!("transactions: Generator::next_jobs"),
         }
     }
