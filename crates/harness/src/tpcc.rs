@@ -469,9 +469,6 @@ impl TpccGenerator {
                 // The distributed-share sweep: this order's first line is remote, or none is.
                 let remote_first = s.distributed.map(|share| rng.random::<f64>() < share);
                 let mut args = header(h);
-                if let (true, Some(floor)) = (s.coordination_free, s.stock_floor) {
-                    args.insert(0, Value::from(floor.to_string()));
-                }
                 args.extend([d(c), d(s.items), Value::from(date.to_string())]);
                 let mut seen = BTreeSet::new();
                 for n in 0..lines {
@@ -491,6 +488,10 @@ impl TpccGenerator {
                         None => h.w,
                     };
                     args.extend([d(item), d(supply), d(rng.random_range(1..=10))]);
+                }
+                if let (true, Some(floor)) = (s.coordination_free, s.stock_floor) {
+                    // The bounded New-Order's last argument.
+                    args.push(Value::from(floor.to_string()));
                 }
                 vec![call(self.name("tpcc-new-order"), args, true)]
             }

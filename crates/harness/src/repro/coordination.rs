@@ -245,14 +245,17 @@ impl Experiment {
 
     pub(super) fn coordination_charts(&self, records: &[RunRecord]) -> Vec<(String, LineChart)> {
         let runtime = self.runtime.name();
-        let mut scale: Vec<Series> = self
-            .protocols
-            .iter()
-            .map(|p| Series {
-                name: p.clone(),
-                points: self.coord_curve(records, SERVERS_SUFFIX, p).into_iter().map(|(x, y)| (x, y / 1e3)).collect(),
-            })
-            .collect();
+        // Each protocol's curve over one sweep, in thousands of New-Orders per second.
+        let thousands = |suffix: &str| -> Vec<Series> {
+            self.protocols
+                .iter()
+                .map(|p| Series {
+                    name: p.clone(),
+                    points: self.coord_curve(records, suffix, p).into_iter().map(|(x, y)| (x, y / 1e3)).collect(),
+                })
+                .collect()
+        };
+        let mut scale = thousands(SERVERS_SUFFIX);
         let subject = self.coord_curve(records, SERVERS_SUFFIX, SUBJECT);
         if let Some(&(n1, t1)) = subject.first() {
             scale.push(Series {
@@ -260,14 +263,7 @@ impl Experiment {
                 points: subject.iter().map(|(n, _)| (*n, t1 / n1 * n / 1e3)).collect(),
             });
         }
-        let share: Vec<Series> = self
-            .protocols
-            .iter()
-            .map(|p| Series {
-                name: p.clone(),
-                points: self.coord_curve(records, SHARE_SUFFIX, p).into_iter().map(|(x, y)| (x, y / 1e3)).collect(),
-            })
-            .collect();
+        let share = thousands(SHARE_SUFFIX);
         let relative: Vec<Series> = self
             .protocols
             .iter()
