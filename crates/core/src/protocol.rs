@@ -289,6 +289,21 @@ pub trait ClientNode<P: Protocol>: Send + 'static {
     fn on_request(&mut self, cx: &mut Ctx<'_, P>, op: OpId, request: Request);
     fn on_message(&mut self, cx: &mut Ctx<'_, P>, from: Addr, msg: P::Msg);
     fn on_timer(&mut self, _cx: &mut Ctx<'_, P>, _timer: P::Timer) {}
+    /// What this session tracks that its guarantees need across operations (dependencies, snapshot
+    /// vectors, stable times, cached own writes), serialized, so that a later session, perhaps in another
+    /// process or datacenter, can carry on from it ([`ClientNode::resume_session`]; the gRPC API's session
+    /// token). Empty: the protocol's guarantees need nothing from one operation to the next (the default,
+    /// right only for protocols whose clients keep no such state).
+    fn save_session(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    /// Carry on from `saved` ([`ClientNode::save_session`] of a session of this protocol and topology, maybe
+    /// in another datacenter), on a node that has handled no request yet: afterwards this session's
+    /// guarantees include every operation of the saved one. `saved` is untrusted input: `Err` says why it is
+    /// not a session of this protocol. The default accepts only the empty state.
+    fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
+        if saved.is_empty() { Ok(()) } else { Err("this protocol's sessions carry no state".into()) }
+    }
 }
 
 /// Everything a handler emits, as data.
