@@ -30,6 +30,7 @@ pub fn server(
     data_dir: Option<PathBuf>,
     fsync: FsyncPolicy,
     metrics: Option<String>,
+    grpc: Option<String>,
 ) -> Result<()> {
     let mut config = load_config(config_path)?;
     let Some(me) = config.nodes.iter_mut().find(|n| n.id == node) else {
@@ -43,15 +44,51 @@ pub fn server(
         me.metrics = metrics;
         config.validate().context("--metrics")?;
     }
+    let Some(me) = config.nodes.iter_mut().find(|n| n.id == node) else { unreachable!("found above") };
+    if grpc.is_some() {
+        me.grpc = grpc;
+        config.validate().context("--grpc")?;
+    }
     let protocol = config.protocol.clone();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     // The server runs as a task, not as the future `block_on` polls: waking that future from another task
     // costs the runtime an extra epoll call, once per request (seen with strace).
     rt.block_on(async move {
         let durability = data_dir.map(|data_dir| snowline_net::Durability { data_dir, fsync });
-        with_protocol!(&protocol, P => tokio::spawn(snowline_net::run_server_with::<P>(config, node, durability, shutdown_signal())).await.map_err(anyhow::Error::from)?)?
-            .map_err(anyhow::Error::from)
+        with_protocol!(&protocol, P => serve_node::<P>(config, node, durability).await)?
     })
+}
+
+/// One server process's tasks: its partition servers and, where the config gives it a `grpc` address, the
+/// public API endpoint (docs/API.md), both until SIGTERM or Ctrl-C.
+async fn serve_node<P: Protocol>(
+    config: ClusterConfig,
+    node: u32,
+    durability: Option<snowline_net::Durability>,
+) -> Result<()> {
+    let api = match config.node(node).and_then(|n| n.grpc.clone()) {
+        Some(addr) => {
+            let registered = snowline_protocols::PROTOCOLS.iter().find(|r| r.name == P::NAME);
+            let info = snowline_api::EndpointInfo {
+                level: registered.map_or("", |r| r.claimed_level).to_string(),
+                family: registered.map_or("", |r| r.family).to_string(),
+            };
+            let serve = snowline_api::serve::<P>(config.clone(), node, info, Default::default(), shutdown_signal());
+            Some(tokio::spawn(async move { serve.await.with_context(|| format!("the gRPC API on {addr}")) }))
+        }
+        None => None,
+    };
+    let mut server = tokio::spawn(snowline_net::run_server_with::<P>(config, node, durability, shutdown_signal()));
+    let Some(mut api) = api else { return Ok(server.await??) };
+    tokio::select! {
+        // The API stops on the same signal as the servers; one that cannot start (its address taken) stops
+        // the process with its error rather than leave a node without the API its config promises.
+        api_done = &mut api => {
+            api_done??;
+            Ok(server.await??)
+        }
+        served = &mut server => Ok(served??),
+    }
 }
 
 /// `snowline certs`: certificates for every node of a config, and the `[tls]` section naming them.
@@ -154,6 +191,8 @@ pub struct LocalSetup {
     pub client_tls: bool,
     /// Every server gets a metrics port.
     pub metrics: bool,
+    /// Every server serves the gRPC API on a port of its own.
+    pub grpc: bool,
     /// The CPUs the servers are pinned to (`bench --pin`).
     pub pin: crate::pinning::Placement,
     /// The protocols' tunables, written into the cluster's config file.
@@ -169,7 +208,7 @@ pub fn start_local_cluster(
     latency_ms: f64,
     setup: LocalSetup,
 ) -> Result<(LocalCluster, ClusterConfig, PathBuf)> {
-    let LocalSetup { dir, base_port, data, insecure, client_tls, metrics, pin, protocol_config, faults } = setup;
+    let LocalSetup { dir, base_port, data, insecure, client_tls, metrics, grpc, pin, protocol_config, faults } = setup;
     anyhow::ensure!(!(insecure && client_tls), "--client-tls needs certificates: it cannot go with --insecure");
     let protocol = snowline_protocols::canonical_name(protocol)?;
     let dir = new_cluster_dir(dir)?;
@@ -182,9 +221,15 @@ pub fn start_local_cluster(
     if faults {
         config.fault_file = Some(std::path::absolute(dir.join("faults.json"))?);
     }
+    let mut taken = vec![port];
     if metrics {
-        let base = metrics_base_port(port, config.nodes.len());
+        let base = listener_base_port(&taken, config.nodes.len());
+        taken.push(base);
         config = config.with_metrics_ports(base)?;
+    }
+    if grpc {
+        let base = listener_base_port(&taken, config.nodes.len());
+        config = config.with_grpc_ports(base)?;
     }
     if insecure {
         config = config.insecure();
@@ -205,11 +250,13 @@ pub fn start_local_cluster(
     Ok((cluster, config, dir))
 }
 
-/// A base port for `count` metrics listeners: free just now and clear of the servers' own ports
-/// `servers..servers + count`.
-fn metrics_base_port(servers: u16, count: usize) -> u16 {
+/// A base port for `count` listeners (metrics, gRPC): free just now and clear of the ranges
+/// `base..base + count` of each base in `taken` (the servers' own ports, listeners placed before).
+fn listener_base_port(taken: &[u16], count: usize) -> u16 {
     let count = u16::try_from(count).unwrap_or(u16::MAX);
-    let clear = |m: u16| u32::from(m) + u32::from(count) <= u32::from(servers) || m >= servers.saturating_add(count);
+    let clear = |m: u16| {
+        taken.iter().all(|&t| u32::from(m) + u32::from(count) <= u32::from(t) || m >= t.saturating_add(count))
+    };
     let mut base = snowline_net::cluster::free_port_range(count);
     for _ in 0..20 {
         if clear(base) {
@@ -250,6 +297,7 @@ pub fn cluster_up(args: ClusterUpArgs) -> Result<()> {
         insecure: args.insecure,
         client_tls: args.client_tls,
         metrics: args.metrics,
+        grpc: true,
         pin: Default::default(),
         protocol_config: snowline_core::ProtocolConfig { termination: args.termination, ..Default::default() },
         faults: false,
@@ -373,6 +421,11 @@ fn serve_until_stopped(cluster: LocalCluster, resumed: bool, background: bool) -
     if !metrics.is_empty() {
         println!("metrics: {}", metrics.join(", "));
     }
+    let grpc: Vec<String> =
+        config.nodes.iter().filter_map(|n| n.grpc.as_ref().map(|g| format!("node {} (dc{}): {g}", n.id, n.dc))).collect();
+    if !grpc.is_empty() {
+        println!("gRPC API: {} (docs/API.md)", grpc.join(", "));
+    }
     println!("{}", served_operations(&config.protocol, &dir));
     println!("status:  snowline cluster status --dir {}", dir.display());
     if background {
@@ -470,8 +523,12 @@ pub fn cluster_status(dir: &Path) -> Result<()> {
         ["NODE", "SERVERS", "STATE", "PROTOCOL", "PID", "ADDRESS", "DATA", "RSS", "CPU", "CPU%", "WRITTEN"]
             .map(String::from)
             .to_vec();
+    let with_grpc = config.nodes.iter().any(|n| n.grpc.is_some());
     if with_metrics {
         header.insert(6, "METRICS".into());
+    }
+    if with_grpc {
+        header.insert(6, "GRPC".into());
     }
     let mut rows = vec![header];
     let mut up = 0;
@@ -503,6 +560,9 @@ pub fn cluster_status(dir: &Path) -> Result<()> {
             ];
             if with_metrics {
                 row.insert(6, node.metrics.clone().unwrap_or_else(dash));
+            }
+            if with_grpc {
+                row.insert(6, node.grpc.clone().unwrap_or_else(dash));
             }
             row
         };

@@ -89,6 +89,10 @@ enum Command {
         /// node's `metrics` in the config (docs/OPERATIONS.md). Default: the config's, else none.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
+        /// Serve the public gRPC API (docs/API.md) on ADDR (host:port), overriding the node's `grpc` in the
+        /// config. Default: the config's, else none.
+        #[arg(long, value_name = "ADDR")]
+        grpc: Option<String>,
     },
     /// Start, inspect, restart nodes of and stop a local cluster of server processes.
     #[command(subcommand)]
@@ -478,8 +482,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Check { history, level, protocol, json, all } => {
             std::process::exit(check_cmd::run(&history, &level, protocol.as_deref(), json, all)?)
         }
-        Command::Server { config, node, data_dir, fsync, metrics } => {
-            client_cmd::server(&config, node, data_dir, fsync, metrics)
+        Command::Server { config, node, data_dir, fsync, metrics, grpc } => {
+            client_cmd::server(&config, node, data_dir, fsync, metrics, grpc)
         }
         Command::Cluster(ClusterCommand::Up(args)) => client_cmd::cluster_up(args),
         Command::Certs { config, out } => client_cmd::certs(&config, &out),

@@ -44,7 +44,7 @@ use futures::task::AtomicWaker;
 use rand::rngs::SmallRng;
 use snowline_core::host::{self, NodeInput};
 use snowline_core::{
-    Addr, ClientId, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, ProtocolConfig, Reply, Request, Topology,
+    Addr, ClientId, ClientNode, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, ProtocolConfig, Reply, Request, Topology,
 };
 use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
@@ -221,19 +221,25 @@ impl<P: Protocol> ClientRuntime<P> {
 
     /// A new session: a new client node (fresh `ClientId`), started with `on_start`.
     pub fn session(&self) -> Session<P> {
+        self.session_from(&[]).expect("an empty saved state resumes every protocol")
+    }
+
+    /// A new session that carries on from `saved` ([`Session::save`] of a session of this cluster, maybe
+    /// in another process or datacenter: `ClientNode::resume_session`). `Err` says why `saved` is not one.
+    pub fn session_from(&self, saved: &[u8]) -> Result<Session<P>, String> {
         let n = self.next_client.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff;
         let client = ClientId((self.prefix << 32) | n);
         if let Some(mut core) = self.inner.lock() {
-            core.new_session(client);
+            core.new_session(client, saved)?;
         }
-        Session {
+        Ok(Session {
             client,
             inner: self.inner.clone(),
             next_op: AtomicU64::new(0),
             timeout: self.timeout,
             limits: self.limits.clone(),
             _p: PhantomData,
-        }
+        })
     }
 }
 
@@ -262,8 +268,19 @@ impl<P: Protocol> Session<P> {
         Ok(Txn { session: self, writes: Vec::new() })
     }
 
+    /// What this session's guarantees need carried to a later session (`ClientNode::save_session`): a
+    /// session token's content. Empty if the runtime stopped.
+    pub fn save(&self) -> Vec<u8> {
+        self.inner.lock().and_then(|core| core.clients.get(&self.client).map(|c| c.node.save_session())).unwrap_or_default()
+    }
+
     /// Submit `request` and wait for its outcome (see the module docs for the errors).
     pub async fn execute(&self, request: Request) -> Result<Reply, OpError> {
+        self.execute_within(request, self.timeout).await
+    }
+
+    /// [`Session::execute`], giving up after `timeout` instead of the runtime's (a caller's deadline).
+    pub async fn execute_within(&self, request: Request, timeout: Duration) -> Result<Reply, OpError> {
         P::OFFERS.missing(&request).map_or(Ok(()), |_| Err(P::OFFERS.refusal(P::NAME, &request)))?;
         self.limits.protocol.check_request(&request).map_err(OpError::Rejected)?;
         let size: usize = match &request {
@@ -289,14 +306,14 @@ impl<P: Protocol> Session<P> {
             core.request(self.client, op, request, done);
             core.streams_of(self.client, &mut streams);
         }
-        match tokio::time::timeout(self.timeout, self.wait(&slot, streams)).await {
+        match tokio::time::timeout(timeout, self.wait(&slot, streams)).await {
             Ok(Some(result)) => result,
             Ok(None) => Err(stopped()),
             Err(_) => {
                 if let Some(mut core) = self.inner.lock() {
                     core.abandon(self.client, op);
                 }
-                Err(OpError::Unknown(format!("timed out after {:?}", self.timeout)))
+                Err(OpError::Unknown(format!("timed out after {timeout:?}")))
             }
         }
     }
@@ -482,9 +499,11 @@ impl<P: Protocol> Core<P> {
         }
     }
 
-    fn new_session(&mut self, client: ClientId) {
+    fn new_session(&mut self, client: ClientId, saved: &[u8]) -> Result<(), String> {
+        let mut node = P::client(client, self.dc, self.config.topology(), &self.config.protocol_config);
+        node.resume_session(saved)?;
         let state = ClientState {
-            node: P::client(client, self.dc, self.config.topology(), &self.config.protocol_config),
+            node,
             rng: node_rng(client.0),
             clock: NodeClock::default(),
             pending: HashMap::new(),
@@ -494,6 +513,7 @@ impl<P: Protocol> Core<P> {
         self.clients.insert(client, state);
         self.handle(client, NodeInput::Start);
         self.settle();
+        Ok(())
     }
 
     fn request(&mut self, client: ClientId, op: OpId, request: Request, done: Completion) {

@@ -22,6 +22,7 @@
 //! partitions = [0]                                 # partitions of its dc this OS process hosts
 //! replica = 0                                      # which of their replicas in this dc; omitted => 0
 //! metrics = "127.0.0.1:9100"                       # Prometheus text at http://ADDR/metrics; omitted => off
+//! grpc = "127.0.0.1:9200"                          # the gRPC API (docs/API.md); omitted => off
 //! ```
 //!
 //! Every server of the topology (`Topology`'s placement of each partition's replica group) is hosted by
@@ -64,6 +65,10 @@ pub struct NodeConfig {
     /// listener. `snowline server --metrics ADDR` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// `host:port` where the node serves the public gRPC API (`snowline.v1`, docs/API.md); `None`: none.
+    /// `snowline server --grpc ADDR` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<String>,
 }
 
 fn is_zero(r: &ReplicaId) -> bool {
@@ -255,6 +260,7 @@ impl ClusterConfig {
                 partitions: vec![s.partition],
                 replica: s.replica,
                 metrics: None,
+                grpc: None,
             });
         }
         Ok(Self {
@@ -291,16 +297,31 @@ impl ClusterConfig {
 
     /// Give node `i` (in config order) a metrics listener on `127.0.0.1:(base_port + i)`; an error if the
     /// ports run past 65535.
-    pub fn with_metrics_ports(mut self, base_port: u16) -> Result<Self, ConfigError> {
+    pub fn with_metrics_ports(self, base_port: u16) -> Result<Self, ConfigError> {
+        self.with_listener_ports(base_port, "metrics", |node, addr| node.metrics = Some(addr))
+    }
+
+    /// Give node `i` (in config order) a gRPC API listener on `127.0.0.1:(base_port + i)`; an error if the
+    /// ports run past 65535.
+    pub fn with_grpc_ports(self, base_port: u16) -> Result<Self, ConfigError> {
+        self.with_listener_ports(base_port, "gRPC", |node, addr| node.grpc = Some(addr))
+    }
+
+    fn with_listener_ports(
+        mut self,
+        base_port: u16,
+        what: &str,
+        set: impl Fn(&mut NodeConfig, String),
+    ) -> Result<Self, ConfigError> {
         let last = u32::from(base_port) + self.nodes.len().saturating_sub(1) as u32;
         if base_port == 0 || last > u32::from(u16::MAX) {
             return Err(ConfigError::Invalid {
                 path: None,
-                message: format!("metrics base port {base_port} leaves no room for {} nodes", self.nodes.len()),
+                message: format!("{what} base port {base_port} leaves no room for {} nodes", self.nodes.len()),
             });
         }
         for (i, node) in self.nodes.iter_mut().enumerate() {
-            node.metrics = Some(format!("127.0.0.1:{}", u32::from(base_port) + i as u32));
+            set(node, format!("127.0.0.1:{}", u32::from(base_port) + i as u32));
         }
         Ok(self)
     }
@@ -390,13 +411,14 @@ impl ClusterConfig {
             if !addrs.insert(node.addr.as_str()) {
                 return bad(format!("address {} is used by more than one node (second: node {})", node.addr, node.id));
             }
-            if let Some(m) = &node.metrics {
+            for (what, listener) in [("metrics", &node.metrics), ("grpc", &node.grpc)] {
+                let Some(m) = listener else { continue };
                 if let Err(why) = check_listen_addr(m) {
-                    return bad(format!("node {}: metrics = {m:?}: {why}", node.id));
+                    return bad(format!("node {}: {what} = {m:?}: {why}", node.id));
                 }
                 if !addrs.insert(m.as_str()) {
                     return bad(format!(
-                        "node {}: metrics = {m:?} is an address another node or listener of the config uses",
+                        "node {}: {what} = {m:?} is an address another node or listener of the config uses",
                         node.id
                     ));
                 }

@@ -1,0 +1,1 @@
+//! The API crate's integration tests: one binary.
