@@ -226,7 +226,8 @@ impl Endpoint {
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(20)));
         if let Some((cert, key)) = snowline_net::tls::client_facing_identity(config, node)? {
-            let tls = tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(cert, key));
+            let tls =
+                tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(cert, key));
             builder = builder.tls_config(tls).map_err(|e| ApiError::Tls(e.to_string()))?;
         }
         let (health, health_service) = tonic_health::server::health_reporter();
@@ -271,9 +272,7 @@ impl Endpoint {
     /// The session a call names: its open session, or one of its own (no id).
     fn call_session(&self, session: &Option<pb::SessionRef>) -> Result<CallSession, Status> {
         match session.as_ref().map(|s| s.id.as_str()).unwrap_or("") {
-            "" => Ok(CallSession::OneOff(
-                self.inner.backend.open(&[]).map_err(|e| status(Kind::Unavailable, e))?,
-            )),
+            "" => Ok(CallSession::OneOff(self.inner.backend.open(&[]).map_err(|e| status(Kind::Unavailable, e))?)),
             id => Ok(CallSession::Open(self.slot(id)?)),
         }
     }
@@ -318,11 +317,8 @@ impl Endpoint {
             CallSession::Open(slot) => Some(slot.txn.lock().await),
             CallSession::OneOff(_) => None,
         };
-        let reply = call
-            .session()
-            .execute(request, timeout)
-            .await
-            .map_err(|e| from_op_error(e, read_only, deadline))?;
+        let reply =
+            call.session().execute(request, timeout).await.map_err(|e| from_op_error(e, read_only, deadline))?;
         Ok((reply, self.token_of(&call)))
     }
 
@@ -653,7 +649,11 @@ impl Snowline for Endpoint {
         let meta = Self::meta(&reply, token);
         Ok(Response::new(pb::CallReply {
             reads: reply.reads.into_iter().map(read_result).collect(),
-            writes: reply.writes.into_iter().map(|(k, v)| pb::KeyValue { key: k.to_string(), value: v.to_string() }).collect(),
+            writes: reply
+                .writes
+                .into_iter()
+                .map(|(k, v)| pb::KeyValue { key: k.to_string(), value: v.to_string() })
+                .collect(),
             meta,
         }))
     }

@@ -28,7 +28,13 @@ pub struct Shape {
 
 /// The token of a session of `shape` whose client node saved `saved`.
 pub fn encode(shape: &Shape, saved: Vec<u8>) -> Vec<u8> {
-    let token = Token { version: VERSION, protocol: shape.protocol.clone(), dcs: shape.dcs, partitions: shape.partitions, saved };
+    let token = Token {
+        version: VERSION,
+        protocol: shape.protocol.clone(),
+        dcs: shape.dcs,
+        partitions: shape.partitions,
+        saved,
+    };
     postcard::to_allocvec(&token).unwrap_or_default()
 }
 

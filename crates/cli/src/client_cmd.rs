@@ -254,9 +254,8 @@ pub fn start_local_cluster(
 /// `base..base + count` of each base in `taken` (the servers' own ports, listeners placed before).
 fn listener_base_port(taken: &[u16], count: usize) -> u16 {
     let count = u16::try_from(count).unwrap_or(u16::MAX);
-    let clear = |m: u16| {
-        taken.iter().all(|&t| u32::from(m) + u32::from(count) <= u32::from(t) || m >= t.saturating_add(count))
-    };
+    let clear =
+        |m: u16| taken.iter().all(|&t| u32::from(m) + u32::from(count) <= u32::from(t) || m >= t.saturating_add(count));
     let mut base = snowline_net::cluster::free_port_range(count);
     for _ in 0..20 {
         if clear(base) {
@@ -421,8 +420,11 @@ fn serve_until_stopped(cluster: LocalCluster, resumed: bool, background: bool) -
     if !metrics.is_empty() {
         println!("metrics: {}", metrics.join(", "));
     }
-    let grpc: Vec<String> =
-        config.nodes.iter().filter_map(|n| n.grpc.as_ref().map(|g| format!("node {} (dc{}): {g}", n.id, n.dc))).collect();
+    let grpc: Vec<String> = config
+        .nodes
+        .iter()
+        .filter_map(|n| n.grpc.as_ref().map(|g| format!("node {} (dc{}): {g}", n.id, n.dc)))
+        .collect();
     if !grpc.is_empty() {
         println!("gRPC API: {} (docs/API.md)", grpc.join(", "));
     }

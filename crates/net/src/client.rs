@@ -44,7 +44,8 @@ use futures::task::AtomicWaker;
 use rand::rngs::SmallRng;
 use snowline_core::host::{self, NodeInput};
 use snowline_core::{
-    Addr, ClientId, ClientNode, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, ProtocolConfig, Reply, Request, Topology,
+    Addr, ClientId, ClientNode, Ctx, DcId, Effects, Message, OpError, OpId, Protocol, ProtocolConfig, Reply, Request,
+    Topology,
 };
 use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
@@ -271,7 +272,10 @@ impl<P: Protocol> Session<P> {
     /// What this session's guarantees need carried to a later session (`ClientNode::save_session`): a
     /// session token's content. Empty if the runtime stopped.
     pub fn save(&self) -> Vec<u8> {
-        self.inner.lock().and_then(|core| core.clients.get(&self.client).map(|c| c.node.save_session())).unwrap_or_default()
+        self.inner
+            .lock()
+            .and_then(|core| core.clients.get(&self.client).map(|c| c.node.save_session()))
+            .unwrap_or_default()
     }
 
     /// Submit `request` and wait for its outcome (see the module docs for the errors).
