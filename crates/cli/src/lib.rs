@@ -5,6 +5,7 @@
 // The CLI is a runtime edge: it reads real clocks to time runs and seeds from the OS.
 #![allow(clippy::disallowed_methods)]
 
+mod api_bench;
 mod bound_cmd;
 mod check_cmd;
 mod client_cmd;
@@ -20,6 +21,7 @@ mod redis_baseline;
 mod reproduce;
 mod sim_cmd;
 mod snow_cmd;
+mod ycsb_cmd;
 
 use anyhow::{Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -111,6 +113,13 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a closed-loop workload against a real local cluster that this command starts and stops.
     Bench(sim_cmd::BenchArgs),
+    /// Run YCSB's own client (site.ycsb.Client) with the snowline binding (clients/ycsb, built with Maven
+    /// once) against a local cluster or --cluster: the load phase, then the run phase, printing YCSB's
+    /// reports (docs/API.md).
+    Ycsb(ycsb_cmd::YcsbArgs),
+    /// What the gRPC API costs against the native client: the same closed loop of single-key reads and
+    /// writes through each, one after the other against one local cluster; throughput and latency of both.
+    BenchApi(api_bench::ApiBenchArgs),
     /// Measure genuine atomic multicast (Skeen over Raft groups, amcast-kv) beside two-phase commit over the
     /// same groups (tpc-kv) per number of destination groups, LAN and WAN: latency in time and in message
     /// delays beside the analysis, messages per operation, throughput and aborts; in the simulator
@@ -492,6 +501,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cluster(ClusterCommand::Restart { dir, nodes }) => client_cmd::cluster_restart(&dir, &nodes),
         Command::Sim(args) => sim_cmd::sim(args),
         Command::Bench(args) => sim_cmd::bench(args),
+        Command::Ycsb(args) => ycsb_cmd::run(args),
+        Command::BenchApi(args) => api_bench::run(args),
         Command::BenchMulticast(args) => multicast_bench::run_bench(args),
         Command::Reproduce(args) => reproduce::run(args),
         Command::Snow(args) => snow_cmd::run(args),
