@@ -151,7 +151,9 @@ def test_tls_for_clients_uses_the_cluster_ca_and_the_node_name(tmp_path: Path) -
         resolve(d, tls=False)
     d2 = write_cluster(tmp_path, tls="false")
     assert not resolve(d2).tls
-    forced = resolve(d2, tls=True)
+    with pytest.raises(snowline.ConfigError, match="serve plain connections"):
+        resolve(d2, tls=True)
+    forced = resolve(d2, tls=True, ca="/elsewhere/ca.pem")  # e.g. behind a TLS proxy with its own CA
     assert forced.tls and forced.server_name == "node-0.snowline"
     assert resolve("10.0.0.1:9", ca="/ca.pem").tls
     assert not resolve("10.0.0.1:9").tls

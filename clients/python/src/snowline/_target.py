@@ -58,8 +58,9 @@ def resolve(
     """The endpoint named by ``target``.
 
     ``target`` is a cluster directory (or the path of its ``cluster.toml``): the first ``[[node]]`` of
-    datacenter ``dc`` with a ``grpc`` entry is chosen; TLS is used when ``[tls] clients = true`` (or ``tls`` is
-    true), verified against ``[tls] ca`` (unless ``ca`` is given) and the node's certificate name. Otherwise
+    datacenter ``dc`` with a ``grpc`` entry is chosen; TLS is used when ``[tls] clients = true`` (the
+    endpoints then present their node certificates, and serve plain connections otherwise), verified against
+    ``[tls] ca`` (unless ``ca`` is given) and the node's certificate name ``node-<id>.snowline``. Otherwise
     ``target`` is ``host:port``; TLS is used when ``tls`` is true or ``ca`` is given.
     """
     config = _config_path(target)
@@ -102,6 +103,12 @@ def resolve(
     use_tls = tls if tls is not None else (clients_tls or ca is not None)
     if tls is False and clients_tls:
         raise ConfigError(f"{config}: [tls] clients = true: this cluster accepts TLS clients only")
+    if tls and not clients_tls and ca is None:
+        # The gRPC endpoints present the node certificates only when clients must use TLS.
+        raise ConfigError(
+            f"{config}: TLS asked for, but the cluster's gRPC endpoints serve plain connections "
+            "([tls] clients is not true; start it with `snowline cluster up --client-tls`)"
+        )
     ca_path: Path | None = Path(ca) if ca is not None else None
     if use_tls and ca_path is None:
         if tls_section is None or not tls_section.get("ca"):
