@@ -35,6 +35,7 @@ def test_put_then_get(causal: Cluster, unique) -> None:
         assert client.get(key) == "v2"
         read = client.get_read(key)
         assert read.value == "v2" and read.key == key
+        assert read.version is not None
         if version is not None:
             assert read.version.time >= version.time
 

@@ -82,16 +82,25 @@ class Meta:
 
 @dataclass(frozen=True)
 class Read:
-    """One key's read: its value (``None``: never written, as far as the snapshot can see) and version."""
+    """One key's read.
+
+    Attributes:
+        key: the key.
+        value: its value; ``None``: never written, as far as the snapshot can see.
+        version: the version read (``Version(0, 0)`` for a key never written); ``None`` where the endpoint
+            gives none, as for a transaction's read of a key it wrote itself (the buffered value).
+    """
 
     key: str
     value: str | None
-    version: Version
+    version: Version | None
 
     @classmethod
     def _from_pb(cls, r: pb.ReadResult) -> Read:
         return cls(
-            key=r.key, value=r.value if r.HasField("value") else None, version=Version._from_pb(r.version)
+            key=r.key,
+            value=r.value if r.HasField("value") else None,
+            version=Version._from_pb(r.version) if r.HasField("version") else None,
         )
 
 
@@ -250,7 +259,8 @@ class _Operations:
             "Get", lambda ref: pb.GetRequest(session=ref, key=key), self._deadline(timeout)
         )
         value = reply.value if reply.HasField("value") else None
-        return Read(key=key, value=value, version=Version._from_pb(reply.version))
+        version = Version._from_pb(reply.version) if reply.HasField("version") else None
+        return Read(key=key, value=value, version=version)
 
     def put(self, key: str, value: str, *, timeout: float | None = None) -> Version | None:
         """Write ``value`` to ``key``; returns the commit version (``None`` if the protocol reports none)."""
