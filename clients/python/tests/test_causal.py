@@ -95,9 +95,8 @@ def test_a_call_the_protocol_does_not_offer_raises_not_offered(causal: Cluster, 
         offers = client.info().offers
         assert not (offers.interactive and offers.stored_procedures), "cure should lack one of them"
         if not offers.interactive:
-            with pytest.raises(snowline.NotOffered) as e:
-                with client.transaction() as t:
-                    t.put(unique("not-offered"), "x")
+            with pytest.raises(snowline.NotOffered) as e, client.transaction() as t:
+                t.put(unique("not-offered"), "x")
             assert e.value.kind == "not-offered" and e.value.code == grpc.StatusCode.UNIMPLEMENTED
         if not offers.stored_procedures:
             with pytest.raises(snowline.NotOffered):
@@ -123,13 +122,13 @@ def test_malformed_requests_get_an_error_and_the_server_keeps_serving(causal: Cl
         with pytest.raises(snowline.InvalidArgument):
             client.rot([])
         # Bytes that do not parse as a GetRequest (a truncated length-delimited field).
-        raw = client.channel.unary_unary("/snowline.v1.Snowline/Get")
+        raw = client.channel.unary_unary("/snowline.v1.Snowline/Get", None, None)
         with pytest.raises(grpc.RpcError) as e:
             raw(b"\x12\xff\xff\xff\xff\x0f", timeout=5)
         assert e.value.code() != grpc.StatusCode.OK
         # A method that does not exist.
         with pytest.raises(grpc.RpcError) as e:
-            client.channel.unary_unary("/snowline.v1.Snowline/NoSuchMethod")(b"", timeout=5)
+            client.channel.unary_unary("/snowline.v1.Snowline/NoSuchMethod", None, None)(b"", timeout=5)
         assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
         # Still serving.
         key = unique("after-garbage")

@@ -46,11 +46,10 @@ def test_an_exception_in_the_block_aborts_and_propagates(serializable: Cluster, 
         class Oops(Exception):
             pass
 
-        with pytest.raises(Oops):
-            with client.transaction() as t:
-                assert t.get(key) == "before"
-                t.put(key, "after")
-                raise Oops()
+        with pytest.raises(Oops), client.transaction() as t:
+            assert t.get(key) == "before"
+            t.put(key, "after")
+            raise Oops()
         assert t.state == "aborted"
         assert client.get(key) == "before"
         # The session can run another transaction.
@@ -129,7 +128,12 @@ def test_run_transaction_retries_a_conflict_until_it_commits(serializable: Clust
                 if interferer is None:
                     other.put(key, "100")  # occ: the read is stale at commit (certification)
                 else:
-                    done = threading.Thread(target=lambda: (interferer.put(key, "100"), interferer.commit()))
+                    def interfere() -> None:
+                        assert interferer is not None
+                        interferer.put(key, "100")
+                        interferer.commit()
+
+                    done = threading.Thread(target=interfere)
                     done.start()
                     done.join(timeout=30.0)
             t.put(key, str(value + 1))

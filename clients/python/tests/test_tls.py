@@ -36,6 +36,5 @@ def test_a_tls_cluster_directory_connects_with_its_ca(tls_cluster: Cluster, uniq
 
 def test_a_plain_connection_to_a_tls_endpoint_fails(tls_cluster: Cluster) -> None:
     address = tls_cluster.grpc_addresses()[0]
-    with snowline.connect(address) as client:
-        with pytest.raises(snowline.Unavailable):
-            client.info(timeout=5)
+    with snowline.connect(address) as client, pytest.raises(snowline.Unavailable):
+        client.info(timeout=5)

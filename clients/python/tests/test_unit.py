@@ -190,6 +190,7 @@ class Fake(pb_grpc.SnowlineServicer):
         self.closed: list[str] = []
         self.inject: dict[str, list[tuple[grpc.StatusCode, str, str | None]]] = {}
         self.delay: float = 0.0
+        self.address = ""  # set once the server listens
 
     # helpers
     def _injected(self, method: str, context) -> None:
@@ -424,10 +425,9 @@ def test_a_transaction_commits_on_exit(fake: Fake) -> None:
 def test_an_exception_aborts_the_transaction_and_propagates(fake: Fake) -> None:
     with snowline.connect(fake.address) as c:
         c.put("x", "1")
-        with pytest.raises(KeyError):
-            with c.transaction() as t:
-                t.put("x", "2")
-                raise KeyError("boom")
+        with pytest.raises(KeyError), c.transaction() as t:
+            t.put("x", "2")
+            raise KeyError("boom")
         assert t.state == "aborted"
         assert fake.sessions[c.default_session.id]["aborts"] == 1
         assert c.get("x") == "1"
@@ -436,11 +436,10 @@ def test_an_exception_aborts_the_transaction_and_propagates(fake: Fake) -> None:
 def test_a_conflicting_commit_raises_conflict_with_its_cause(fake: Fake) -> None:
     with snowline.connect(fake.address) as c, snowline.connect(fake.address) as other:
         c.put("x", "1")
-        with pytest.raises(snowline.Conflict) as e:
-            with c.transaction() as t:
-                t.get("x")
-                other.put("x", "9")
-                t.put("x", "2")
+        with pytest.raises(snowline.Conflict) as e, c.transaction() as t:
+            t.get("x")
+            other.put("x", "9")
+            t.put("x", "2")
         assert e.value.cause == "certification" and e.value.kind == "conflict"
         assert e.value.code == grpc.StatusCode.ABORTED
         assert t.state == "aborted"
@@ -482,9 +481,8 @@ def test_run_transaction_does_not_retry_a_plain_abort(fake: Fake) -> None:
 
 def test_a_transaction_cannot_nest_in_its_session_nor_be_used_after_it_ends(fake: Fake) -> None:
     with snowline.connect(fake.address) as c:
-        with c.transaction() as t:
-            with pytest.raises(RuntimeError, match="already has an open transaction"):
-                c.transaction().begin()
+        with c.transaction() as t, pytest.raises(RuntimeError, match="already has an open transaction"):
+            c.transaction().begin()
         with pytest.raises(RuntimeError):
             t.get("x")
         with c.session() as s, s.transaction() as t2, c.transaction() as t3:
@@ -523,9 +521,8 @@ def test_injected_kinds_reach_the_caller(fake: Fake) -> None:
 
 
 def test_an_unreachable_endpoint_is_unavailable() -> None:
-    with snowline.connect("127.0.0.1:1") as client:
-        with pytest.raises(snowline.Unavailable):
-            client.info(timeout=5)
+    with snowline.connect("127.0.0.1:1") as client, pytest.raises(snowline.Unavailable):
+        client.info(timeout=5)
 
 
 def test_close_closes_every_session_and_is_idempotent(fake: Fake) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 
-__all__ = ["Endpoint", "resolve", "node_server_name"]
+__all__ = ["Endpoint", "node_server_name", "resolve"]
 
 
 def node_server_name(node_id: int) -> str:

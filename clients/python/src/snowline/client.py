@@ -19,16 +19,16 @@ from .v1 import snowline_pb2 as pb
 from .v1 import snowline_pb2_grpc as pb_grpc
 
 __all__ = [
-    "connect",
+    "CallResult",
     "Client",
+    "Info",
+    "Meta",
+    "Offers",
+    "Read",
     "Session",
     "Transaction",
-    "Info",
-    "Offers",
     "Version",
-    "Meta",
-    "Read",
-    "CallResult",
+    "connect",
 ]
 
 T = TypeVar("T")
@@ -590,7 +590,7 @@ class Client(_Operations):
         timeout: float | None = None,
     ) -> None:
         self._channel = channel
-        self._stub = pb_grpc.SnowlineStub(channel)
+        self._stub = pb_grpc.SnowlineStub(channel)  # type: ignore[no-untyped-call]
         self._timeout = timeout
         self.endpoint = endpoint
         self._default = Session(self._stub, token=token or b"", timeout=timeout)

@@ -22,22 +22,23 @@ Any other status becomes a plain :class:`SnowlineError` whose ``kind`` is ``None
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 import grpc
 
 __all__ = [
-    "SnowlineError",
+    "ABORT_CAUSE_METADATA",
+    "ERROR_METADATA",
     "Aborted",
+    "ConfigError",
     "Conflict",
-    "OutcomeUnknown",
-    "NotOffered",
     "InvalidArgument",
+    "NotOffered",
+    "OutcomeUnknown",
+    "SnowlineError",
     "Unavailable",
     "UnknownSession",
-    "ConfigError",
-    "ERROR_METADATA",
-    "ABORT_CAUSE_METADATA",
     "from_rpc_error",
 ]
 
@@ -152,7 +153,7 @@ class ConfigError(SnowlineError, ValueError):
 
 
 _BY_KIND: dict[str, type[SnowlineError]] = {
-    cls.KIND: cls  # type: ignore[misc]
+    str(cls.KIND): cls
     for cls in (Conflict, Aborted, OutcomeUnknown, NotOffered, InvalidArgument, Unavailable, UnknownSession)
 }
 
@@ -168,8 +169,12 @@ _BY_CODE: dict[grpc.StatusCode, type[SnowlineError]] = {
 }
 
 
-def _metadata_value(metadata: object, key: str) -> str | None:
-    for item in metadata or ():  # type: ignore[attr-defined]
+#: Trailing metadata: (key, value) pairs, values str or bytes.
+Metadata = Iterable[Any]
+
+
+def _metadata_value(metadata: Metadata | None, key: str) -> str | None:
+    for item in metadata or ():
         k, v = item[0], item[1]
         if k.lower() == key:
             return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
@@ -177,7 +182,7 @@ def _metadata_value(metadata: object, key: str) -> str | None:
 
 
 def from_status(
-    code: grpc.StatusCode | None, message: str, metadata: object = ()
+    code: grpc.StatusCode | None, message: str, metadata: Metadata | None = ()
 ) -> SnowlineError:
     """The exception for a status ``code`` with ``message`` and trailing ``metadata`` (key, value pairs)."""
     kind = _metadata_value(metadata, ERROR_METADATA)
@@ -193,8 +198,8 @@ def from_status(
 
 def from_rpc_error(error: grpc.RpcError) -> SnowlineError:
     """The exception for a failed gRPC call (a ``grpc.RpcError`` that is also a ``grpc.Call``)."""
-    code = error.code() if hasattr(error, "code") else None  # type: ignore[attr-defined]
-    details = error.details() if hasattr(error, "details") else None  # type: ignore[attr-defined]
-    metadata = error.trailing_metadata() if hasattr(error, "trailing_metadata") else ()  # type: ignore[attr-defined]
+    code = error.code() if hasattr(error, "code") else None
+    details = error.details() if hasattr(error, "details") else None
+    metadata = error.trailing_metadata() if hasattr(error, "trailing_metadata") else ()
     message = details or (code.name if code is not None else str(error))
     return from_status(code, message, metadata)
