@@ -137,15 +137,6 @@ def test_malformed_requests_get_an_error_and_the_server_keeps_serving(causal: Cl
         assert client.info().protocol == "cure"
 
 
-def test_a_deadline_that_runs_out_is_outcome_unknown(causal: Cluster, unique) -> None:
-    with causal.connect() as client:
-        client.info()
-        with pytest.raises(snowline.OutcomeUnknown) as e:
-            client.put(unique("deadline"), "v", timeout=1e-6)
-        assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-        client.put(unique("deadline-after"), "v")
-
-
 def test_explicit_sessions_and_close(causal: Cluster, unique) -> None:
     key = unique("explicit")
     client = causal.connect()

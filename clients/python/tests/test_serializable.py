@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+import grpc
 import pytest
 
 import snowline
@@ -163,6 +164,27 @@ def test_run_transaction_gives_up_after_its_retries(serializable: Cluster, uniqu
         with pytest.raises(snowline.Conflict):
             client.run_transaction(always_stale, retries=2, backoff=0.001)
         assert attempts == 3
+
+
+def test_a_deadline_that_runs_out_is_outcome_unknown(serializable: Cluster, unique) -> None:
+    if serializable.protocol != "2pl":
+        pytest.skip("occ never waits for a lock; the 2pl run covers a deadline running out")
+    key = unique("deadline")
+    with serializable.connect() as client:
+        client.put(key, "0")
+        holder, waiter = client.session(), client.session()
+        t1 = holder.transaction().begin()
+        assert t1.get(key) == "0"  # a shared lock, held until t1 ends
+        t2 = waiter.transaction(timeout=0.3).begin()  # younger: it waits for t1 (wound-wait)
+        t2.put(key, "1")
+        with pytest.raises(snowline.OutcomeUnknown) as e:
+            t2.commit()
+        assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED, repr(e.value)
+        t1.abort()
+        # Still serving; t2 may or may not have committed.
+        assert client.get(key) in ("0", "1")
+        holder.close()
+        waiter.close()
 
 
 def test_a_stored_procedure_call(serializable: Cluster, unique) -> None:
