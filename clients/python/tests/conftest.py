@@ -138,9 +138,10 @@ def causal(cluster_factory: Callable[..., Cluster]) -> Cluster:
     return cluster_factory("cure", 2, 2)
 
 
-@pytest.fixture(params=["occ", "2pl"], scope="session")
+@pytest.fixture(params=["occ", "2pl", "ser"], scope="session")
 def serializable(request: pytest.FixtureRequest, cluster_factory: Callable[..., Cluster]) -> Cluster:
-    """A serializable cluster with interactive transactions: occ and 2pl, 1 datacenter, 2 partitions."""
+    """A serializable cluster with interactive transactions, 1 datacenter, 2 partitions: occ (validation at
+    commit), 2pl (wound-wait locks) and ser (P-Store, of the Jessy family: certification)."""
     return cluster_factory(request.param, 1, 2)
 
 

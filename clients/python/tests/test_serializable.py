@@ -1,4 +1,4 @@
-"""Against real serializable clusters with interactive transactions (occ and 2pl, 1 datacenter, 2 partitions)."""
+"""Against real serializable clusters with interactive transactions (occ, 2pl and ser; 1 datacenter, 2 partitions)."""
 
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ def test_conflicting_transactions_one_commits_and_the_other_aborts_with_a_cause(
             except snowline.SnowlineError as e:
                 outcomes[name] = e
 
-        if serializable.protocol == "occ":
-            # Reads lock nothing: t1 commits, and t2's validation finds the version it read overwritten.
+        if serializable.protocol in ("occ", "ser"):
+            # Reads lock nothing: t1 commits, and t2's certification finds the version it read overwritten.
             commit("t1", t1)
             commit("t2", t2)
             assert outcomes["t1"] == "committed", outcomes
@@ -127,7 +127,7 @@ def test_run_transaction_retries_a_conflict_until_it_commits(serializable: Clust
             value = int(t.get(key) or 0)
             if attempts == 1:
                 if interferer is None:
-                    other.put(key, "100")  # occ: the read is stale at commit (certification)
+                    other.put(key, "100")  # occ, ser: the read is stale at commit (certification)
                 else:
                     def interfere() -> None:
                         assert interferer is not None
@@ -147,8 +147,8 @@ def test_run_transaction_retries_a_conflict_until_it_commits(serializable: Clust
 
 
 def test_run_transaction_gives_up_after_its_retries(serializable: Cluster, unique) -> None:
-    if serializable.protocol != "occ":
-        pytest.skip("a conflict on every attempt is simple to force with occ's validation")
+    if serializable.protocol == "2pl":
+        pytest.skip("a conflict on every attempt is simple to force with certification (occ, ser)")
     key = unique("give-up")
     with serializable.connect() as client, serializable.connect() as other:
         client.put(key, "0")
@@ -168,7 +168,7 @@ def test_run_transaction_gives_up_after_its_retries(serializable: Cluster, uniqu
 
 def test_a_deadline_that_runs_out_is_outcome_unknown(serializable: Cluster, unique) -> None:
     if serializable.protocol != "2pl":
-        pytest.skip("occ never waits for a lock; the 2pl run covers a deadline running out")
+        pytest.skip(f"{serializable.protocol} never waits for a lock; the 2pl run covers a deadline running out")
     key = unique("deadline")
     with serializable.connect() as client:
         client.put(key, "0")
@@ -191,7 +191,9 @@ def test_a_stored_procedure_call(serializable: Cluster, unique) -> None:
     a, b = unique("call-a"), unique("call-b")
     with serializable.connect() as client:
         if not client.info().offers.stored_procedures:
-            pytest.skip(f"{serializable.protocol} offers no stored procedures")
+            with pytest.raises(snowline.NotOffered):
+                client.call("rw", [1, a, b, "y"])
+            return
         client.put(a, "x")
         result = client.call("rw", [1, a, b, "y"])
         assert [(r.key, r.value) for r in result.reads] == [(a, "x")]
