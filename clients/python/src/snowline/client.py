@@ -121,7 +121,7 @@ class Info:
     """The cluster's protocol, its claimed consistency level, what it offers, and where the endpoint is.
 
     Attributes:
-        protocol: the protocol every server runs (``snowline protocols``), e.g. ``"cure"``.
+        protocol: the protocol every server runs (docs/PROTOCOLS.md), e.g. ``"cure"``.
         level: the consistency level it claims (``causal``, ``tcc``, ``ser``, ``strict-ser``, ...).
         family: ``causal``, ``snow``, ``replicated``, ``jessy`` or ``ramp``.
         dcs: datacenters.
@@ -300,7 +300,8 @@ class _Operations:
     def call(
         self, procedure: str, args: Sequence[str | int] = (), *, timeout: float | None = None
     ) -> CallResult:
-        """Run the registered stored procedure ``procedure`` with ``args`` (``snowline procedures`` lists them).
+        """Run the registered stored procedure ``procedure`` with ``args`` (``rw`` and the TPC-C ones; an
+        unknown name raises :class:`snowline.InvalidArgument` listing them).
 
         For example ``client.call("rw", [1, "a", "b", "2"])`` reads ``a`` and writes ``b = "2"``. Integers
         in ``args`` are passed as their decimal string.
