@@ -147,3 +147,18 @@ def test_explicit_sessions_and_close(causal: Cluster, unique) -> None:
         assert s.token
     client.close()
     client.close()  # idempotent
+
+
+def test_a_session_the_endpoint_forgot_is_reopened_from_its_token(causal: Cluster, unique) -> None:
+    from snowline.v1 import snowline_pb2 as pb
+    from snowline.v1 import snowline_pb2_grpc as pb_grpc
+
+    key = unique("forgotten")
+    with causal.connect() as client:
+        client.put(key, "kept")
+        first = client.default_session.id
+        assert first
+        # Close it behind the client's back (as the endpoint does to idle sessions).
+        pb_grpc.SnowlineStub(client.channel).CloseSession(pb.CloseSessionRequest(id=first), timeout=5)
+        assert client.get(key) == "kept"
+        assert client.default_session.id not in (None, first)

@@ -212,3 +212,16 @@ def test_writes_in_a_transaction_need_the_transaction_open(serializable: Cluster
             t.put(unique("open"), "x")
         with pytest.raises(RuntimeError):
             t.put(unique("done"), "x")
+
+
+def test_a_session_with_an_open_transaction_refuses_its_other_calls(serializable: Cluster, unique) -> None:
+    key = unique("busy")
+    with serializable.connect() as client:
+        client.put(key, "0")
+        with client.transaction() as t:
+            t.put(key, "1")
+            with pytest.raises(snowline.InvalidArgument):
+                client.get(key)
+            with client.session() as other:  # another session is free to read
+                assert other.get(key) == "0"  # t's write is buffered until its commit
+        assert client.get(key) == "1"
