@@ -180,6 +180,7 @@ def test_a_deadline_that_runs_out_is_outcome_unknown(serializable: Cluster, uniq
         with pytest.raises(snowline.OutcomeUnknown) as e:
             t2.commit()
         assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED, repr(e.value)
+        assert t2.state == "unknown"
         t1.abort()
         # Still serving; t2 may or may not have committed.
         assert client.get(key) in ("0", "1")

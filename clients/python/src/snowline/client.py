@@ -410,13 +410,16 @@ class Session(_Operations):
 
     @property
     def last_meta(self) -> Meta | None:
+        """The :class:`Meta` of the session's last reply that carried one."""
         return self._last_meta
 
-    def _open(self, timeout: float | None, *, reopen: bool = False) -> str:
+    def _open(self, timeout: float | None, *, stale: str | None = None) -> str:
+        """The session's id, opening it first if it is not open, or if its id is ``stale`` (forgotten by the
+        endpoint; another thread may have reopened it already)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the session is closed")
-            if self._id is None or reopen:
+            if self._id is None or self._id == stale:
                 reply = _call(self._stub.OpenSession, pb.OpenSessionRequest(token=self._token), timeout)
                 self._id = reply.id
                 if reply.token:
@@ -439,7 +442,7 @@ class Session(_Operations):
             if self._in_transaction:
                 raise
             # The endpoint forgot the session (idle, or restarted): reopen it from its last token, once.
-            session_id = self._open(timeout, reopen=True)
+            session_id = self._open(timeout, stale=session_id)
             reply = _call(getattr(self._stub, method), make(pb.SessionRef(id=session_id)), timeout)
         self._note(reply)
         return reply
@@ -472,13 +475,14 @@ class Transaction:
     def __init__(self, session: Session, timeout: float | None) -> None:
         self._session = session
         self._timeout = timeout
-        self._state = "new"  # new -> open -> committed | aborted
+        self._state = "new"  # new -> open -> committed | aborted | unknown
         self.commit_version: Version | None = None
         self.meta: Meta | None = None
 
     @property
     def state(self) -> str:
-        """``"new"``, ``"open"``, ``"committed"`` or ``"aborted"``."""
+        """``"new"``, ``"open"``, ``"committed"``, ``"aborted"``, or ``"unknown"`` (the commit raised
+        :class:`snowline.OutcomeUnknown`: it may or may not have committed)."""
         return self._state
 
     def begin(self) -> Transaction:
@@ -500,8 +504,8 @@ class Transaction:
         self._check_open()
         try:
             return self._session._invoke(method, make, self._timeout)
-        except errors.Aborted:
-            # The server aborted the transaction (e.g. a read that conflicted): it is over.
+        except (errors.Aborted, UnknownSession):
+            # The server aborted the transaction (e.g. a read that conflicted), or forgot its session: over.
             self._finish("aborted")
             raise
 
@@ -537,8 +541,11 @@ class Transaction:
         self._check_open()
         try:
             reply = self._session._invoke("Commit", lambda ref: pb.CommitRequest(session=ref), self._timeout)
+        except errors.OutcomeUnknown:
+            self._finish("unknown")
+            raise
         except SnowlineError:
-            self._finish("aborted")
+            self._finish("aborted")  # the endpoint ends the transaction whatever the commit's error
             raise
         self._finish("committed")
         self.meta = Meta._from_pb(reply.meta)
