@@ -30,7 +30,7 @@ final class Endpoint {
     try {
       got = SnowlineGrpc.newBlockingStub(channel).withDeadlineAfter(deadlineMs, TimeUnit.MILLISECONDS)
           .info(InfoRequest.getDefaultInstance());
-      System.err.println("[snowline] " + target + ": protocol " + got.getProtocol() + " (level " + got.getLevel()
+      SnowlineError.logOnce("info-ok:" + target, target + ": protocol " + got.getProtocol() + " (level " + got.getLevel()
           + ", family " + got.getFamily() + "), dc " + got.getDc() + " node " + got.getNode() + ", "
           + got.getDcs() + " dc(s) x " + got.getPartitions() + " partition(s), api " + got.getApiVersion()
           + ", max value " + got.getMaxValueBytes() + " B, op timeout " + got.getOpTimeoutMs() + " ms, offers: "
