@@ -62,8 +62,19 @@ final class FakeSnowline extends SnowlineGrpc.SnowlineImplBase implements AutoCl
   }
 
   FakeSnowline(boolean interactive) throws IOException {
+    this(interactive, 0);
+  }
+
+  FakeSnowline(boolean interactive, int port) throws IOException {
     this.interactive = interactive;
-    this.server = ServerBuilder.forPort(0).addService(this).build().start();
+    this.server = ServerBuilder.forPort(port).addService(this).build().start();
+  }
+
+  /** Serves until killed, for trying the binding by hand: {@code FakeSnowline PORT [interactive: true|false]}. */
+  public static void main(String[] args) throws Exception {
+    FakeSnowline f = new FakeSnowline(args.length < 2 || Boolean.parseBoolean(args[1]), Integer.parseInt(args[0]));
+    System.err.println("FakeSnowline on " + f.target());
+    f.server.awaitTermination();
   }
 
   String target() {
