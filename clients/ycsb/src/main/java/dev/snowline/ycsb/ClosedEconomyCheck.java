@@ -77,7 +77,7 @@ public final class ClosedEconomyCheck {
     Result r = new Result();
     r.accounts = recordCount;
     r.expected = recordCount * initial;
-    Endpoint ep = Endpoint.acquire(target, deadlineMs);
+    Endpoint ep = Endpoint.acquire(target, deadlineMs, p.getProperty(SnowlineClient.TLS_CA_PROPERTY));
     // The whole read may be big: give it a longer deadline than one operation.
     long longDeadline = Math.max(deadlineMs, 60_000);
     try {

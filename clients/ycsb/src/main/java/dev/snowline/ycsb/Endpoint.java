@@ -3,16 +3,22 @@ package dev.snowline.ycsb;
 import dev.snowline.v1.InfoReply;
 import dev.snowline.v1.InfoRequest;
 import dev.snowline.v1.SnowlineGrpc;
+import io.grpc.Grpc;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
 import io.grpc.StatusRuntimeException;
+import io.grpc.TlsChannelCredentials;
+import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
  * One gRPC channel to one snowline endpoint ({@code host:port}), shared by every DB instance of this JVM
- * that uses that target (a channel multiplexes calls), and the endpoint's {@code Info}, asked once.
+ * that uses that target (a channel multiplexes calls), and the endpoint's {@code Info}, asked once. Plain TCP,
+ * or TLS verified against a CA certificate file (snowline.tls_ca: the cluster's DIR/tls/ca.pem).
  */
 final class Endpoint {
   private static final Map<String, Endpoint> OPEN = new HashMap<>();
@@ -23,9 +29,18 @@ final class Endpoint {
   final InfoReply info;
   private int refs;
 
-  private Endpoint(String target, long deadlineMs) {
+  private Endpoint(String target, long deadlineMs, String tlsCa) {
     this.target = target;
-    this.channel = ManagedChannelBuilder.forTarget(target).usePlaintext().build();
+    if (tlsCa == null || tlsCa.isBlank()) {
+      this.channel = ManagedChannelBuilder.forTarget(target).usePlaintext().build();
+    } else {
+      try {
+        this.channel = Grpc.newChannelBuilder(target,
+            TlsChannelCredentials.newBuilder().trustManager(new File(tlsCa)).build()).build();
+      } catch (IOException e) {
+        throw new UncheckedIOException("reading the CA certificate " + tlsCa, e);
+      }
+    }
     InfoReply got = null;
     try {
       got = SnowlineGrpc.newBlockingStub(channel).withDeadlineAfter(deadlineMs, TimeUnit.MILLISECONDS)
@@ -56,10 +71,10 @@ final class Endpoint {
     return sb.length() == 0 ? "(nothing)" : sb.toString().trim();
   }
 
-  static synchronized Endpoint acquire(String target, long deadlineMs) {
+  static synchronized Endpoint acquire(String target, long deadlineMs, String tlsCa) {
     Endpoint e = OPEN.get(target);
     if (e == null) {
-      e = new Endpoint(target, deadlineMs);
+      e = new Endpoint(target, deadlineMs, tlsCa);
       OPEN.put(target, e);
     }
     e.refs++;

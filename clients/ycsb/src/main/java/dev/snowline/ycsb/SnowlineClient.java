@@ -48,7 +48,8 @@ import site.ycsb.measurements.Measurements;
  * initialise, i.e. roughly client thread i, uses target i mod n), {@code snowline.deadline_ms} (per call,
  * default 10000), {@code snowline.transactional} (default false), {@code snowline.retries} (conflict aborts
  * retried per operation in transactional mode, default 10), {@code snowline.table_prefix} (default true: the
- * snowline key is {@code table:key}).
+ * snowline key is {@code table:key}), {@code snowline.tls_ca} (unset: plain TCP; else TLS, verifying the
+ * endpoint against this CA certificate file, the cluster's DIR/tls/ca.pem).
  *
  * <p>Each DB instance opens one snowline session in {@link #init} and closes it in {@link #cleanup}. Records are
  * encoded by {@link RecordCodec}; a delete writes {@link RecordCodec#TOMBSTONE}. Scans answer NOT_IMPLEMENTED.
@@ -59,6 +60,7 @@ public class SnowlineClient extends DB implements ClosedEconomyDB {
   public static final String TRANSACTIONAL_PROPERTY = "snowline.transactional";
   public static final String RETRIES_PROPERTY = "snowline.retries";
   public static final String TABLE_PREFIX_PROPERTY = "snowline.table_prefix";
+  public static final String TLS_CA_PROPERTY = "snowline.tls_ca";
 
   /** The measurement (in YCSB's report) of transaction attempts that aborted, with their latency. */
   public static final String ABORT_MEASUREMENT = "TX-ABORTED";
@@ -133,7 +135,7 @@ public class SnowlineClient extends DB implements ClosedEconomyDB {
     retries = Integer.parseInt(p.getProperty(RETRIES_PROPERTY, "10"));
     tablePrefix = Boolean.parseBoolean(p.getProperty(TABLE_PREFIX_PROPERTY, "true"));
 
-    endpoint = Endpoint.acquire(target, deadlineMs);
+    endpoint = Endpoint.acquire(target, deadlineMs, p.getProperty(TLS_CA_PROPERTY));
     LIVE.incrementAndGet();
     if (transactional) {
       SnowlineError.logOnce("mode", "snowline.transactional=true: every YCSB operation is one interactive "
