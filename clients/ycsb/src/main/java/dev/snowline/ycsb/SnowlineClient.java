@@ -149,6 +149,16 @@ public class SnowlineClient extends DB implements ClosedEconomyDB {
     } else {
       SnowlineError.logOnce("mode", "snowline.transactional=false: a read is one Get, an insert or delete one Put, "
           + "an update a Get then a Put (NOT atomic: concurrent updates of one record can lose fields)");
+      if (endpoint.info != null && !endpoint.info.getOffers().getBlindWrites()) {
+        SnowlineError.logOnce("noput:" + target, "protocol " + endpoint.info.getProtocol() + " OFFERS NO BLIND "
+            + "WRITES (Put): with snowline.transactional=false inserts, updates and deletes are answered not-offered "
+            + "(NOT_IMPLEMENTED); run it with -p snowline.transactional=true");
+      }
+      if (endpoint.info != null && !endpoint.info.getOffers().getReadOnly()) {
+        SnowlineError.logOnce("noget:" + target, "protocol " + endpoint.info.getProtocol() + " OFFERS NO READ-ONLY "
+            + "Get: with snowline.transactional=false reads are answered not-offered (NOT_IMPLEMENTED); run it with "
+            + "-p snowline.transactional=true");
+      }
     }
     try {
       openSession(ByteString.EMPTY);
@@ -238,6 +248,7 @@ public class SnowlineClient extends DB implements ClosedEconomyDB {
     checkSize(v);
     if (transactional) {
       return runTransaction("insert", false, () -> {
+        readInTx(List.of(k)); // see readBeforeWrite
         writeInTx(Map.of(k, v));
         return Status.OK;
       });
@@ -253,6 +264,7 @@ public class SnowlineClient extends DB implements ClosedEconomyDB {
     String k = storageKey(table, key);
     if (transactional) {
       return runTransaction("delete", false, () -> {
+        readInTx(List.of(k)); // see readBeforeWrite
         writeInTx(Map.of(k, RecordCodec.TOMBSTONE));
         return Status.OK;
       });
@@ -496,7 +508,13 @@ public class SnowlineClient extends DB implements ClosedEconomyDB {
     }
   }
 
-  /** Reads keys inside the open transaction: key to value (null when never written). */
+  /**
+   * Reads keys inside the open transaction: key to value (null when never written).
+   *
+   * <p>readBeforeWrite: in transactional mode an insert or a delete reads its key before writing it, so every
+   * operation is Begin, Read, Write, Commit: the Jessy-family protocols (nmsi, ...) take no blind writes in a
+   * transaction (a transaction must read each key it writes).
+   */
   private Map<String, String> readInTx(List<String> keys) {
     ReadReply r = stub().read(ReadRequest.newBuilder().setSession(session()).addAllKeys(keys).build());
     track(r.getMeta());
