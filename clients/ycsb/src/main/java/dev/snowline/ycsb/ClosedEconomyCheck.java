@@ -65,7 +65,7 @@ public final class ClosedEconomyCheck {
     if (target.isEmpty()) {
       throw new IllegalArgumentException(SnowlineClient.TARGET_PROPERTY + " is not set");
     }
-    long deadlineMs = Long.parseLong(p.getProperty(SnowlineClient.DEADLINE_PROPERTY, "10000"));
+    long deadlineMs = Long.parseLong(p.getProperty(SnowlineClient.DEADLINE_PROPERTY, "15000"));
     long recordCount = Long.parseLong(p.getProperty("recordcount", "0"));
     long initial = Long.parseLong(p.getProperty("closedeconomy.initial_balance", "1000"));
     String table = p.getProperty("table", "usertable");

@@ -46,7 +46,7 @@ import site.ycsb.measurements.Measurements;
  *
  * <p>Properties: {@code snowline.target} (required: {@code host:port[,host:port...]}; the i-th DB instance to
  * initialise, i.e. roughly client thread i, uses target i mod n), {@code snowline.deadline_ms} (per call,
- * default 10000), {@code snowline.transactional} (default false), {@code snowline.retries} (conflict aborts
+ * default 15000: above the endpoints' own op timeout, 10 s, so their answer comes first), {@code snowline.transactional} (default false), {@code snowline.retries} (conflict aborts
  * retried per operation in transactional mode, default 10), {@code snowline.table_prefix} (default true: the
  * snowline key is {@code table:key}), {@code snowline.tls_ca} (unset: plain TCP; else TLS, verifying the
  * endpoint against this CA certificate file, the cluster's DIR/tls/ca.pem).
@@ -130,7 +130,7 @@ public class SnowlineClient extends DB implements ClosedEconomyDB {
     }
     int index = NEXT_INSTANCE.getAndIncrement();
     String target = list.get(index % list.size());
-    deadlineMs = Long.parseLong(p.getProperty(DEADLINE_PROPERTY, "10000"));
+    deadlineMs = Long.parseLong(p.getProperty(DEADLINE_PROPERTY, "15000"));
     transactional = Boolean.parseBoolean(p.getProperty(TRANSACTIONAL_PROPERTY, "false"));
     retries = Integer.parseInt(p.getProperty(RETRIES_PROPERTY, "10"));
     tablePrefix = Boolean.parseBoolean(p.getProperty(TABLE_PREFIX_PROPERTY, "true"));
