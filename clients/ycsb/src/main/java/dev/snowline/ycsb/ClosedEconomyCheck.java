@@ -24,7 +24,9 @@ import java.util.Properties;
 /**
  * Checks a closed economy: reads every account and compares the sum of the balances with
  * {@code recordcount * closedeconomy.initial_balance}. The accounts are read in ONE read-only transaction
- * (ReadOnly) where the protocol offers multi-key read-only transactions, else in one interactive transaction
+ * (ReadOnly) where the protocol offers multi-key read-only transactions (in several of at most
+ * {@code closedeconomy.check_batch} keys, 10000 by default, the servers' max_keys_per_request, when there are
+ * more accounts: the check runs after the transfers stopped, so the sum is still exact), else in one interactive transaction
  * (Begin, Read, Commit) where it offers those, else key by key with Get (then the sum is not of one snapshot,
  * and the report says so).
  *
@@ -70,6 +72,8 @@ public final class ClosedEconomyCheck {
     long initial = Long.parseLong(p.getProperty("closedeconomy.initial_balance", "1000"));
     String table = p.getProperty("table", "usertable");
     boolean prefix = Boolean.parseBoolean(p.getProperty(SnowlineClient.TABLE_PREFIX_PROPERTY, "true"));
+    // The servers take at most max_keys_per_request (cluster.toml, 10000 by default) keys in one request.
+    int batch = Math.max(1, Integer.parseInt(p.getProperty("closedeconomy.check_batch", "10000")));
     List<String> keys = new ArrayList<>();
     for (long i = 0; i < recordCount; i++) {
       keys.add(SnowlineClient.storageKey(table, ClosedEconomyWorkload.accountKey(i), prefix));
@@ -84,10 +88,16 @@ public final class ClosedEconomyCheck {
       r.protocol = ep.info == null ? null : ep.info.getProtocol();
       Map<String, ReadResult> got = new HashMap<>();
       if (ep.info == null || ep.info.getOffers().getMultiKeyReadOnly()) {
-        r.how = "in one read-only transaction (ReadOnly)";
-        for (ReadResult rr : ep.stub(longDeadline).readOnly(ReadOnlyRequest.newBuilder()
-            .setSession(SessionRef.getDefaultInstance()).addAllKeys(keys).build()).getReadsList()) {
-          got.put(rr.getKey(), rr);
+        int chunks = (keys.size() + batch - 1) / batch;
+        r.how = chunks <= 1 ? "in one read-only transaction (ReadOnly)"
+            : "in " + chunks + " read-only transactions of at most " + batch + " keys (closedeconomy.check_batch; "
+                + "one snapshot each, exact once the transfers have stopped)";
+        for (int from = 0; from < keys.size(); from += batch) {
+          List<String> part = keys.subList(from, Math.min(keys.size(), from + batch));
+          for (ReadResult rr : ep.stub(longDeadline).readOnly(ReadOnlyRequest.newBuilder()
+              .setSession(SessionRef.getDefaultInstance()).addAllKeys(part).build()).getReadsList()) {
+            got.put(rr.getKey(), rr);
+          }
         }
       } else if (ep.info.getOffers().getInteractive()) {
         r.how = "in one interactive transaction (Begin, Read, Commit)";
