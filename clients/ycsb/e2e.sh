@@ -35,5 +35,5 @@ for w in ${WORKLOADS:-workloada workloadb workloadc workloadd workloade workload
   "$here/run.sh" "$dir" "$w" -p snowline.transactional="$tx" "$@" > "$f.out" 2> "$f.err" || rc=$?
   echo "== $protocol snowline.transactional=$tx $w (exit $rc; $f.out)"
   grep -E '^\[OVERALL\], Throughput|Return=|^\[closedeconomy\]|^\[TX-ABORTED\], Operations' "$f.out" | sed 's/^/   /'
-  grep -hE '^\[snowline\] (first|SERVER DEFECT|protocol .* OFFERS|scan)' "$f.err" | sort -u | sed 's/^/   /' || true
+  grep -hE '^\[snowline\] (first|SERVER DEFECT|protocol .* OFFERS|scan|transactions committed)' "$f.err" | sort -u | sed 's/^/   /' || true
 done
