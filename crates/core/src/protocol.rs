@@ -47,6 +47,14 @@ pub trait Message: Serialize + DeserializeOwned + Clone + Debug + Send + 'static
     fn is_client_write(&self) -> bool {
         false
     }
+    /// Whether this message, from a client, is one its server answers with a message back to that client.
+    /// A notice that gets no answer (2PL's release of the read locks a finished read-only transaction held)
+    /// must say false: the networked server counts a client connection's requests until they are answered
+    /// and stops reading the connection when the count reaches its budget (`snowline_net::limits`), so a
+    /// notice counted as a request would use the budget up and stall every session on that connection.
+    fn expects_reply(&self) -> bool {
+        true
+    }
     /// For a client's request that its server's host refuses without handling it (a full disk,
     /// `snowline_storage::host`), the protocol's own answer saying so (`why`), sent to the client in the
     /// server's name: the client node then decides what its application is told (a refused retry of a write

@@ -14,3 +14,4 @@ mod hostile;
 mod loopback;
 mod metrics;
 mod peer_auth;
+mod unanswered;

@@ -362,7 +362,7 @@ async fn read_conn<P: Protocol>(
                 let _ = tx.send((Instant::now(), Frame::Refused { client: c, message }));
             }
             Frame::Msg { from, to, msg } => {
-                if client {
+                if client && msg.expects_reply() {
                     // In flight until a frame goes back to this connection (`EventLoop::answer`).
                     queue.request(last_frame, len);
                 }

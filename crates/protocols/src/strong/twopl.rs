@@ -311,6 +311,11 @@ impl Message for TwoPlMsg {
         matches!(self, TwoPlMsg::Commit { .. })
     }
 
+    /// An unconfirmed release (after a read-only transaction, or an abort) gets no answer.
+    fn expects_reply(&self) -> bool {
+        !matches!(self, TwoPlMsg::Release { confirm: false, .. })
+    }
+
     fn reply_note(&self) -> Option<ReplyNote> {
         match self {
             TwoPlMsg::ReadReply { result, blocked_ns, .. } => Some(ReplyNote::of(result, *blocked_ns)),
