@@ -258,13 +258,16 @@ fn stateful_sessions_refuse_garbage_tokens() {
     refuses_garbage::<Psi>(jessy, &psi);
 }
 
+/// A Tomsic token's cached write, as postcard sees it: `(key, value, (time, dc), commit vector)`.
+type CachedWrite = (String, String, (u64, u16), Vec<u64>);
+
 /// Tokens that decode but do not fit the topology: vectors of the wrong length, unknown datacenters,
 /// partitions outside the topology, timestamps no server would accept.
 #[test]
 fn tokens_that_do_not_fit_the_topology_are_refused() {
     let topo = Topology::new(2, 2);
     let config = ProtocolConfig::default();
-    let no_cache: Vec<(String, String, (u64, u16), Vec<u64>)> = Vec::new();
+    let no_cache: Vec<CachedWrite> = Vec::new();
     // Tomsic: (dc, dep, ss, observed, cache).
     let three = session::encode("cure", &(0u16, vec![1u64, 2, 3], vec![0u64; 2], vec![0u64; 2], no_cache.clone()));
     let err = Cure::client(ClientId(1), 0, topo, &config).resume_session(&three).expect_err("three entries");
