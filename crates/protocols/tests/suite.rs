@@ -20,6 +20,7 @@ mod ramp_bounds;
 mod request_limits;
 mod rococo_scenarios;
 mod scenarios;
+mod session_tokens;
 mod snow_corners;
 mod tpc_kv;
 mod twopl_scenarios;

@@ -839,6 +839,12 @@ impl<P: Protocol> Sim<P> {
         &self.clients[usize::try_from(id.0).expect("client id fits usize")]
     }
 
+    /// Client `id`'s state machine, to change it between inputs (a test resuming a saved session into a new
+    /// client: `ClientNode::resume_session`).
+    pub fn client_mut(&mut self, id: ClientId) -> &mut P::Client {
+        &mut self.clients[usize::try_from(id.0).expect("client id fits usize")]
+    }
+
     pub fn clients(&self) -> usize {
         self.clients.len()
     }

@@ -65,10 +65,15 @@
 //! - **Durable hosts** (`docs/DURABILITY.md`): snapshot and read requests are read-only (not logged): their
 //!   clock moves go through the host (`Ctx::raise_clock`), a read of a key whose latest write is not durable
 //!   yet waits for it, and a snapshot's remote entries are capped by the partition's logged version vector.
+//! - **Session tokens** (`ClientNode::save_session`): `dv`, the last snapshot and the datacenter they were
+//!   saved in; resuming merges them entry-wise. Only in that datacenter: the coordinator takes the client's
+//!   remote entries as they are (`SV = max(GSS, client)`) and partitions never wait, so entries from
+//!   another datacenter's clock and GSS could name versions not applied here, and the session would miss its
+//!   own writes. A resume in another datacenter is refused with an error saying so.
 //! - **Links**: FIFO. The GSS argument needs a partition to receive its sibling's updates and heartbeats in
 //!   timestamp order, as they were sent.
 
-use crate::components::{Pacer, UnloggedWrites};
+use crate::components::{Pacer, UnloggedWrites, session};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use snowline_core::{
@@ -702,7 +707,41 @@ impl ContrarianClient {
     }
 }
 
+/// What a Contrarian session token carries (module docs, "Session tokens").
+#[derive(Serialize, Deserialize)]
+struct SavedSession {
+    /// The datacenter the session ran in: a token resumes only there.
+    dc: DcId,
+    dv: VectorClock,
+    last_sv: VectorClock,
+}
+
 impl ClientNode<Contrarian> for ContrarianClient {
+    fn save_session(&self) -> Vec<u8> {
+        let saved = SavedSession { dc: self.dc, dv: self.dv.clone(), last_sv: self.last_sv.clone() };
+        session::encode(Contrarian::NAME, &saved)
+    }
+
+    fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
+        let Some(s) = session::decode::<SavedSession>(Contrarian::NAME, saved)? else { return Ok(()) };
+        session::check_dc(&self.topology, s.dc, "the session's datacenter")?;
+        session::check_vector(&self.topology, &s.dv, "the session's dependency vector")?;
+        session::check_vector(&self.topology, &s.last_sv, "the session's snapshot")?;
+        if s.dc != self.dc {
+            // The coordinator trusts the client's remote entries (SV = max(GSS, client)) and a partition never
+            // waits for a read: entries from another datacenter's clock and GSS could name versions not
+            // applied here yet, and the session would miss its own writes.
+            return Err(format!(
+                "a contrarian session resumes only in the datacenter it ran in (dc{}, not dc{}): its snapshots \
+                 would include versions this datacenter may not have applied yet",
+                s.dc, self.dc
+            ));
+        }
+        self.dv.merge_max(&s.dv);
+        self.last_sv.merge_max(&s.last_sv);
+        Ok(())
+    }
+
     fn on_request(&mut self, cx: &mut Ctx<'_, Contrarian>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {
             cx.complete(op, Err(OpError::Rejected(reason)));

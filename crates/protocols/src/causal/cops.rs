@@ -107,8 +107,17 @@
 //!   a read's logical time through the host (`Ctx::raise_clock`), and a read of a key whose latest write is
 //!   not durable yet waits for it. COPS-SNOW's reads record readers and are logged.
 //! - **Links**: FIFO (TCP), for the per-origin apply order of replicated writes.
+//! - **Session tokens** (`ClientNode::save_session`): the session's logical time, its nearest dependencies
+//!   (at most 65 536) and the datacenter where they are known to be applied. Resumed in that datacenter, the
+//!   session goes on at once. Resumed in another, they may not be applied there yet (a read could return an
+//!   older version of the session's own write, and a COPS PUT, applied at once, could become visible before
+//!   its dependencies): the client sends COPS's dependency check for them to their partitions in its
+//!   datacenter (`SessionCheck`, answered `SessionOk` once every dependency is applied there; a dependency
+//!   implies its own causal past, which the replicated write waited for) and holds every request until all
+//!   have answered, sending the checks again with each request held. A session saved before its checks were
+//!   answered records no datacenter, so its next resume checks again.
 
-use crate::components::{Pacer, UnloggedWrites};
+use crate::components::{Pacer, UnloggedWrites, session};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
@@ -193,6 +202,12 @@ macro_rules! cops_protocol {
         }
 
         impl ClientNode<$P> for CopsClient {
+            fn save_session(&self) -> Vec<u8> {
+                CopsClient::save_session(self)
+            }
+            fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
+                CopsClient::resume_session(self, saved)
+            }
             fn on_request(&mut self, cx: &mut Ctx<'_, $P>, op: OpId, request: Request) {
                 self.request(cx, op, request);
             }
@@ -269,6 +284,12 @@ pub enum CopsMsg {
     /// The answer: the partition's clock (≥ the dependencies' visibility times) and at most one ROT id per
     /// client.
     DepOk { write: WriteId, clock: u64, old_readers: Vec<RotId> },
+    /// Client → a partition of its datacenter: answer once these dependencies (keys of this partition) are
+    /// applied here. A session resumed from another datacenter sends it before anything else (module docs,
+    /// "Session tokens"); `check` numbers the client's checks.
+    SessionCheck { check: u64, deps: Vec<Dep> },
+    /// The answer to a `SessionCheck`.
+    SessionOk { check: u64 },
 }
 
 impl Message for CopsMsg {
@@ -282,6 +303,8 @@ impl Message for CopsMsg {
             CopsMsg::Replicate { .. } => "replicate",
             CopsMsg::DepCheck { .. } => "dep-check",
             CopsMsg::DepOk { .. } => "dep-ok",
+            CopsMsg::SessionCheck { .. } => "session-check",
+            CopsMsg::SessionOk { .. } => "session-ok",
         }
     }
 
@@ -368,7 +391,8 @@ struct PendingWrite {
 /// A `DepCheck` waiting here for a dependency to be applied.
 #[derive(Debug, Serialize, Deserialize)]
 struct WaitingCheck {
-    reply_to: ServerId,
+    /// A partition of this datacenter (a write's check), or a client (a resumed session's check).
+    reply_to: Addr,
     write: WriteId,
     deps: Vec<Dep>,
     /// Dependencies before this index are satisfied.
@@ -546,7 +570,7 @@ impl CopsServer {
                 check.time(*ts, "causal time")?;
                 deps_valid(deps)?;
             }
-            CopsMsg::ReadReply { .. } | CopsMsg::PutReply { .. } => {
+            CopsMsg::ReadReply { .. } | CopsMsg::PutReply { .. } | CopsMsg::SessionOk { .. } => {
                 return Err(check.fail(InvalidKind::Sender, "only a client is sent this"));
             }
             CopsMsg::Replicate { key, version, deps, .. } => {
@@ -587,6 +611,12 @@ impl CopsServer {
                 check.local_peer(me)?;
                 check.time(*clock, "clock")?;
             }
+            CopsMsg::SessionCheck { deps, .. } => {
+                check.client()?;
+                check.request_keys(deps.iter().map(|d| &d.key))?;
+                deps_valid(deps)?;
+                deps.iter().try_for_each(|d| check.key_on(&d.key, me.partition))?;
+            }
         }
         Ok(())
     }
@@ -622,7 +652,12 @@ impl CopsServer {
             }
             (Addr::Server(s), CopsMsg::DepCheck { write, deps, readers }) => {
                 cx.charge(deps.len() as u64);
-                let check = WaitingCheck { reply_to: s, write, deps, next: 0, readers };
+                let check = WaitingCheck { reply_to: Addr::Server(s), write, deps, next: 0, readers };
+                self.advance_check(cx, check);
+            }
+            (Addr::Client(c), CopsMsg::SessionCheck { check, deps }) => {
+                cx.charge(deps.len() as u64);
+                let check = WaitingCheck { reply_to: Addr::Client(c), write: check, deps, next: 0, readers: false };
                 self.advance_check(cx, check);
             }
             (Addr::Server(s), CopsMsg::DepOk { write, clock, old_readers }) => {
@@ -759,7 +794,7 @@ impl CopsServer {
         let readers = self.variant == Variant::CopsSnow;
         for (p, deps) in by_partition {
             if p == self.id.partition {
-                let check = WaitingCheck { reply_to: self.id, write, deps, next: 0, readers };
+                let check = WaitingCheck { reply_to: Addr::Server(self.id), write, deps, next: 0, readers };
                 self.advance_check(cx, check);
             } else {
                 cx.send(ServerId::new(self.id.dc, p), CopsMsg::DepCheck { write, deps, readers });
@@ -942,10 +977,10 @@ impl CopsServer {
         }
         let old_readers = if check.readers { self.old_readers_of(cx, &check.deps) } else { Vec::new() };
         let clock = self.clock.current();
-        if check.reply_to == self.id {
-            self.internal.push_back((check.write, clock, old_readers));
-        } else {
-            cx.send(check.reply_to, CopsMsg::DepOk { write: check.write, clock, old_readers });
+        match check.reply_to {
+            Addr::Server(s) if s == self.id => self.internal.push_back((check.write, clock, old_readers)),
+            Addr::Server(s) => cx.send(s, CopsMsg::DepOk { write: check.write, clock, old_readers }),
+            Addr::Client(c) => cx.send(c, CopsMsg::SessionOk { check: check.write }),
         }
     }
 
@@ -995,11 +1030,89 @@ pub struct CopsClient {
     deps: BTreeMap<(Key, DcId), u64>,
     next_rot: u64,
     ops: BTreeMap<OpId, ClientOp>,
+    /// A session resumed from another datacenter: its `SessionCheck`s not yet answered, by number, with the
+    /// partition asked and the dependencies (module docs, "Session tokens").
+    checks: BTreeMap<u64, (PartitionId, Vec<Dep>)>,
+    /// Requests held until every check is answered.
+    held: VecDeque<(OpId, Request)>,
 }
+
+/// What a COPS or COPS-SNOW session token carries (module docs, "Session tokens").
+#[derive(Serialize, Deserialize)]
+struct SavedSession {
+    /// The datacenter where every dependency is known to be applied (`None`: a resumed session whose
+    /// checks were still unanswered).
+    applied_in: Option<DcId>,
+    ts: u64,
+    /// The nearest dependencies: `(key, origin datacenter, version time)`.
+    deps: Vec<(Key, DcId, u64)>,
+}
+
+/// The most nearest dependencies a token may carry.
+const MAX_SAVED_DEPS: usize = 1 << 16;
 
 impl CopsClient {
     pub fn new(variant: Variant, id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
-        Self { variant, id, dc, topology, config, ts: 0, deps: BTreeMap::new(), next_rot: 0, ops: BTreeMap::new() }
+        Self {
+            variant,
+            id,
+            dc,
+            topology,
+            config,
+            ts: 0,
+            deps: BTreeMap::new(),
+            next_rot: 0,
+            ops: BTreeMap::new(),
+            checks: BTreeMap::new(),
+            held: VecDeque::new(),
+        }
+    }
+
+    /// This session's token.
+    pub fn save_session(&self) -> Vec<u8> {
+        let applied_in = self.checks.is_empty().then_some(self.dc);
+        let deps = self.deps.iter().map(|((key, dc), time)| (key.clone(), *dc, *time)).collect();
+        session::encode(self.variant.name(), &SavedSession { applied_in, ts: self.ts, deps })
+    }
+
+    /// Carry on from a token. From another datacenter, the dependencies may not be applied here yet: the
+    /// session then asks their partitions here (`SessionCheck`, COPS's dependency check) and holds every
+    /// request until all have answered.
+    pub fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
+        let name = self.variant.name();
+        let Some(s) = session::decode::<SavedSession>(name, saved)? else { return Ok(()) };
+        if let Some(dc) = s.applied_in {
+            session::check_dc(&self.topology, dc, "the session's datacenter")?;
+        }
+        session::check_time(s.ts, "the session's causal time")?;
+        if s.deps.len() > MAX_SAVED_DEPS {
+            return Err(format!("{} dependencies in a {name} session token, more than {MAX_SAVED_DEPS}", s.deps.len()));
+        }
+        for (key, dc, time) in &s.deps {
+            session::check_sizes(&self.config, key, None)?;
+            session::check_version(&self.topology, &Version { time: *time, dc: *dc }, "a dependency")?;
+        }
+        self.ts = self.ts.max(s.ts);
+        let mut to_check: BTreeMap<PartitionId, Vec<Dep>> = BTreeMap::new();
+        for (key, dc, time) in s.deps {
+            if time == 0 {
+                continue;
+            }
+            if s.applied_in != Some(self.dc) {
+                let dep = Dep { key: key.clone(), version: Version { time, dc } };
+                to_check.entry(self.topology.partition_of(&key)).or_default().push(dep);
+            }
+            let t = self.deps.entry((key, dc)).or_insert(time);
+            *t = (*t).max(time);
+        }
+        let chunk = self.config.max_keys_per_request.max(1);
+        for (p, deps) in to_check {
+            for part in deps.chunks(chunk) {
+                let n = self.checks.keys().next_back().map_or(0, |n| n + 1);
+                self.checks.insert(n, (p, part.to_vec()));
+            }
+        }
+        Ok(())
     }
 
     pub fn id(&self) -> ClientId {
@@ -1020,6 +1133,15 @@ impl CopsClient {
     }
 
     fn request<P: CopsFamily>(&mut self, cx: &mut Ctx<'_, P>, op: OpId, request: Request) {
+        if !self.checks.is_empty() {
+            // A resumed session waits until its dependencies are applied here. The checks go out again with
+            // each request held (one may have been lost; a server answers a check twice harmlessly).
+            for (check, (p, deps)) in &self.checks {
+                cx.send(ServerId::new(self.dc, *p), CopsMsg::SessionCheck { check: *check, deps: deps.clone() });
+            }
+            self.held.push_back((op, request));
+            return;
+        }
         if let Err(reason) = self.config.check_request(&request) {
             cx.complete(op, Err(OpError::Rejected(reason)));
             return;
@@ -1086,6 +1208,17 @@ impl CopsClient {
                 }
                 if slots.is_empty() {
                     self.round_done(cx, op);
+                }
+            }
+            CopsMsg::SessionOk { check } => {
+                if server.dc != self.dc || self.checks.get(&check).is_none_or(|(p, _)| *p != server.partition) {
+                    return;
+                }
+                self.checks.remove(&check);
+                if self.checks.is_empty() {
+                    for (op, request) in std::mem::take(&mut self.held) {
+                        self.request(cx, op, request);
+                    }
                 }
             }
             CopsMsg::PutReply { op, result } => {

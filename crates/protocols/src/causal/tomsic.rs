@@ -46,6 +46,17 @@
 //!   abandoned one is still under way, and the late `Done` of the abandoned one must not take from the
 //!   newer one, snapshotted earlier, the cached writes it needs. Cure needs no cache: its snapshot includes the client's own
 //!   commits, and its reads wait for them.
+//! - **Session tokens** (`ClientNode::save_session`): the session state above (`dep`, `ss`, OP's
+//!   `observed`), AV and OP's cached own writes not yet covered by `ss` (up to
+//!   `components::session::MAX_CACHED_BYTES` of keys and values; a write past that travels as a vector in
+//!   `observed` instead), and the datacenter it was saved in. Resuming merges entry-wise. Cure resumes in any
+//!   datacenter as is: its reads wait until remote updates up to the snapshot are applied. AV and OP read
+//!   without waiting, and a snapshot `ss` of another datacenter may hold versions not applied here yet: there
+//!   the whole saved past (`ss`, `dep`, `observed`) becomes `observed`, `ss` starts from this datacenter's
+//!   stable vector, and the TC parks the session's read-only transactions until its stable vector covers
+//!   `observed` (OP's catch-up rule, applied by AV to such a session only; an AV session that was never
+//!   resumed elsewhere has a zero `observed` and never waits). CV carries `dep` (commit-time order of the
+//!   session's writes); it claims no session guarantee.
 //! - **CV's commit times.** The paper gives CV none (Alg. 1 line 25, Alg. 2 lines 8–11). Replicas must still
 //!   converge when two datacenters write a key concurrently, so CV keeps the same timestamps and a replica
 //!   keeps a remote update only if its `(ct, dc, value)` is greater than what it stores (last writer wins).
@@ -76,7 +87,7 @@
 //!   read whose snapshot is below the horizon (a transaction older than that) is refused with a clear error
 //!   rather than answered wrongly.
 
-use crate::components::Pacer;
+use crate::components::{Pacer, session};
 use serde::{Deserialize, Serialize};
 use snowline_core::frames;
 use snowline_core::{
@@ -507,7 +518,7 @@ impl<F: Flavour> TomsicServer<F> {
             cx.send(client, TomsicMsg::Done { op, result: Err(OpError::Rejected(reason)), session });
             return;
         }
-        if Self::VARIANT == Variant::Op && request.is_read_only() && !self.covers_observed(&session) {
+        if Self::VARIANT.caches_own_writes() && request.is_read_only() && !self.covers_observed(&session) {
             self.parked.push(Parked { client, op, request, session, since_ns: cx.now_ns() });
             return;
         }
@@ -517,7 +528,8 @@ impl<F: Flavour> TomsicServer<F> {
     /// OP: whether this TC's snapshot for the session includes everything the session has read. Appendix A
     /// lets a TC whose SV is behind a client's snapshot wait for stabilisation to catch up; OP applies the
     /// same rule to the newer-than-stable versions a session has read, so that its later transactions never
-    /// miss their causal past.
+    /// miss their causal past. AV applies it too, for the one session whose observed vector is not zero: one
+    /// resumed from another datacenter (module docs, "Session tokens").
     fn covers_observed(&self, session: &Session) -> bool {
         if session.observed.0.len() != self.stable.0.len() {
             return true;
@@ -1283,7 +1295,94 @@ impl<F: Flavour> TomsicClient<F> {
     }
 }
 
+/// What a session token of the Tomsic skeleton carries (module docs, "Session tokens").
+#[derive(Serialize, Deserialize)]
+struct SavedSession {
+    /// The datacenter the session ran in.
+    dc: DcId,
+    dep: VectorClock,
+    ss: VectorClock,
+    observed: VectorClock,
+    /// AV and OP: cached own writes not yet covered by `ss`, as `(key, value, version, commit vector)`.
+    cache: Vec<(Key, Value, Version, VectorClock)>,
+}
+
+impl<F: Flavour> TomsicClient<F> {
+    fn saved(&self) -> SavedSession {
+        let mut observed = self.observed.clone();
+        let mut cache = Vec::new();
+        let mut bytes = 0;
+        for (key, c) in self.cache.iter().filter(|(_, c)| !c.cv.le(&self.ss)) {
+            let size = key.len() + c.value.len();
+            if bytes + size <= session::MAX_CACHED_BYTES {
+                bytes += size;
+                cache.push((key.clone(), c.value.clone(), c.version, c.cv.clone()));
+            } else {
+                // Too much to carry by value: the resumed session's next read-only transaction waits at its
+                // TC until the stable vector covers this write instead (AV and OP park on `observed`).
+                observed.merge_max(&c.cv);
+            }
+        }
+        SavedSession { dc: self.dc, dep: self.dep.clone(), ss: self.ss.clone(), observed, cache }
+    }
+
+    fn resume(&mut self, saved: &[u8]) -> Result<(), String> {
+        let Some(s) = session::decode::<SavedSession>(F::NAME, saved)? else { return Ok(()) };
+        let topology = &self.topology;
+        session::check_dc(topology, s.dc, "the session's datacenter")?;
+        session::check_vector(topology, &s.dep, "the session's dependency vector")?;
+        session::check_vector(topology, &s.ss, "the session's snapshot")?;
+        session::check_vector(topology, &s.observed, "the session's observed vector")?;
+        let mut bytes = 0usize;
+        for (key, value, version, cv) in &s.cache {
+            session::check_sizes(&self.config, key, Some(value))?;
+            session::check_version(topology, version, "a cached write's version")?;
+            session::check_vector(topology, cv, "a cached write's commit vector")?;
+            bytes = bytes.saturating_add(key.len() + value.len());
+        }
+        if bytes > session::MAX_CACHED_BYTES {
+            return Err(format!(
+                "the session's cached writes hold {bytes} bytes, more than {}",
+                session::MAX_CACHED_BYTES
+            ));
+        }
+        if !s.cache.is_empty() && !F::VARIANT.caches_own_writes() {
+            return Err(format!("{} sessions cache no writes, and this token carries some", F::NAME));
+        }
+        self.dep.merge_max(&s.dep);
+        if s.dc != self.dc && F::VARIANT.caches_own_writes() {
+            // AV and OP read at max(SV, ss) without waiting for remote updates: a snapshot taken in another
+            // datacenter may hold versions not applied here yet. So the whole past of the session becomes
+            // what it has observed, and its read-only transactions wait at their TC until this datacenter's
+            // stable vector covers it; its snapshot starts from this datacenter's stable vector.
+            self.observed.merge_max(&s.observed);
+            self.observed.merge_max(&s.ss);
+            self.observed.merge_max(&s.dep);
+        } else {
+            // Same datacenter (ss came from its stable vectors), or Cure, whose reads wait until the remote
+            // updates up to the snapshot are applied; CV reads the latest versions and keeps only `dep`.
+            self.ss.merge_max(&s.ss);
+            self.observed.merge_max(&s.observed);
+        }
+        for (key, value, version, cv) in s.cache {
+            let newer = self.cache.get(&key).is_none_or(|c| (version, &value) > (c.version, &c.value));
+            if newer {
+                self.cache.insert(key, CachedWrite { value, version, cv });
+            }
+        }
+        Ok(())
+    }
+}
+
 impl<F: Flavour> ClientNode<Tomsic<F>> for TomsicClient<F> {
+    fn save_session(&self) -> Vec<u8> {
+        session::encode(F::NAME, &self.saved())
+    }
+
+    fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
+        self.resume(saved)
+    }
+
     fn on_request(&mut self, cx: &mut Cx<'_, F>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {
             cx.complete(op, Err(OpError::Rejected(reason)));

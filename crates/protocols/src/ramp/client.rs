@@ -3,6 +3,7 @@
 
 use super::calls::CallOp;
 use super::{FirstRead, Found, Get, Metadata, Ramp, RampMsg, RampTimer, Ts, wire_bytes};
+use crate::components::session;
 use snowline_core::procedure::DeferredId;
 use snowline_core::{
     Addr, ClientId, ClientNode, Ctx, DcId, Key, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig,
@@ -440,7 +441,25 @@ impl<M: Metadata> RampClient<M> {
     }
 }
 
+/// What a RAMP session token carries (`super`'s docs, "Session tokens"): the session's Lamport time.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedSession {
+    last_time: u64,
+}
+
 impl<M: Metadata> ClientNode<Ramp<M>> for RampClient<M> {
+    fn save_session(&self) -> Vec<u8> {
+        session::encode(Ramp::<M>::NAME, &SavedSession { last_time: self.last_time })
+    }
+
+    fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
+        let Some(s) = session::decode::<SavedSession>(Ramp::<M>::NAME, saved)? else { return Ok(()) };
+        session::check_time(s.last_time, "the session's last timestamp")?;
+        // The session's next timestamps stay above everything it wrote or read.
+        self.last_time = self.last_time.max(s.last_time);
+        Ok(())
+    }
+
     fn on_request(&mut self, cx: &mut Cx<'_, M>, op: OpId, request: Request) {
         self.request(cx, op, request);
     }

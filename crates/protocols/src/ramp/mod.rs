@@ -78,6 +78,8 @@
 //!   client message makes the operation's outcome unknown (the runtime's timeout), as in every protocol.
 //! - **A broken variant** for the tests: [`ProtocolConfig::ramp_skip_second_round`] completes every read
 //!   after its first round, so reads racing a write transaction can be fractured.
+//! - **Session tokens** (`ClientNode::save_session`): the session's Lamport time (`last_time`), so a
+//!   resumed session's timestamps stay above everything it wrote or read; one datacenter, so nothing else.
 
 pub mod bloom;
 mod calls;

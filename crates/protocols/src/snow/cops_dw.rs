@@ -58,6 +58,8 @@
 //! - **Writes** are single-key `Put`s; `Update` is rejected (no W). Reads are logged in a durable host (they
 //!   record readers).
 //! - **Links**: no FIFO assumption (each exchange is a request and its answer; duplicates are answered again).
+//! - **Session tokens**: none (the default): strict serializability orders every operation after those that
+//!   completed before it, wherever it runs.
 
 use crate::components::Pacer;
 use serde::{Deserialize, Serialize};
@@ -709,6 +711,8 @@ impl DwClient {
     }
 }
 
+// Session tokens: none needed (the default). Strict serializability orders every operation after those that
+// completed before it, wherever it runs, so a session carries nothing; its ROT ids are new under a new client id.
 impl ClientNode<CopsDw> for DwClient {
     fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
         self.request(cx, op, request);

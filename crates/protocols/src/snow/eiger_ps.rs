@@ -67,8 +67,14 @@
 //!   write of each key they read; safe-time queries are logged (they move the clock and reveal that pending
 //!   transactions committed).
 //! - **Links**: no FIFO assumption (every exchange is a request and its answer; duplicates are idempotent).
+//! - **Session tokens** (`ClientNode::save_session`): the session's GST (its reads were at or below it, its
+//!   completed writes committed at or below it). A resumed session holds every request until the GST of its
+//!   datacenter, polled with `at_least` set to the saved one, reaches it; then its ROTs see what it read and
+//!   wrote, in any datacenter (every datacenter takes part in every write). A saved GST beyond
+//!   `max_clock_ahead_ms` of the client's clock (garbage no server would wait for) fails each request with
+//!   an error.
 
-use crate::components::{Pacer, UnloggedWrites};
+use crate::components::{Pacer, UnloggedWrites, session};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
     Addr, Check, ClientId, ClientNode, Ctx, DcId, Hlc, InvalidInput, InvalidKind, Key, LinkAssumptions, Message,
@@ -636,6 +642,15 @@ pub struct EigerClient {
     gst: u64,
     ops: BTreeMap<OpId, ClientOp>,
     pacer: Pacer,
+    /// A resumed session's GST (module docs, "Session tokens"): requests are held until the GST reaches it.
+    floor: u64,
+    held: Vec<(OpId, Request)>,
+}
+
+/// What an Eiger-PS session token carries: the session's GST.
+#[derive(Serialize, Deserialize)]
+struct SavedSession {
+    gst: u64,
 }
 
 impl EigerClient {
@@ -650,6 +665,8 @@ impl EigerClient {
             gst: 0,
             ops: BTreeMap::new(),
             pacer,
+            floor: 0,
+            held: Vec::new(),
         }
     }
 
@@ -672,7 +689,8 @@ impl EigerClient {
                 ClientOp::Rot { .. } | ClientOp::Waiting { .. } => None,
             })
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(if self.gst < self.floor { self.floor } else { 0 });
         for p in 0..self.topology.partitions {
             cx.send(ServerId::new(self.dc, p), EigerMsg::SafeTimeQuery { at_least });
         }
@@ -686,6 +704,24 @@ impl EigerClient {
         // Busy: poll at the base period again.
         if let Some((delay, generation)) = self.pacer.wake(cx.now_ns()) {
             cx.set_timer(delay, EigerTimer::Poll { generation });
+        }
+        if self.gst < self.floor {
+            // A resumed session: nothing runs until this datacenter's GST has reached the session's (its
+            // reads must see what it read and wrote). The poll asks every server to move its clock there.
+            let ahead_ns = self.config.max_clock_ahead_ms.saturating_mul(1_000_000);
+            if self.floor > cx.now_ns().saturating_add(ahead_ns) {
+                let reason = format!(
+                    "the resumed session's safe time {} is more than max_clock_ahead_ms ahead of this client's \
+                     clock ({}): no server would wait for it",
+                    self.floor,
+                    cx.now_ns()
+                );
+                cx.complete(op, Err(OpError::Rejected(reason)));
+                return;
+            }
+            self.held.push((op, request));
+            self.poll(cx);
+            return;
         }
         match request {
             Request::Rot { keys } if !self.has_gst() => {
@@ -758,6 +794,11 @@ impl EigerClient {
                     }
                 }
                 self.finish_writes(cx);
+                if self.gst >= self.floor && !self.held.is_empty() {
+                    for (op, request) in std::mem::take(&mut self.held) {
+                        self.request(cx, op, request);
+                    }
+                }
             }
             EigerMsg::ReadReply { op, result } => {
                 let Some(ClientOp::Rot { items, slots }) = self.ops.get_mut(&op) else { return };
@@ -837,6 +878,17 @@ impl EigerClient {
 }
 
 impl ClientNode<EigerPs> for EigerClient {
+    fn save_session(&self) -> Vec<u8> {
+        session::encode(EigerPs::NAME, &SavedSession { gst: self.gst.max(self.floor) })
+    }
+
+    fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
+        let Some(s) = session::decode::<SavedSession>(EigerPs::NAME, saved)? else { return Ok(()) };
+        session::check_time(s.gst, "the session's safe time")?;
+        self.floor = self.floor.max(s.gst);
+        Ok(())
+    }
+
     fn on_start(&mut self, cx: &mut Cx<'_>) {
         self.poll(cx);
         let (delay, generation) = self.pacer.start(cx.now_ns());
@@ -854,7 +906,7 @@ impl ClientNode<EigerPs> for EigerClient {
             return;
         }
         self.poll(cx);
-        let busy = !self.ops.is_empty();
+        let busy = !self.ops.is_empty() || !self.held.is_empty();
         let (delay, generation) = self.pacer.next(cx.now_ns(), busy);
         cx.set_timer(delay, EigerTimer::Poll { generation });
     }

@@ -36,6 +36,9 @@
 //! destination groups (their members forward and relay it), one whose operation does not decode or whose
 //! keys are not exactly on its destination groups, proposals and decisions from anyone but a member of another group (or with a
 //! timestamp beyond [`crate::components::multicast::MAX_TIMESTAMP`]), and answers, which only clients get.
+//!
+//! Session tokens: none (the default): the client keeps nothing between operations and `ser` has no
+//! session order.
 
 use crate::components::consensus::{RaftTick, RaftWire};
 use crate::components::multicast::{
@@ -394,6 +397,8 @@ impl AmcastKvClient {
     }
 }
 
+// Session tokens: none needed (the default). The client keeps nothing between operations, and the claimed
+// level (`ser`) has no session order to carry.
 impl ClientNode<AmcastKv> for AmcastKvClient {
     fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {

@@ -57,6 +57,11 @@
 //! re-submits (the multicast origin's retry); a member that has the transaction answers with its vote.
 //! Reads held by a replica are dropped after [`PARKED_READ_TTL_NS`]; the client re-sends an unanswered read
 //! to the next member of the group.
+//!
+//! Session tokens (`ClientNode::save_session`): with sessions (`si`, `psi`) the session's dependence vector,
+//! the floor its next first read carries; any member holds that read until its snapshot covers the floor,
+//! so a session resumes in any datacenter. The other criteria have no session order: their tokens are empty
+//! and a non-empty one is refused.
 
 use super::dependence::{DepVector, GroupView, ReadAt, choose, commit_vector, depends_on, snapshot_of};
 use crate::components::consensus::{RaftTick, RaftWire};
@@ -64,6 +69,7 @@ use crate::components::multicast::{
     MAX_TIMESTAMP, McastEvent, McastId, McastMember, McastMsg, McastOrigin, McastParams, McastRetry, McastTick,
     McastWire, check_submit_sender,
 };
+use crate::components::session;
 use crate::components::twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire};
 use serde::{Deserialize, Serialize};
 use snowline_core::{
@@ -1820,6 +1826,28 @@ impl<C: Criterion> JessyClient<C> {
 }
 
 impl<C: Criterion> ClientNode<Jessy<C>> for JessyClient<C> {
+    /// With sessions (`si`, `psi`): the session's dependence vector, the floor of its next snapshot. Without
+    /// them the criterion promises nothing from one transaction to the next: the token is empty.
+    fn save_session(&self) -> Vec<u8> {
+        if C::SESSIONS { session::encode(C::NAME, &self.session) } else { Vec::new() }
+    }
+
+    /// The floor travels with the session's next first read and any member of any replica holds the read
+    /// until its snapshot covers it, so a session resumes in any datacenter.
+    fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
+        if !C::SESSIONS {
+            return if saved.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} sessions carry no state (the criterion has no session order)", C::NAME))
+            };
+        }
+        let Some(floor) = session::decode::<DepVector>(C::NAME, saved)? else { return Ok(()) };
+        check_vector(&self.topology, &floor).map_err(|e| format!("in the session token, {e}"))?;
+        self.session.join(&floor);
+        Ok(())
+    }
+
     fn on_request(&mut self, cx: &mut Cx<'_, C>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {
             cx.complete(op, Err(OpError::Rejected(reason)));

@@ -36,6 +36,8 @@
 //!
 //! Member 0 of a fresh group campaigns at start, so a new cluster has leaders at once instead of after an
 //! election timeout. Multi-key requests are refused: use `2pl` for transactions across keys.
+//!
+//! Session tokens: none (the default): linearizable operations need nothing from a session's earlier ones.
 
 use crate::components::consensus::{Event, RaftGroup, RaftParams, RaftTick, RaftWire};
 use serde::{Deserialize, Serialize};
@@ -472,6 +474,8 @@ impl RaftKvClient {
     }
 }
 
+// Session tokens: none needed (the default). Linearizable: every operation sees all that completed before it;
+// the client's leader hints are not state a guarantee needs.
 impl ClientNode<RaftKv> for RaftKvClient {
     fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {

@@ -119,6 +119,9 @@
 //!
 //! `rounds`: a call 1 (client → coordinator); a ROT its rounds; `blocked_ns`: the longest time a ROT's read
 //! waited at a server; `versions_returned`: values returned.
+//!
+//! Session tokens: none (the default): strict serializability needs nothing from a session's earlier
+//! transactions.
 
 use serde::{Deserialize, Serialize};
 use snowline_core::procedure::{self, Piece};
@@ -1792,6 +1795,8 @@ impl Rot {
     }
 }
 
+// Session tokens: none needed (the default). Strict serializability orders each transaction after every one
+// that completed before it started; the client keeps only its transaction sequence, unique under a new id.
 impl<F> ClientNode<F> for RccClient<F>
 where
     F: Flavor + Protocol<Msg = RccMsg, Timer = RccTimer>,

@@ -31,6 +31,9 @@
 //! on its participants, votes and decisions from anyone but a member of another group (the component then
 //! checks them against what is prepared here), and outcomes, which only origins get. Lamport clock
 //! arithmetic saturates, so a peer's forged vote cannot overflow it.
+//!
+//! Session tokens: none (the default): strict serializability needs nothing from a session's earlier
+//! transactions.
 
 use crate::components::consensus::{RaftTick, RaftWire};
 use crate::components::twopc::{TpcHost, TpcMember, TpcOrigin, TpcParams, TpcRetry, TpcTick, TpcWire, TxnId};
@@ -411,6 +414,8 @@ impl TpcKvClient {
     }
 }
 
+// Session tokens: none needed (the default). Strict serializability needs nothing from a session's earlier
+// operations, and the client keeps nothing between them.
 impl ClientNode<TpcKv> for TpcKvClient {
     fn on_request(&mut self, cx: &mut Cx<'_>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {

@@ -123,6 +123,9 @@
 //! `rounds`: client↔server rounds (a Read or a ROT round 1 each, a commit 1, a read-only commit 0 on one
 //! partition and 1 on several, a `Call` one per wave plus 1); `blocked_ns`: time its reads and prepares waited for locks;
 //! `versions_returned`: read results.
+//!
+//! Session tokens: none (the default): one copy per key and strict serializability (`rc` for the locking
+//! baselines) need nothing from a session's earlier transactions.
 
 use serde::{Deserialize, Serialize};
 use snowline_core::procedure::{self, Piece};
@@ -1644,6 +1647,8 @@ impl<C: ConcurrencyControl> TwoPlClient<C> {
     }
 }
 
+// Session tokens: none needed (the default). Each key has one copy and the claimed levels (`strict-ser`, the
+// baselines' `rc`) promise nothing a session carries; `retry_age` only helps a retry win wound-wait.
 impl<C: ConcurrencyControl> ClientNode<SingleCopy<C>> for TwoPlClient<C> {
     fn on_request(&mut self, cx: &mut Cx<'_, C>, op: OpId, request: Request) {
         if let Err(reason) = self.config.check_request(&request) {
