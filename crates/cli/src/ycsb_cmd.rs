@@ -30,10 +30,11 @@ pub struct YcsbArgs {
     /// YCSB client threads (each a snowline session, spread over the datacenter's endpoints).
     #[arg(long, default_value_t = 4)]
     pub threads: u32,
-    /// Run each YCSB operation as one interactive transaction (needed by protocols without blind writes,
-    /// the Jessy family; the closed economy's default).
+    /// Run each YCSB operation as one interactive transaction (true) or as single-key calls (false).
+    /// Default: transactions where the protocol offers them and the workload needs them (the closed
+    /// economy) or the protocol has no blind writes (the Jessy family); single-key calls otherwise.
     #[arg(long)]
-    pub transactional: bool,
+    pub transactional: Option<bool>,
     /// Use this running cluster (its directory, from `cluster up --dir`) instead of starting one.
     #[arg(long)]
     pub cluster: Option<PathBuf>,
@@ -188,12 +189,21 @@ fn run_phases(project: &Path, workload: &Path, config: &ClusterConfig, args: &Yc
         project.join("target/snowline-ycsb.jar").display(),
         project.join("target/dependency").display()
     );
-    let transactional = args.transactional || args.workload == "closedeconomy";
+    let offers = snowline_protocols::with_protocol!(&config.protocol, P => P::OFFERS)?;
+    let transactional =
+        args.transactional.unwrap_or(offers.interactive && (args.workload == "closedeconomy" || !offers.blind_writes));
+    if transactional && !offers.interactive {
+        println!(
+            "ycsb: {} offers no interactive transactions: every operation will answer NOT_IMPLEMENTED",
+            config.protocol
+        );
+    }
     for (phase, flag) in [("load", "-load"), ("run", "-t")] {
         println!(
-            "ycsb: {phase} phase, workload {}, {} against {}",
+            "ycsb: {phase} phase, workload {}, {} ({}) against {}",
             workload.display(),
             config.protocol,
+            if transactional { "each operation a transaction" } else { "single-key calls" },
             targets.join(",")
         );
         let mut java = Command::new("java");
