@@ -156,6 +156,30 @@ fn av_session_resumed_in_the_same_datacenter_reads_its_cached_write() {
     assert_eq!(value_of(&ok(&mut sim, session, 0, get(&x))), Some("new".into()));
 }
 
+/// AV: own writes beyond the token's budget for cached values travel as a vector to wait for instead: the
+/// resumed session still reads both of its writes, the one past the budget once it is stable.
+#[test]
+fn av_session_with_more_cached_writes_than_a_token_holds_still_reads_them() {
+    let mut sim = sim::<Av>(1);
+    let topo = sim.topology();
+    let (x, y): (Key, Key) = (topo.key_on(0, "x").into(), topo.key_on(1, "y").into());
+    let big = |c: char| std::iter::repeat_n(c, 600 << 10).collect::<String>();
+    let writer = sim.add_client(0);
+    ok(&mut sim, writer, 0, put(&x, "old"));
+    ok(&mut sim, writer, 1, put(&y, "old"));
+    sim.advance(SECOND);
+    ok(&mut sim, writer, 2, Request::Put { key: x.clone(), value: big('x').into() });
+    ok(&mut sim, writer, 3, Request::Put { key: y.clone(), value: big('y').into() });
+    assert_eq!(sim.client(writer).cached_writes(), 2);
+    let token = sim.client(writer).save_session();
+    assert!(token.len() < 1 << 20, "one value fits the budget, not two: {} bytes", token.len());
+    let session = resumed(&mut sim, 0, &token);
+    assert_eq!(sim.client(session).cached_writes(), 1);
+    let reply = ok(&mut sim, session, 0, Request::Rot { keys: vec![x, y] });
+    let lens: Vec<usize> = reply.reads.iter().map(|r| r.value.as_ref().map_or(0, |v| v.len())).collect();
+    assert_eq!(lens, vec![600 << 10, 600 << 10], "both own writes are read back");
+}
+
 #[test]
 fn contrarian_session_resumes_in_its_datacenter_and_refuses_another() {
     let mut sim = sim::<Contrarian>(2);
