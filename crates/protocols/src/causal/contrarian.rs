@@ -65,11 +65,15 @@
 //! - **Durable hosts** (`docs/DURABILITY.md`): snapshot and read requests are read-only (not logged): their
 //!   clock moves go through the host (`Ctx::raise_clock`), a read of a key whose latest write is not durable
 //!   yet waits for it, and a snapshot's remote entries are capped by the partition's logged version vector.
-//! - **Session tokens** (`ClientNode::save_session`): `dv`, the last snapshot and the datacenter they were
-//!   saved in; resuming merges them entry-wise. Only in that datacenter: the coordinator takes the client's
-//!   remote entries as they are (`SV = max(GSS, client)`) and partitions never wait, so entries from
-//!   another datacenter's clock and GSS could name versions not applied here, and the session would miss its
-//!   own writes. A resume in another datacenter is refused with an error saying so.
+//! - **Session tokens** (`ClientNode::save_session`): `dv`, the last snapshot and the datacenter whose GSS
+//!   covers their remote entries; resuming merges them entry-wise. In another datacenter that is not so: the
+//!   coordinator takes the client's remote entries as they are (`SV = max(GSS, client)`) and partitions
+//!   never wait, so the session could miss its own writes. There the session's remote entries become a
+//!   *floor*: until a snapshot covers it, the client asks for snapshots with its remote entries zeroed (the
+//!   answer's remote entries are then the coordinator's GSS) and asks again every `gss_interval_ms`
+//!   (`Resnapshot`); the first snapshot at or above the floor clears it. PUTs need no wait: a version's
+//!   dependency vector holds the floor, so it enters no snapshot here before what it depends on. A session
+//!   saved with its floor pending records no datacenter, so its next resume waits too.
 //! - **Links**: FIFO. The GSS argument needs a partition to receive its sibling's updates and heartbeats in
 //!   timestamp order, as they were sent.
 
@@ -170,6 +174,9 @@ pub enum ContrarianTimer {
     Gss(u64),
     /// Collect garbage.
     Gc(u64),
+    /// Client: ask again for a snapshot for attempt `attempt` of ROT `op` (a resumed session waiting for the
+    /// GSS to cover what it depends on; module docs, "Session tokens").
+    Resnapshot { op: OpId, attempt: u32 },
 }
 
 /// A partition server, which also coordinates ROTs.
@@ -637,7 +644,10 @@ impl ServerNode<Contrarian> for ContrarianServer {
                 cx.set_timer(delay, ContrarianTimer::Gc(generation));
             }
             // Replaced by a sooner round when news arrived.
-            ContrarianTimer::Heartbeat(_) | ContrarianTimer::Gss(_) | ContrarianTimer::Gc(_) => {}
+            ContrarianTimer::Heartbeat(_)
+            | ContrarianTimer::Gss(_)
+            | ContrarianTimer::Gc(_)
+            | ContrarianTimer::Resnapshot { .. } => {}
         }
     }
 
@@ -670,12 +680,25 @@ pub struct ContrarianClient {
     last_sv: VectorClock,
     puts: BTreeSet<OpId>,
     rots: BTreeMap<OpId, PendingRot>,
+    /// A session resumed from another datacenter: the remote entries this datacenter's GSS must reach before
+    /// a ROT may use a snapshot (module docs, "Session tokens").
+    floor: Option<VectorClock>,
 }
 
 impl ContrarianClient {
     pub fn new(id: ClientId, dc: DcId, topology: Topology, config: ProtocolConfig) -> Self {
         let zero = VectorClock::zero(topology.dcs);
-        Self { id, dc, topology, config, dv: zero.clone(), last_sv: zero, puts: BTreeSet::new(), rots: BTreeMap::new() }
+        Self {
+            id,
+            dc,
+            topology,
+            config,
+            dv: zero.clone(),
+            last_sv: zero,
+            puts: BTreeSet::new(),
+            rots: BTreeMap::new(),
+            floor: None,
+        }
     }
 
     pub fn id(&self) -> ClientId {
@@ -703,6 +726,12 @@ impl ContrarianClient {
         let coordinator = partitions[cx.rng().random_range(0..partitions.len())];
         let mut dv = self.dv.clone();
         dv.merge_max(&self.last_sv);
+        if self.floor.is_some() {
+            // Until the GSS covers the floor, ask with no remote entries: the answer's are then the GSS.
+            for d in self.topology.dc_ids().filter(|d| *d != self.dc) {
+                dv.set(d, 0);
+            }
+        }
         cx.send(ServerId::new(self.dc, coordinator), ContrarianMsg::Snapshot { op, attempt: rot.attempt, dv });
     }
 }
@@ -710,36 +739,49 @@ impl ContrarianClient {
 /// What a Contrarian session token carries (module docs, "Session tokens").
 #[derive(Serialize, Deserialize)]
 struct SavedSession {
-    /// The datacenter the session ran in: a token resumes only there.
-    dc: DcId,
+    /// The datacenter whose GSS covers the session's remote entries (`None`: a resumed session still
+    /// waiting for that).
+    dc: Option<DcId>,
     dv: VectorClock,
     last_sv: VectorClock,
 }
 
 impl ClientNode<Contrarian> for ContrarianClient {
     fn save_session(&self) -> Vec<u8> {
-        let saved = SavedSession { dc: self.dc, dv: self.dv.clone(), last_sv: self.last_sv.clone() };
+        let dc = self.floor.is_none().then_some(self.dc);
+        let saved = SavedSession { dc, dv: self.dv.clone(), last_sv: self.last_sv.clone() };
         session::encode(Contrarian::NAME, &saved)
     }
 
     fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
         let Some(s) = session::decode::<SavedSession>(Contrarian::NAME, saved)? else { return Ok(()) };
-        session::check_dc(&self.topology, s.dc, "the session's datacenter")?;
+        if let Some(dc) = s.dc {
+            session::check_dc(&self.topology, dc, "the session's datacenter")?;
+        }
         session::check_vector(&self.topology, &s.dv, "the session's dependency vector")?;
         session::check_vector(&self.topology, &s.last_sv, "the session's snapshot")?;
-        if s.dc != self.dc {
+        if s.dc != Some(self.dc) {
             // The coordinator trusts the client's remote entries (SV = max(GSS, client)) and a partition never
             // waits for a read: entries from another datacenter's clock and GSS could name versions not
-            // applied here yet, and the session would miss its own writes.
-            return Err(format!(
-                "a contrarian session resumes only in the datacenter it ran in (dc{}, not dc{}): its snapshots \
-                 would include versions this datacenter may not have applied yet",
-                s.dc, self.dc
-            ));
+            // applied here yet. The session's ROTs wait until this datacenter's GSS covers them.
+            let mut floor = self.floor.take().unwrap_or_else(|| VectorClock::zero(self.topology.dcs));
+            floor.merge_max(&s.dv);
+            floor.merge_max(&s.last_sv);
+            floor.set(self.dc, 0);
+            self.floor = floor.0.iter().any(|t| *t > 0).then_some(floor);
         }
         self.dv.merge_max(&s.dv);
         self.last_sv.merge_max(&s.last_sv);
         Ok(())
+    }
+
+    fn on_timer(&mut self, cx: &mut Ctx<'_, Contrarian>, timer: ContrarianTimer) {
+        let ContrarianTimer::Resnapshot { op, attempt } = timer else { return };
+        let Some(rot) = self.rots.get_mut(&op) else { return };
+        if rot.attempt == attempt && rot.sv.is_none() {
+            rot.attempt += 1;
+            self.start_rot(cx, op);
+        }
     }
 
     fn on_request(&mut self, cx: &mut Ctx<'_, Contrarian>, op: OpId, request: Request) {
@@ -811,6 +853,15 @@ impl ClientNode<Contrarian> for ContrarianClient {
                 let Some(rot) = self.rots.get_mut(&op) else { return };
                 if rot.attempt != attempt || rot.sv.is_some() || sv.0.len() != self.dv.0.len() {
                     return;
+                }
+                if let Some(floor) = &self.floor {
+                    if !floor.le(&sv) {
+                        // The GSS does not cover the session's past yet: ask again a GSS round later.
+                        let delay = self.config.gss_interval_ms.max(1).saturating_mul(1_000_000);
+                        cx.set_timer(delay, ContrarianTimer::Resnapshot { op, attempt });
+                        return;
+                    }
+                    self.floor = None;
                 }
                 rot.rounds += 1;
                 let mut slots: BTreeMap<PartitionId, Vec<usize>> = BTreeMap::new();
@@ -967,6 +1018,7 @@ mod tests {
                         ContrarianTimer::Heartbeat(_) => "heartbeat",
                         ContrarianTimer::Gss(_) => "gss",
                         ContrarianTimer::Gc(_) => "gc",
+                        ContrarianTimer::Resnapshot { .. } => "resnapshot",
                     },
                 )
             })

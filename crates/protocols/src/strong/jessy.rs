@@ -59,9 +59,10 @@
 //! to the next member of the group.
 //!
 //! Session tokens (`ClientNode::save_session`): with sessions (`si`, `psi`) the session's dependence vector,
-//! the floor its next first read carries; any member holds that read until its snapshot covers the floor,
-//! so a session resumes in any datacenter. The other criteria have no session order: their tokens are empty
-//! and a non-empty one is refused.
+//! the floor its next first read carries; a member answers that read only from a snapshot covering the
+//! floor (it parks the read, and the client tries the next member after `retry_ns`), so a session resumes in
+//! any datacenter. The other criteria have no session order: their tokens are empty and a non-empty one is
+//! refused.
 
 use super::dependence::{DepVector, GroupView, ReadAt, choose, commit_vector, depends_on, snapshot_of};
 use crate::components::consensus::{RaftTick, RaftWire};
@@ -1832,8 +1833,8 @@ impl<C: Criterion> ClientNode<Jessy<C>> for JessyClient<C> {
         if C::SESSIONS { session::encode(C::NAME, &self.session) } else { Vec::new() }
     }
 
-    /// The floor travels with the session's next first read and any member of any replica holds the read
-    /// until its snapshot covers it, so a session resumes in any datacenter.
+    /// The floor travels with the session's next first read, which a member answers only from a snapshot
+    /// covering it, so a session resumes in any datacenter.
     fn resume_session(&mut self, saved: &[u8]) -> Result<(), String> {
         if !C::SESSIONS {
             return if saved.is_empty() {
