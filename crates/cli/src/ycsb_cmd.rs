@@ -156,7 +156,7 @@ fn build_binding(project: &Path) -> Result<()> {
     require("mvn", "Maven 3.8 or later: apt-get install maven")?;
     println!("ycsb: building the binding in {} (mvn package, once)", project.display());
     let status = Command::new("mvn")
-        .args(["-q", "-B", "package", "-DskipTests"])
+        .args(["-q", "-B", "-Dstyle.color=never", "package", "-DskipTests"])
         .current_dir(project)
         .status()
         .context("running mvn")?;
