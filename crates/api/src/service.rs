@@ -225,9 +225,9 @@ impl Endpoint {
             .timeout(self.inner.timeout + Duration::from_secs(5))
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(20)));
-        if let Some((cert, key)) = snowline_net::tls::client_facing_identity(config, node)? {
-            let tls =
-                tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(cert, key));
+        if let Some(pem) = snowline_net::tls::client_facing_identity(config, node)? {
+            let identity = tonic::transport::Identity::from_pem(pem.cert, pem.key);
+            let tls = tonic::transport::ServerTlsConfig::new().identity(identity);
             builder = builder.tls_config(tls).map_err(|e| ApiError::Tls(e.to_string()))?;
         }
         let (health, health_service) = tonic_health::server::health_reporter();

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// Load a cluster config, resolving a protocol alias (`cc-lo`) to its canonical name, which is what every
 /// process of the cluster compares.
-fn load_config(path: &Path) -> Result<ClusterConfig> {
+pub(crate) fn load_config(path: &Path) -> Result<ClusterConfig> {
     let mut config = ClusterConfig::load(path)?;
     config.protocol = snowline_protocols::canonical_name(&config.protocol)
         .with_context(|| format!("in {}", path.display()))?

@@ -68,7 +68,7 @@ pub fn run(args: YcsbArgs) -> Result<()> {
     build_binding(&project)?;
     match &args.cluster {
         Some(dir) => {
-            let config = ClusterConfig::load(&dir.join(snowline_net::cluster::CONFIG_FILE))
+            let config = crate::client_cmd::load_config(&dir.join(snowline_net::cluster::CONFIG_FILE))
                 .with_context(|| format!("reading the cluster in {}", dir.display()))?;
             run_phases(&project, &workload, &config, &args)
         }

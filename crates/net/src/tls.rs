@@ -143,13 +143,19 @@ fn node_path(template: &str, id: u32) -> PathBuf {
     PathBuf::from(template.replace("{id}", &id.to_string()))
 }
 
-/// Node `id`'s certificate and private key, in PEM, when its clients must use TLS (`[tls] clients = true`):
-/// the identity its other client-facing listeners (the gRPC API) present. `Ok(None)` otherwise.
-pub fn client_facing_identity(config: &ClusterConfig, id: u32) -> Result<Option<(Vec<u8>, Vec<u8>)>, NetError> {
+/// A node's certificate and private key, in PEM.
+pub struct PemIdentity {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+/// Node `id`'s certificate and private key when its clients must use TLS (`[tls] clients = true`): the
+/// identity its other client-facing listeners (the gRPC API) present. `Ok(None)` otherwise.
+pub fn client_facing_identity(config: &ClusterConfig, id: u32) -> Result<Option<PemIdentity>, NetError> {
     let Some(tls) = config.tls.as_ref().filter(|t| t.clients) else { return Ok(None) };
     let cert = read(&node_path(&tls.cert, id), &format!("certificate of node {id}"))?;
     let key = read(&node_path(&tls.key, id), &format!("private key of node {id}"))?;
-    Ok(Some((cert, key)))
+    Ok(Some(PemIdentity { cert, key }))
 }
 
 /// What a server needs to authenticate its peers and itself.
