@@ -112,7 +112,7 @@ struct Inner {
 struct Slot {
     session: Arc<dyn DynSession>,
     /// Held for the length of a call: a session's calls run one at a time.
-    txn: tokio::sync::Mutex<TxnBuffer>,
+    txn: Arc<tokio::sync::Mutex<TxnBuffer>>,
     last_used: Mutex<Instant>,
 }
 
@@ -338,6 +338,19 @@ impl Endpoint {
         })
     }
 
+    /// The session a step of its open transaction names, and its transaction, held for the step.
+    async fn open_txn(
+        &self,
+        session: &Option<pb::SessionRef>,
+    ) -> Result<(Arc<Slot>, tokio::sync::OwnedMutexGuard<TxnBuffer>), Status> {
+        let slot = self.txn_slot(session)?;
+        let txn = slot.txn.clone().lock_owned().await;
+        if !txn.open {
+            return Err(status(Kind::InvalidArgument, "no transaction is open in this session: Begin one first"));
+        }
+        Ok((slot, txn))
+    }
+
     /// The open session a transaction step names (a transaction needs one), held for the step.
     fn txn_slot(&self, session: &Option<pb::SessionRef>) -> Result<Arc<Slot>, Status> {
         match session.as_ref().map(|s| s.id.as_str()).unwrap_or("") {
@@ -462,7 +475,7 @@ impl Snowline for Endpoint {
         let token = token::encode(&self.inner.shape, session.save());
         let slot = Arc::new(Slot {
             session,
-            txn: tokio::sync::Mutex::new(TxnBuffer::default()),
+            txn: Arc::new(tokio::sync::Mutex::new(TxnBuffer::default())),
             last_used: Mutex::new(Instant::now()),
         });
         self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), slot);
@@ -543,11 +556,7 @@ impl Snowline for Endpoint {
 
     async fn read(&self, request: GrpcRequest<pb::ReadRequest>) -> Result<Response<pb::ReadReply>, Status> {
         let (metadata, _, r) = request.into_parts();
-        let slot = self.txn_slot(&r.session)?;
-        let mut txn = slot.txn.lock().await;
-        if !txn.open {
-            return Err(status(Kind::InvalidArgument, "no transaction is open in this session: Begin one first"));
-        }
+        let (slot, mut txn) = self.open_txn(&r.session).await?;
         let wanted = keys(r.keys);
         let remote: Vec<Key> = wanted.iter().filter(|k| txn.own(k).is_none()).cloned().collect();
         let _inflight = self.admit(remote.iter().map(|k| k.len()).sum::<usize>() + 64)?;
@@ -583,11 +592,7 @@ impl Snowline for Endpoint {
 
     async fn write(&self, request: GrpcRequest<pb::WriteRequest>) -> Result<Response<pb::WriteReply>, Status> {
         let r = request.into_inner();
-        let slot = self.txn_slot(&r.session)?;
-        let mut txn = slot.txn.lock().await;
-        if !txn.open {
-            return Err(status(Kind::InvalidArgument, "no transaction is open in this session: Begin one first"));
-        }
+        let (_slot, mut txn) = self.open_txn(&r.session).await?;
         let added: usize = r.writes.iter().map(|kv| kv.key.len() + kv.value.len()).sum();
         if txn.bytes + added > self.inner.max_txn_bytes {
             return Err(status(
@@ -607,11 +612,7 @@ impl Snowline for Endpoint {
 
     async fn commit(&self, request: GrpcRequest<pb::CommitRequest>) -> Result<Response<pb::CommitReply>, Status> {
         let (metadata, _, r) = request.into_parts();
-        let slot = self.txn_slot(&r.session)?;
-        let mut txn = slot.txn.lock().await;
-        if !txn.open {
-            return Err(status(Kind::InvalidArgument, "no transaction is open in this session: Begin one first"));
-        }
+        let (slot, mut txn) = self.open_txn(&r.session).await?;
         let writes = std::mem::take(&mut txn.writes);
         let bytes = txn.bytes;
         txn.close();
@@ -629,11 +630,7 @@ impl Snowline for Endpoint {
 
     async fn abort(&self, request: GrpcRequest<pb::AbortRequest>) -> Result<Response<pb::AbortReply>, Status> {
         let (metadata, _, r) = request.into_parts();
-        let slot = self.txn_slot(&r.session)?;
-        let mut txn = slot.txn.lock().await;
-        if !txn.open {
-            return Err(status(Kind::InvalidArgument, "no transaction is open in this session: Begin one first"));
-        }
+        let (slot, mut txn) = self.open_txn(&r.session).await?;
         txn.close();
         let (timeout, deadline) = self.deadline(&metadata);
         match slot.session.execute(Request::Abort, timeout).await {
