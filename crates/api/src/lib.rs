@@ -22,6 +22,7 @@
 pub mod backend;
 pub mod errors;
 mod incoming;
+mod replies;
 pub mod service;
 pub mod token;
 

@@ -2,6 +2,8 @@
 //! [`Backend`]; and [`serve`], which runs it on a node's `grpc` address.
 //!
 //! Bounds (a hostile client cannot grow the endpoint without bound; docs/API.md, "Limits"):
+//! * calls whose replies are not delivered yet ([`ApiLimits::max_pending_replies`]; `replies.rs` drops one
+//!   not delivered within [`ApiLimits::reply_timeout`]);
 //! * connections at once ([`ApiLimits::max_connections`]; more wait in the kernel's accept queue), calls
 //!   at once per connection ([`ApiLimits::max_streams`]), a message at most the cluster's frame size;
 //! * request bytes in flight over all calls ([`ApiLimits::max_inflight_bytes`]): beyond it a call is
@@ -41,6 +43,10 @@ pub struct ApiLimits {
     pub max_connections: usize,
     pub max_streams: u32,
     pub max_inflight_bytes: usize,
+    /// Calls whose replies are not delivered yet, over all connections (`replies.rs`).
+    pub max_pending_replies: usize,
+    /// A reply not delivered within this long is dropped.
+    pub reply_timeout: Duration,
 }
 
 impl Default for ApiLimits {
@@ -51,6 +57,8 @@ impl Default for ApiLimits {
             max_connections: 1024,
             max_streams: 64,
             max_inflight_bytes: 64 << 20,
+            max_pending_replies: 4096,
+            reply_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -234,10 +242,13 @@ impl Endpoint {
         health.set_serving::<SnowlineServer<Endpoint>>().await;
         let reaper = tokio::spawn(reap_idle(Arc::downgrade(&self.inner)));
         let max = self.inner.max_message_bytes;
+        let budget =
+            crate::replies::ReplyBudget::new(self.inner.limits.max_pending_replies, self.inner.limits.reply_timeout);
         let max_connections = self.inner.limits.max_connections;
         let service = SnowlineServer::new(self).max_decoding_message_size(max).max_encoding_message_size(max);
         let incoming = crate::incoming::limited(listener, max_connections);
         let result = builder
+            .layer(budget)
             .add_service(health_service)
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, shutdown)

@@ -103,3 +103,24 @@ async fn clients_that_never_read_or_hold_every_connection_do_not_stop_the_endpoi
     fresh.info(pb::InfoRequest {}).await.unwrap();
     cluster.stop().await;
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn replies_nobody_reads_are_budgeted_and_dropped_in_time() {
+    let limits = ApiLimits { max_pending_replies: 6, reply_timeout: Duration::from_millis(1500), ..Default::default() };
+    let cluster = common::start::<Cv>(1, 1, limits).await;
+    let addr = cluster.grpc(0);
+    let mut c = cluster.client(0).await;
+    c.put(pb::PutRequest { session: None, key: "k".into(), value: "v".repeat(100_000) }).await.unwrap();
+    // A client opens more never-read calls than the budget: their replies are held, the budget is spent.
+    let stuck = tokio::time::timeout(Duration::from_secs(10), never_reading_client(&addr, 8)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let e = c.get(pb::GetRequest { session: None, key: "k".into() }).await.unwrap_err();
+    assert_eq!((e.code(), kind(&e).as_str()), (tonic::Code::ResourceExhausted, "unavailable"), "{e:?}");
+    // Past the reply timeout the held replies are dropped and the endpoint serves again, while the
+    // hostile connection stays open.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    let got = c.get(pb::GetRequest { session: None, key: "k".into() }).await.unwrap().into_inner();
+    assert_eq!(got.value.map(|v| v.len()), Some(100_000));
+    drop(stuck);
+    cluster.stop().await;
+}
