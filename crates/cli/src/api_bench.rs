@@ -26,13 +26,16 @@ pub struct ApiBenchArgs {
     /// Measured seconds per path (after a one-second warm-up).
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// Keys, drawn uniformly.
     #[arg(long, default_value_t = 10_000)]
     pub keys: u64,
+    /// Bytes per written value.
     #[arg(long, default_value_t = 100)]
     pub value_bytes: usize,
     /// Share of writes (the rest are reads).
     #[arg(long, default_value_t = 0.5)]
     pub write_ratio: f64,
+    /// Partitions of the local cluster (one datacenter).
     #[arg(long, default_value_t = 2)]
     pub partitions: u16,
 }

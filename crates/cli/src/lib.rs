@@ -425,7 +425,7 @@ pub fn main() {
 /// (`bench` and `demo` start clusters of their own), so giving them there is refused rather than ignored.
 /// `SNOWLINE_CLUSTER` in the environment is not: it stays set while other commands run.
 fn refuse_client_flags(matches: &clap::ArgMatches) -> Result<()> {
-    const CLIENT_COMMANDS: [&str; 4] = ["put", "get", "rot", "txn"];
+    const CLIENT_COMMANDS: [&str; 5] = ["put", "get", "rot", "txn", "ycsb"];
     let Some((name, _)) = matches.subcommand() else { return Ok(()) };
     if CLIENT_COMMANDS.contains(&name) {
         return Ok(());
@@ -501,7 +501,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cluster(ClusterCommand::Restart { dir, nodes }) => client_cmd::cluster_restart(&dir, &nodes),
         Command::Sim(args) => sim_cmd::sim(args),
         Command::Bench(args) => sim_cmd::bench(args),
-        Command::Ycsb(args) => ycsb_cmd::run(args),
+        Command::Ycsb(args) => ycsb_cmd::run(args, cli.cluster, cli.dc),
         Command::BenchApi(args) => api_bench::run(args),
         Command::BenchMulticast(args) => multicast_bench::run_bench(args),
         Command::Reproduce(args) => reproduce::run(args),

@@ -13,7 +13,7 @@ use std::process::Command;
 
 #[derive(Args, Clone, Debug)]
 pub struct YcsbArgs {
-    /// The protocol of the local cluster this command starts (ignored with --cluster).
+    /// The protocol of the local cluster this command starts (without --cluster; with it, the cluster's).
     #[arg(long, default_value = "2pl")]
     pub protocol: String,
     /// A core workload (a .. f: YCSB's A–F; e answers its scans NOT_IMPLEMENTED, as snowline has no range
@@ -35,12 +35,6 @@ pub struct YcsbArgs {
     /// economy) or the protocol has no blind writes (the Jessy family); single-key calls otherwise.
     #[arg(long)]
     pub transactional: Option<bool>,
-    /// Use this running cluster (its directory, from `cluster up --dir`) instead of starting one.
-    #[arg(long)]
-    pub cluster: Option<PathBuf>,
-    /// The datacenter whose endpoints YCSB calls.
-    #[arg(long, default_value_t = 0)]
-    pub dc: u16,
     /// Datacenters of the local cluster.
     #[arg(long, default_value_t = 1)]
     pub dcs: u16,
@@ -62,15 +56,17 @@ pub struct YcsbArgs {
     pub extra: Vec<String>,
 }
 
-pub fn run(args: YcsbArgs) -> Result<()> {
+/// `snowline [--cluster DIR] [--dc N] ycsb ...`: with `--cluster` (the client commands' flag), against that
+/// running cluster's endpoints in datacenter `dc`; without it, against a local cluster started for the run.
+pub fn run(args: YcsbArgs, cluster: Option<PathBuf>, dc: u16) -> Result<()> {
     let project = find_project(args.ycsb_dir.as_deref())?;
     let workload = workload_file(&project, &args.workload)?;
     build_binding(&project)?;
-    match &args.cluster {
+    match &cluster {
         Some(dir) => {
             let config = crate::client_cmd::load_config(&dir.join(snowline_net::cluster::CONFIG_FILE))
                 .with_context(|| format!("reading the cluster in {}", dir.display()))?;
-            run_phases(&project, &workload, &config, &args)
+            run_phases(&project, &workload, &config, &args, dc)
         }
         None => {
             let replicas = args.replicas.unwrap_or(args.dcs);
@@ -84,7 +80,7 @@ pub fn run(args: YcsbArgs) -> Result<()> {
             };
             let (cluster, config, dir) = start_local_cluster(&args.protocol, topology, 0.0, setup)?;
             println!("ycsb: a local {} cluster in {}", config.protocol, dir.display());
-            let result = run_phases(&project, &workload, &config, &args);
+            let result = run_phases(&project, &workload, &config, &args, dc);
             cluster.stop();
             if result.is_ok() {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -177,12 +173,12 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The load phase, then the run phase, each YCSB's own report on stdout.
-fn run_phases(project: &Path, workload: &Path, config: &ClusterConfig, args: &YcsbArgs) -> Result<()> {
-    let targets: Vec<String> = config.nodes.iter().filter(|n| n.dc == args.dc).filter_map(|n| n.grpc.clone()).collect();
+fn run_phases(project: &Path, workload: &Path, config: &ClusterConfig, args: &YcsbArgs, dc: u16) -> Result<()> {
+    let targets: Vec<String> = config.nodes.iter().filter(|n| n.dc == dc).filter_map(|n| n.grpc.clone()).collect();
     anyhow::ensure!(
         !targets.is_empty(),
         "no node of datacenter {} serves the gRPC API (no `grpc` address in its cluster.toml)",
-        args.dc
+        dc
     );
     let classpath = format!(
         "{}:{}/*",
