@@ -4,8 +4,8 @@
 //! * The endpoint is a client of the cluster hosted inside the server process: it runs the protocol's
 //!   client nodes (the same [`snowline_net::ClientRuntime`] a native Rust client uses) for its sessions, in
 //!   the datacenter of its node, and reaches the partitions over the cluster's own links. A gRPC call
-//!   therefore costs the native client's path plus one gRPC hop to the endpoint (`snowline bench --api
-//!   grpc` measures the difference).
+//!   therefore costs the native client's path plus one gRPC hop to the endpoint (`snowline bench-api`
+//!   measures the difference).
 //! * [`service`] keeps the sessions: each is one client node with at most one open interactive
 //!   transaction, whose writes wait at the endpoint until its commit. Sessions are bounded in number and
 //!   close after an idle time; calls of one session run one at a time.
