@@ -567,8 +567,12 @@ impl<P: Protocol> Core<P> {
                 self.handle(client, NodeInput::Message(from, msg));
             }
         }
-        for node in std::mem::take(&mut self.dirty) {
-            self.flush(node);
+        // Corked: the link's task writes them once the tasks woken ahead of it have run, so the requests of
+        // every session that a burst of replies set going leave in one write.
+        for node in self.dirty.drain(..) {
+            if let Some(Link::Direct(d)) = &self.links[node] {
+                d.wake.notify_one();
+            }
         }
         if let Some(next) = self.timers.next_due()
             && self.timer_armed.is_none_or(|armed| next < armed)
@@ -973,6 +977,7 @@ async fn run_direct_link<P: Protocol>(inner: Weak<Inner<P>>, spec: DirectSpec<P:
                     core.read_link(node);
                     core.settle();
                 }
+                // Also what `Core::settle` corked (the socket is writable until a write finds it full).
                 _ = stream.writable(), if pending => {
                     let inner = inner.upgrade()?;
                     let mut core = inner.lock()?;

@@ -173,17 +173,25 @@ pub(crate) async fn write_loop<M: Message>(
 pub(crate) struct SharedWrite {
     half: tokio::net::tcp::OwnedWriteHalf,
     /// Encoded frames not yet written.
-    buf: std::sync::Mutex<BytesMut>,
+    buf: std::sync::Mutex<Buffered>,
     /// Wakes the writer task: `buf` holds what a full socket left over.
     wake: tokio::sync::Notify,
 }
 
+/// A [`SharedWrite`]'s bytes not yet written, and whether they are corked replies (appended by
+/// [`SharedWrite::write_now`], not yet tried on the socket) rather than what a full socket left over.
+#[derive(Default)]
+struct Buffered {
+    bytes: BytesMut,
+    corked: bool,
+}
+
 impl SharedWrite {
     pub(crate) fn new(half: tokio::net::tcp::OwnedWriteHalf) -> Self {
-        Self { half, buf: std::sync::Mutex::new(BytesMut::new()), wake: tokio::sync::Notify::new() }
+        Self { half, buf: std::sync::Mutex::new(Buffered::default()), wake: tokio::sync::Notify::new() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BytesMut> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Buffered> {
         self.buf.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -199,33 +207,45 @@ impl SharedWrite {
         Ok(())
     }
 
-    /// Write `frame` now, if nothing waits ahead of it: none of the connection's queued frames (`queue`
-    /// counts what was queued and not yet taken by the writer task, which takes a frame into `buf` under the
-    /// same lock) and nothing left in `buf`. `false`: queue it instead. What the socket does not take now
-    /// stays in `buf` for the writer task; a write error is left for it to find.
+    /// Take `frame` for writing now, if nothing waits ahead of it: none of the connection's queued frames
+    /// (`queue` counts what was queued and not yet taken by the writer task, which takes a frame into `buf`
+    /// under the same lock) and nothing a full socket left in `buf`. The frame is corked: appended to what
+    /// this turn already answered on the connection, written by [`SharedWrite::uncork`] once the turn is
+    /// over, so a burst of requests read in one go is answered in one write. `None`: queue it instead;
+    /// `Some(true)`: the first corked frame since the last uncork (the caller must uncork this writer).
     pub(crate) fn write_now<M: Message>(
         &self,
         frame: &Frame<M>,
         max_frame: usize,
         queue: &ConnQueue,
         label: &str,
-    ) -> bool {
+    ) -> Option<bool> {
         let mut buf = self.lock();
-        if !buf.is_empty() || queue.queued() > 0 {
-            return false;
+        if (!buf.bytes.is_empty() && !buf.corked) || queue.queued() > 0 {
+            return None;
         }
-        if let Err(e) = frame::encode_into(frame, max_frame, &mut buf) {
+        if let Err(e) = frame::encode_into(frame, max_frame, &mut buf.bytes) {
             eprintln!("warning: {label}: dropping an outgoing {}: {e}", describe(frame));
-            return true;
+            return Some(false);
         }
         // Queued and taken at once: the slow-reader and linger checks see the progress.
         queue.push();
         queue.pop();
-        let _ = self.flush(&mut buf);
-        if !buf.is_empty() {
+        Some(!std::mem::replace(&mut buf.corked, true))
+    }
+
+    /// Write the corked frames as far as the socket takes them; what it does not take now is left for the
+    /// writer task (a write error too).
+    pub(crate) fn uncork(&self) {
+        let mut buf = self.lock();
+        if !buf.corked {
+            return;
+        }
+        buf.corked = false;
+        let _ = self.flush(&mut buf.bytes);
+        if !buf.bytes.is_empty() {
             self.wake.notify_one();
         }
-        true
     }
 }
 
@@ -243,7 +263,10 @@ pub(crate) async fn shared_write_loop<M: Message>(
     let mut next: Option<Out<M>> = None;
     loop {
         let waiting = {
-            let mut buf = w.lock();
+            let mut guard = w.lock();
+            // What the writer task takes is written now: corked frames ahead of it go with it.
+            guard.corked = false;
+            let buf = &mut guard.bytes;
             let take = |f: Frame<M>, buf: &mut BytesMut| {
                 queue.pop();
                 if let Err(e) = frame::encode_into(&f, max_frame, buf) {
@@ -251,16 +274,16 @@ pub(crate) async fn shared_write_loop<M: Message>(
                 }
             };
             if let Some((_, f)) = next.take() {
-                take(f, &mut buf);
+                take(f, buf);
             }
             while !closed && buf.len() < MAX_BATCH_BYTES {
                 match rx.try_recv() {
-                    Ok((_, f)) => take(f, &mut buf),
+                    Ok((_, f)) => take(f, buf),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => closed = true,
                 }
             }
-            if let Err(e) = w.flush(&mut buf) {
+            if let Err(e) = w.flush(buf) {
                 eprintln!("warning: {label}: write failed, {} bytes of frames lost: {e}", buf.len());
                 return WriteEnd::Broken;
             }

@@ -72,6 +72,12 @@ pub fn codec(max_frame_bytes: usize) -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder().max_frame_length(max_frame_bytes).new_codec()
 }
 
+/// Whether `buf` (a decoder's buffer, positioned at a frame's length prefix) holds a whole frame.
+pub fn whole_frame_at_front(buf: &[u8]) -> bool {
+    buf.len() >= LENGTH_PREFIX
+        && buf.len() - LENGTH_PREFIX >= u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize
+}
+
 /// Append one complete frame (length prefix, version, payload) to `out`, in [`LengthDelimitedCodec`]'s
 /// format. On error `out` is left as it was, so a batch being built stays valid.
 pub fn encode_into<M: Serialize>(

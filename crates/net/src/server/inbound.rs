@@ -127,6 +127,8 @@ async fn serve_conn<P: Protocol>(
         end = reader => (end, false),
         _ = &mut writer => (ReadEnd::Closed, true),
     };
+    // The reader may have stopped with replies corked (`Handoff::deliver`).
+    handoff.uncork();
     if end == ReadEnd::HalfClosed && registered && !writer_done {
         // A client that shut down its sending side still gets the replies it is owed (requests in flight,
         // replies queued): the connection stays registered while it is owed some and they keep coming (no
@@ -147,7 +149,7 @@ async fn serve_conn<P: Protocol>(
         }
     }
     if registered {
-        handoff.deliver(Inbound::Closed { conn }).await;
+        handoff.deliver(Inbound::Closed { conn }, false).await;
     }
     drop(tx);
     if !writer_done {
@@ -235,6 +237,8 @@ async fn read_conn<P: Protocol>(
     let mut check = std::pin::pin!(check);
     // A partial frame was buffered at the last check and no frame has completed since.
     let mut partial_seen = false;
+    // Replies may be corked: the last frame was handed over with another one in hand.
+    let mut corked = false;
     // Only client connections time out when idle: a peer's link may be quiet for long, and closing it under
     // a frame in flight would lose that frame.
     let mut client = false;
@@ -243,6 +247,9 @@ async fn read_conn<P: Protocol>(
         |queue: &ConnQueue, client: bool| queue.queued() >= MAX_QUEUED_REPLIES || client && queue.over_budget(limits);
     loop {
         if spent(queue, client) {
+            // Replies corked for the frames handed over so far go out before waiting for them.
+            handoff.uncork();
+            corked = false;
             // Backpressure: a connection whose budget (requests in flight plus replies queued) is spent stops
             // being read until replies go out; one whose client takes none of its queued replies for
             // SLOW_READER_TIMEOUT is dropped. (Requests waiting on other servers are no fault of the client.)
@@ -267,6 +274,11 @@ async fn read_conn<P: Protocol>(
             }
             last_frame = Instant::now();
             check.as_mut().reset(last_frame + PARTIAL_FRAME_TIMEOUT);
+        }
+        if corked && !frame::whole_frame_at_front(frames.read_buffer()) {
+            // A frame was handed over with another in hand (or taken without a hand-off): nothing more is.
+            handoff.uncork();
+            corked = false;
         }
         let next = tokio::select! {
             next = frames.next() => next,
@@ -306,6 +318,9 @@ async fn read_conn<P: Protocol>(
         };
         last_frame = Instant::now();
         partial_seen = false;
+        // Another whole frame is buffered: it is handed over next without a wait, and the replies stay corked.
+        let more = frame::whole_frame_at_front(frames.read_buffer());
+        corked |= more;
         let frame = match frame::decode::<P::Msg>(&bytes) {
             Ok(f) => f,
             Err(e) => return reject(format!("bad frame: {e}")),
@@ -332,7 +347,7 @@ async fn read_conn<P: Protocol>(
                 }
                 let ev =
                     Inbound::Connected { conn, from, tx: tx.clone(), queue: queue.clone(), direct: direct.cloned() };
-                if !handoff.deliver(ev).await {
+                if !handoff.deliver(ev, more).await {
                     return ReadEnd::Closed;
                 }
                 *registered = true;
@@ -366,19 +381,19 @@ async fn read_conn<P: Protocol>(
                     // In flight until a frame goes back to this connection (`EventLoop::answer`).
                     queue.request(last_frame, len);
                 }
-                if !handoff.deliver(Inbound::Msg { conn, from, to, seq: None, msg }).await {
+                if !handoff.deliver(Inbound::Msg { conn, from, to, seq: None, msg }, more).await {
                     return ReadEnd::Closed;
                 }
             }
             Frame::Seq { from, to, epoch, floor, seq, msg } => {
                 let place = Some(LinkPlace { epoch, floor, seq });
                 let ev = Inbound::Msg { conn, from: Addr::Server(from), to: Addr::Server(to), seq: place, msg };
-                if !handoff.deliver(ev).await {
+                if !handoff.deliver(ev, more).await {
                     return ReadEnd::Closed;
                 }
             }
             Frame::Ack { from, to, epoch, seq, resend } => {
-                if !handoff.deliver(Inbound::Ack { conn, from, to, epoch, seq, resend }).await {
+                if !handoff.deliver(Inbound::Ack { conn, from, to, epoch, seq, resend }, more).await {
                     return ReadEnd::Closed;
                 }
             }

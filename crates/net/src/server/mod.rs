@@ -139,7 +139,9 @@ impl<P: Protocol> Clone for Handoff<P> {
 
 impl<P: Protocol> Handoff<P> {
     /// Hand `ev` over; false once the event loop is gone (stopped, or a handler panicked under its lock).
-    async fn deliver(&self, ev: Inbound<P::Msg>) -> bool {
+    /// `more`: the caller has another frame in hand and hands it over next, without waiting, so the replies
+    /// stay corked until the last of them (one write for a burst of requests).
+    async fn deliver(&self, ev: Inbound<P::Msg>, more: bool) -> bool {
         match self {
             Handoff::Inbox(tx) => tx.send(ev).await.is_ok(),
             Handoff::InPlace { server, rearm } => {
@@ -150,11 +152,23 @@ impl<P: Protocol> Handoff<P> {
                 }
                 server.on_inbound(ev);
                 server.drain_local();
+                if !more {
+                    server.uncork();
+                }
                 if server.deadline_moved_up() {
                     rearm.notify_one();
                 }
                 true
             }
+        }
+    }
+
+    /// Write the replies corked so far: before a connection task waits for anything but its next frame.
+    fn uncork(&self) {
+        if let Handoff::InPlace { server, .. } = self
+            && let Ok(mut server) = server.lock()
+        {
+            server.uncork();
         }
     }
 }
@@ -464,9 +478,14 @@ async fn serve_node<P: Protocol>(
         let mut server = lock()?;
         server.drain_local();
         server.flush_durable(if inbox.as_ref().is_none_or(|i| i.is_empty()) { Flush::Idle } else { Flush::Busy })?;
+        server.uncork();
     }
     // A clean stop makes everything handled durable, so the effects it held can go out.
-    lock()?.flush_durable(Flush::Stop)?;
+    {
+        let mut server = lock()?;
+        server.flush_durable(Flush::Stop)?;
+        server.uncork();
+    }
 
     // Shutdown: stop accepting, let links write what is queued (ignoring emulated latency), then abort.
     let _ = stop_accept.send(());
@@ -561,6 +580,8 @@ struct EventLoop<P: Protocol> {
     stopping: bool,
     /// Inputs from the network handled so far (whether the server is quiet: `memory::Trimmer`).
     inputs: u64,
+    /// Client connections with corked replies ([`EventLoop::answer`]).
+    corked: Vec<Arc<SharedWrite>>,
 }
 
 /// An outbound link to a peer node: its queue, and what was queued and taken for the backlog metric.
@@ -785,6 +806,7 @@ impl<P: Protocol> EventLoop<P> {
             armed: None,
             stopping: false,
             inputs: 0,
+            corked: Vec::new(),
         }
     }
 
@@ -1092,16 +1114,28 @@ impl<P: Protocol> EventLoop<P> {
 
     /// Send `frame` on inbound connection `conn` (if it is still open): written in place when nothing is
     /// queued ahead of it on a plain TCP connection, else queued for its writer (counted in its reply queue).
-    fn answer(&self, conn: u64, frame: Frame<P::Msg>) {
+    /// Corked (`SharedWrite::write_now`): whoever holds the event loop writes them with
+    /// [`EventLoop::uncork`] before it lets go, unless it has more input in hand.
+    fn answer(&mut self, conn: u64, frame: Frame<P::Msg>) {
         if let Some((tx, queue, _, direct)) = self.conns.get(&conn) {
             queue.answered();
             if let Some(w) = direct
-                && w.write_now(&frame, self.config.max_frame_bytes, queue, "connection to a client")
+                && let Some(first) = w.write_now(&frame, self.config.max_frame_bytes, queue, "connection to a client")
             {
+                if first {
+                    self.corked.push(w.clone());
+                }
                 return;
             }
             queue.push();
             let _ = tx.send((self.now, frame));
+        }
+    }
+
+    /// Write every reply corked since the last call (one write per connection).
+    fn uncork(&mut self) {
+        for w in self.corked.drain(..) {
+            w.uncork();
         }
     }
 

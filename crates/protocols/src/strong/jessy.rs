@@ -497,10 +497,9 @@ pub enum JessyTimer {
     /// A member's periodic look at what waits (votes to ask for again, reads held too long); armed only
     /// while something waits.
     Sweep,
-    /// A client's read `tag` has not been answered.
-    ReadRetry {
-        tag: u64,
-    },
+    /// A client looks whether its read has been unanswered for the retry period. One per session at a
+    /// time, not one per read: a timer per read cost the runtime a timer-heap insertion and removal per read.
+    ReadRetry,
 }
 
 impl From<RaftTick> for JessyTimer {
@@ -1591,6 +1590,9 @@ pub struct JessyClient<C> {
     tpc: TpcOrigin,
     retry_ns: u64,
     next_tag: u64,
+    /// When the read under way was sent, and whether a `ReadRetry` timer is armed.
+    read_sent_ns: u64,
+    retry_armed: bool,
     open: Option<Open>,
     /// With sessions: what this session's transactions saw and wrote, which its next snapshot must hold.
     session: DepVector,
@@ -1610,6 +1612,8 @@ impl<C: Criterion> JessyClient<C> {
             tpc,
             retry_ns: p.retry_ns,
             next_tag: 0,
+            read_sent_ns: 0,
+            retry_armed: false,
             open: None,
             session: DepVector::zero(),
             criterion: PhantomData,
@@ -1676,7 +1680,11 @@ impl<C: Criterion> JessyClient<C> {
         };
         open.metadata += wire_bytes(&carried) + wire_bytes(&floor);
         cx.send(*at, JessyMsg::Read { tag: *tag, key, reads: carried, floor });
-        cx.set_timer(self.retry_ns, JessyTimer::ReadRetry { tag: *tag });
+        self.read_sent_ns = cx.now_ns();
+        if !self.retry_armed {
+            self.retry_armed = true;
+            cx.set_timer(self.retry_ns, JessyTimer::ReadRetry);
+        }
     }
 
     fn on_read_reply(
@@ -1930,11 +1938,17 @@ impl<C: Criterion> ClientNode<Jessy<C>> for JessyClient<C> {
         match timer {
             JessyTimer::Retry(t) => self.origin.on_retry(cx, t),
             JessyTimer::TpcRetry(t) => self.tpc.on_retry(cx, t),
-            JessyTimer::ReadRetry { tag } => {
-                let Some(Open { step: Step::Reading { tag: want, to, .. }, .. }) = &self.open else { return };
-                if *want == tag {
+            JessyTimer::ReadRetry => {
+                self.retry_armed = false;
+                let Some(Open { step: Step::Reading { to, .. }, .. }) = &self.open else { return };
+                let waited = cx.now_ns().saturating_sub(self.read_sent_ns);
+                if waited >= self.retry_ns {
                     let next = self.topology.next_member(*to);
                     self.read_next(cx, Some(next));
+                } else {
+                    // A later read than the one this timer was armed for: look again when it is due.
+                    self.retry_armed = true;
+                    cx.set_timer(self.retry_ns - waited, JessyTimer::ReadRetry);
                 }
             }
             _ => {}
