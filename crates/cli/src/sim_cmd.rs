@@ -144,10 +144,12 @@ pub struct WorkloadArgs {
     /// Backoff before the first retry; it doubles per attempt (with jitter), up to 100 ms.
     #[arg(long, default_value = "1ms", value_parser = duration::parse)]
     pub backoff: Duration,
-    /// Write the client-observed history here (JSON Lines, docs/HISTORY.md). One client count only.
+    /// Write the client-observed history here (JSON Lines, docs/HISTORY.md). `sim`: one client count only;
+    /// `bench` with several runs writes one file per run, named after it (h.jsonl → h-nmsi-multicast-c8.jsonl).
     #[arg(long)]
     pub history: Option<PathBuf>,
-    /// Write the summary as JSON here. One client count only.
+    /// Write the summary as JSON here. `sim`: one client count only; `bench` with several runs writes one file
+    /// per run, named as --history's.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write a results directory: every run's summary as JSON and CSV, results.csv, a throughput vs p95 ROT
@@ -155,7 +157,8 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Check the recorded history at this level (rc, ra, causal-snapshot, causal, tcc, ser, strict-ser, si, psi, nmsi, us, pos, or `claimed`: the
-    /// protocol's own claim) and print the verdict; exits 1 if it fails. One client count only.
+    /// protocol's own claim) and print the verdict; exits 1 if it fails. `sim`: one client count only; `bench`
+    /// checks every run, each at its own protocol's claim with `claimed`, and exits 1 after the last if any failed.
     #[arg(long, value_name = "LEVEL")]
     pub check: Option<String>,
     /// The Jessy family (nmsi, rc, ser, us, si, psi): how update transactions terminate, by genuine atomic
@@ -443,10 +446,13 @@ impl WorkloadArgs {
         let mixed_or_tomsic = matches!(pattern, Pattern::Mixed | Pattern::TomsicSingle | Pattern::TomsicMulti { .. });
         let ycsb = matches!(pattern, Pattern::YcsbT { .. });
         if ycsb && self.zipf.is_some() && self.workload().ycsb.key_dist == snowline_harness::KeyDist::Uniform {
+            let why = match self.key_dist {
+                Some(_) => "--key-dist uniform".to_string(),
+                None => format!("--mix {}'s preset", format!("{:?}", self.mix).to_lowercase()),
+            };
             anyhow::bail!(
-                "--zipf shapes Zipfian keys, and ycsb-t's keys are uniform here (--mix {} or --key-dist uniform): add \
-                 --key-dist zipfian, or drop --zipf",
-                format!("{:?}", self.mix).to_lowercase()
+                "--zipf shapes Zipfian keys, and ycsb-t's keys are uniform here ({why}): add --key-dist zipfian, or \
+                 drop --zipf"
             );
         }
         // (flag, given, read by this workload)
