@@ -663,10 +663,22 @@ pub fn with_local_cluster<T>(
     setup: LocalSetup,
     f: impl FnOnce(&ClusterConfig) -> Result<T>,
 ) -> Result<(T, f64)> {
+    with_local_servers(protocol, topology, latency_ms, setup, |config, _| f(config))
+}
+
+/// [`with_local_cluster`], also giving `f` the server processes' ids: [`servers_cpu_seconds`] of them at two
+/// moments is the servers' CPU time in between (what `bench` measures over its window).
+pub fn with_local_servers<T>(
+    protocol: &str,
+    topology: Topology,
+    latency_ms: f64,
+    setup: LocalSetup,
+    f: impl FnOnce(&ClusterConfig, &[u32]) -> Result<T>,
+) -> Result<(T, f64)> {
     let temporary = setup.dir.is_none();
     let (cluster, config, dir) = start_local_cluster(protocol, topology, latency_ms, setup)?;
-    let result = f(&config);
-    let cpu = cluster.pids().iter().map(|pid| cpu_seconds(*pid)).sum();
+    let result = f(&config, &cluster.pids());
+    let cpu = servers_cpu_seconds(&cluster.pids());
     // A server that died during the run makes its figures meaningless: fail, naming it.
     let died: Vec<String> = cluster.exited().iter().map(|(id, status)| format!("node {id} ({status})")).collect();
     cluster.stop();
@@ -687,6 +699,16 @@ pub fn with_local_cluster<T>(
 /// User plus system CPU seconds of a live process, from /proc (0 where unavailable).
 fn cpu_seconds(pid: u32) -> f64 {
     snowline_net::cluster::process_stats(pid).map_or(0.0, |s| s.cpu_seconds)
+}
+
+/// The servers' CPU seconds so far (user plus system, every thread), summed over their processes.
+pub fn servers_cpu_seconds(pids: &[u32]) -> f64 {
+    pids.iter().map(|pid| cpu_seconds(*pid)).sum()
+}
+
+/// This process's own CPU seconds so far (user plus system, every thread), measured as the servers' are.
+pub fn own_cpu_seconds() -> f64 {
+    cpu_seconds(std::process::id())
 }
 
 /// A client command's operation.

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 /// The workload and cluster shape shared by `sim` and `bench`.
 #[derive(Args, Clone, Debug)]
 pub struct WorkloadArgs {
-    /// The protocol (docs/PROTOCOLS.md; `--help` lists the names, from the registry).
+    /// The protocol (docs/PROTOCOLS.md; `--help` lists the names, from the registry). `bench` takes a
+    /// comma-separated list (nmsi,rc,ser): one run per protocol (and --termination, and --clients count), each
+    /// on a fresh cluster, then a side-by-side table.
     #[arg(long, default_value = "cv")]
     pub protocol: String,
     /// Datacenters.
@@ -84,9 +86,28 @@ pub struct WorkloadArgs {
     pub columns: Option<usize>,
     /// ycsb-t: the NMSI paper's transactional YCSB mix: a (Zipfian; 4 reads / 2 reads + 2 writes), b (uniform;
     /// 4 reads / 3 reads + 1 write) or c (uniform; 2 reads / 1 read + 1 write). --write-ratio is the share of
-    /// update transactions (default 0.2).
+    /// update transactions (default 0.2). A preset: --ro-reads, --update-reads, --update-writes and
+    /// --key-dist override its values.
     #[arg(long, default_value = "a")]
     pub mix: snowline_harness::YcsbMix,
+    /// ycsb-t: reads per read-only transaction (default: the --mix preset's).
+    #[arg(long, value_name = "N")]
+    pub ro_reads: Option<usize>,
+    /// ycsb-t: reads per update transaction (default: the --mix preset's).
+    #[arg(long, value_name = "N")]
+    pub update_reads: Option<usize>,
+    /// ycsb-t: how many of the keys an update transaction read it then writes (read-modify-writes; 1 to
+    /// --update-reads; default: the --mix preset's).
+    #[arg(long, value_name = "N")]
+    pub update_writes: Option<usize>,
+    /// ycsb-t: the share of read-only transactions, 0 to 1 (default 0.8): another way to say --write-ratio,
+    /// the share of update transactions; giving both is refused unless they add up to 1.
+    #[arg(long, value_name = "F")]
+    pub read_only_share: Option<f64>,
+    /// ycsb-t: how transactions pick keys: uniform, or zipfian with --zipf (default 0.99) (default: the --mix
+    /// preset's: zipfian for a, uniform for b and c).
+    #[arg(long, value_name = "DIST")]
+    pub key_dist: Option<snowline_harness::KeyDist>,
     /// tpcc: the set-up: snow (the SNOW paper's and Rococo's: one warehouse, 10 districts per partition,
     /// district-sharded, clients pinned to a home district, no rollbacks) or standard (TPC-C's: --tpcc-warehouses
     /// of 10 districts, each warehouse on one partition, remote lines and payments, 1% rollbacks). WORKLOADS.md.
@@ -123,10 +144,12 @@ pub struct WorkloadArgs {
     /// Backoff before the first retry; it doubles per attempt (with jitter), up to 100 ms.
     #[arg(long, default_value = "1ms", value_parser = duration::parse)]
     pub backoff: Duration,
-    /// Write the client-observed history here (JSON Lines, docs/HISTORY.md). One client count only.
+    /// Write the client-observed history here (JSON Lines, docs/HISTORY.md). `sim`: one client count only;
+    /// `bench` with several runs writes one file per run, named after it (h.jsonl → h-nmsi-multicast-c8.jsonl).
     #[arg(long)]
     pub history: Option<PathBuf>,
-    /// Write the summary as JSON here. One client count only.
+    /// Write the summary as JSON here. `sim`: one client count only; `bench` with several runs writes one file
+    /// per run, named as --history's.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write a results directory: every run's summary as JSON and CSV, results.csv, a throughput vs p95 ROT
@@ -134,13 +157,15 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Check the recorded history at this level (rc, ra, causal-snapshot, causal, tcc, ser, strict-ser, si, psi, nmsi, us, pos, or `claimed`: the
-    /// protocol's own claim) and print the verdict; exits 1 if it fails. One client count only.
+    /// protocol's own claim) and print the verdict; exits 1 if it fails. `sim`: one client count only; `bench`
+    /// checks every run, each at its own protocol's claim with `claimed`, and exits 1 after the last if any failed.
     #[arg(long, value_name = "LEVEL")]
     pub check: Option<String>,
-    /// The Jessy family: how update transactions terminate, by genuine atomic
-    /// multicast or two-phase commit over the replica groups.
-    #[arg(long, default_value = "multicast")]
-    pub termination: snowline_core::Termination,
+    /// The Jessy family (nmsi, rc, ser, us, si, psi): how update transactions terminate, by genuine atomic
+    /// multicast or two-phase commit over the replica groups. `bench` takes a comma-separated list
+    /// (multicast,2pc): one run each; other protocols in a --protocol list run once, with their own.
+    #[arg(long, value_delimiter = ',', default_value = "multicast")]
+    pub termination: Vec<snowline_core::Termination>,
 }
 
 impl WorkloadArgs {
@@ -202,6 +227,23 @@ impl WorkloadArgs {
         if let Some(x) = self.columns {
             w.columns = x;
         }
+        if let Pattern::YcsbT { .. } = w.pattern {
+            if let Some(x) = self.ro_reads {
+                w.ycsb.ro_reads = x;
+            }
+            if let Some(x) = self.update_reads {
+                w.ycsb.update_reads = x;
+            }
+            if let Some(x) = self.update_writes {
+                w.ycsb.update_writes = x;
+            }
+            if let Some(x) = self.key_dist {
+                w.ycsb.key_dist = x;
+            }
+            if let Some(x) = self.read_only_share {
+                w.write_ratio = 1.0 - x;
+            }
+        }
         let plan = self.tpcc_plan().ok().flatten();
         w.tpcc = snowline_harness::tpcc::TpccSpec {
             setup: self.tpcc_setup,
@@ -241,8 +283,90 @@ impl WorkloadArgs {
         }
     }
 
-    /// Reject bad arguments before any work starts.
+    /// A run's protocol and, for the Jessy family, termination: "nmsi, multicast termination".
+    fn run_label(&self) -> String {
+        match snowline_protocols::jessy::FAMILY.contains(&self.protocol.as_str()) {
+            true => format!("{}, {} termination", self.protocol, self.termination()),
+            false => self.protocol.clone(),
+        }
+    }
+
+    /// [`Self::run_label`] for a file name: "nmsi-multicast".
+    fn file_label(&self) -> String {
+        match snowline_protocols::jessy::FAMILY.contains(&self.protocol.as_str()) {
+            true => format!("{}-{}", self.protocol, self.termination()),
+            false => self.protocol.clone(),
+        }
+    }
+
+    /// The termination of a single run (the first of --termination).
+    pub fn termination(&self) -> snowline_core::Termination {
+        self.termination.first().copied().unwrap_or_default()
+    }
+
+    /// The protocols --protocol names (a comma-separated list), by their registry names; an unknown one is
+    /// refused, naming the valid ones.
+    pub fn protocols(&self) -> Result<Vec<&'static str>> {
+        let mut names = Vec::new();
+        for given in self.protocol.split(',').map(str::trim) {
+            anyhow::ensure!(!given.is_empty(), "--protocol {:?}: an empty name in the list", self.protocol);
+            let name = snowline_protocols::canonical_name(given)?;
+            anyhow::ensure!(!names.contains(&name), "--protocol names {name} twice");
+            names.push(name);
+        }
+        Ok(names)
+    }
+
+    /// One set of arguments per protocol and termination of the lists (--protocol, --termination), in their
+    /// order: the Jessy family's protocols run under each termination, the others once, with their own.
+    pub fn per_protocol(&self) -> Result<Vec<WorkloadArgs>> {
+        use snowline_core::Termination;
+        let names = self.protocols()?;
+        anyhow::ensure!(!self.termination.is_empty(), "--termination needs at least one of multicast, 2pc");
+        for (i, t) in self.termination.iter().enumerate() {
+            anyhow::ensure!(!self.termination[..i].contains(t), "--termination names {t} twice");
+        }
+        let jessy = |name: &str| snowline_protocols::jessy::FAMILY.contains(&name);
+        let mut runs = Vec::new();
+        for name in &names {
+            let terminations = match jessy(name) {
+                true => self.termination.clone(),
+                // Alone (no Jessy protocol in the list), a termination other than the default is refused below.
+                false if !names.iter().any(|n| jessy(n)) => self.termination.clone(),
+                false => vec![Termination::Multicast],
+            };
+            for t in terminations {
+                runs.push(WorkloadArgs { protocol: name.to_string(), termination: vec![t], ..self.clone() });
+            }
+        }
+        Ok(runs)
+    }
+
+    /// Reject bad arguments before any work starts (`sim`: one protocol, one termination).
     pub fn validate(&self) -> Result<()> {
+        let runs = self.per_protocol()?;
+        anyhow::ensure!(
+            runs.len() == 1,
+            "`snowline sim` runs one protocol under one termination; `snowline bench` takes lists (--protocol {}, \
+             --termination {})",
+            self.protocol,
+            self.termination.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+        );
+        runs[0].validate_run(false)
+    }
+
+    /// Reject bad arguments before any work starts (`bench`: lists of protocols and terminations; with
+    /// several runs --history and --json write one file per run and --check checks each).
+    pub fn validate_bench(&self) -> Result<()> {
+        for run in self.per_protocol()? {
+            run.validate_run(true)?;
+        }
+        Ok(())
+    }
+
+    /// Validate the arguments of one protocol under one termination; `several_files` allows --history,
+    /// --json and --check with a client sweep (one file, one check per run).
+    fn validate_run(&self, several_files: bool) -> Result<()> {
         snowline_protocols::canonical_name(&self.protocol)?;
         if let Some(request) = self.pattern().needs() {
             let what = snowline_core::Offers::CAUSAL.capability(&request).0;
@@ -278,7 +402,7 @@ impl WorkloadArgs {
             }
         }
         anyhow::ensure!(
-            self.termination == snowline_core::Termination::Multicast
+            self.termination.iter().all(|t| *t == snowline_core::Termination::Multicast)
                 || snowline_protocols::jessy::FAMILY.contains(&name),
             "--termination applies to the Jessy family ({}); {name} has its own",
             snowline_protocols::jessy::FAMILY.join(", ")
@@ -286,9 +410,24 @@ impl WorkloadArgs {
         anyhow::ensure!(!self.clients.is_empty(), "--clients needs at least one count");
         anyhow::ensure!(!self.clients.contains(&0), "--clients must be at least 1 (clients per datacenter)");
         anyhow::ensure!(
-            self.clients.len() == 1 || (self.history.is_none() && self.check.is_none() && self.json.is_none()),
+            several_files
+                || self.clients.len() == 1
+                || (self.history.is_none() && self.check.is_none() && self.json.is_none()),
             "--history, --check and --json take one client count; use --out for a sweep"
         );
+        if let Some(share) = self.read_only_share {
+            anyhow::ensure!(
+                (0.0..=1.0).contains(&share),
+                "--read-only-share is a share of transactions, from 0 to 1, not {share}"
+            );
+            if let Some(w) = self.write_ratio {
+                anyhow::ensure!(
+                    (w - (1.0 - share)).abs() < 1e-9,
+                    "--write-ratio {w} and --read-only-share {share} disagree: for ycsb-t --write-ratio is the share \
+                     of update transactions, 1 - --read-only-share; give one of them"
+                );
+            }
+        }
         anyhow::ensure!(
             self.warmup + self.cooldown < self.duration,
             "--warmup plus --cooldown must be shorter than --duration"
@@ -305,6 +444,17 @@ impl WorkloadArgs {
         let pattern = self.pattern();
         let name = pattern.name();
         let mixed_or_tomsic = matches!(pattern, Pattern::Mixed | Pattern::TomsicSingle | Pattern::TomsicMulti { .. });
+        let ycsb = matches!(pattern, Pattern::YcsbT { .. });
+        if ycsb && self.zipf.is_some() && self.workload().ycsb.key_dist == snowline_harness::KeyDist::Uniform {
+            let why = match self.key_dist {
+                Some(_) => "--key-dist uniform".to_string(),
+                None => format!("--mix {}'s preset", format!("{:?}", self.mix).to_lowercase()),
+            };
+            anyhow::bail!(
+                "--zipf shapes Zipfian keys, and ycsb-t's keys are uniform here ({why}): add --key-dist zipfian, or \
+                 drop --zipf"
+            );
+        }
         // (flag, given, read by this workload)
         let flags = [
             (
@@ -317,6 +467,11 @@ impl WorkloadArgs {
             ("keys-per-op", self.keys_per_op.is_some(), mixed_or_tomsic || pattern == Pattern::Eiger),
             ("update-keys", self.update_keys.is_some(), mixed_or_tomsic),
             ("columns", self.columns.is_some(), pattern == Pattern::Eiger),
+            ("ro-reads", self.ro_reads.is_some(), ycsb),
+            ("update-reads", self.update_reads.is_some(), ycsb),
+            ("update-writes", self.update_writes.is_some(), ycsb),
+            ("read-only-share", self.read_only_share.is_some(), ycsb),
+            ("key-dist", self.key_dist.is_some(), ycsb),
         ];
         match flags.iter().find(|(_, given, read)| *given && !read) {
             Some((flag, ..)) => anyhow::bail!(
@@ -531,7 +686,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
         print!("{plan}");
     }
     let topology = args.run.topology()?;
-    let protocol = ProtocolConfig { termination: args.run.termination, ..ProtocolConfig::default() };
+    let protocol = ProtocolConfig { termination: args.run.termination(), ..ProtocolConfig::default() };
     let mut config = snowline_sim::SimConfig::new(args.seed, topology, protocol);
     let dcs = usize::from(topology.dcs);
     let wan_ns = (args.latency_ms * 1e6) as u64;
@@ -608,7 +763,8 @@ pub fn sim(args: SimArgs) -> Result<()> {
                 events as f64 / wall
             );
         });
-        finish(&report, &args.run, "sim", args.seed)?;
+        let failed = finish(&report, &args.run, "sim", args.seed)?;
+        anyhow::ensure!(failed.is_empty(), "{}", failed.join("; "));
         records.push(args.run.record("sim", report, clients, wall));
         progress.inc(1);
     }
@@ -645,7 +801,66 @@ fn replay_command(seed: u64) -> String {
 }
 
 pub fn bench(args: BenchArgs) -> Result<()> {
-    args.run.validate()?;
+    // Every run's arguments first: a refused command prints only why, before any run.
+    args.run.validate_bench()?;
+    let runs = args.run.per_protocol()?;
+    let several = runs.len() > 1;
+    if several {
+        anyhow::ensure!(
+            args.fsync.len() == 1 && args.peers.len() == 1,
+            "--fsync and --peers lists compare settings of one protocol: with several protocols or terminations give \
+             one of each"
+        );
+        anyhow::ensure!(
+            !args.vs_redis,
+            "--vs-redis compares one protocol with redis-server: give one --protocol and one --termination with it"
+        );
+        let family = snowline_protocols::jessy::FAMILY;
+        let own: Vec<&str> = args.run.protocols()?.into_iter().filter(|n| !family.contains(n)).collect();
+        if !own.is_empty() && args.run.termination != [snowline_core::Termination::default()] {
+            println!(
+                "note: --termination applies to the Jessy family ({}); {} run{} once, with {} own termination",
+                family.join(", "),
+                own.join(", "),
+                if own.len() == 1 { "s" } else { "" },
+                if own.len() == 1 { "its" } else { "their" }
+            );
+        }
+    }
+    let runs_total = runs.len() * args.run.clients.len() * args.fsync.len() * args.peers.len();
+    println!("load average (1 min) at start: {}", load_average());
+    let mut rows = Vec::new();
+    let mut failed = Vec::new();
+    for run in runs {
+        let mut one = BenchArgs { run, ..args.clone() };
+        if several {
+            println!("\n== {} ==", one.run.run_label());
+            if let Some(out) = &args.run.out {
+                one.run.out = Some(out.join(one.run.file_label()));
+            }
+        }
+        bench_protocol(&one, runs_total > 1, &mut rows, &mut failed)?;
+    }
+    println!("load average (1 min) at end: {}", load_average());
+    if several {
+        println!("\n{}", comparison_table(&rows));
+        for line in nmsi_ratios(&rows) {
+            println!("{line}");
+        }
+    }
+    anyhow::ensure!(failed.is_empty(), "{}", failed.join("; "));
+    Ok(())
+}
+
+/// `bench` for one protocol under one termination: every client count (and --fsync and --peers setting),
+/// each on a fresh cluster. Each run's row goes to `rows`; checks that fail go to `failed`. With
+/// `several_files`, --history and --json name one file per run.
+fn bench_protocol(
+    args: &BenchArgs,
+    several_files: bool,
+    rows: &mut Vec<RunRow>,
+    failed: &mut Vec<String>,
+) -> Result<()> {
     if let Some(plan) = args.run.tpcc_plan()? {
         print!("{plan}");
     }
@@ -699,16 +914,15 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             data: data.clone(),
             insecure: peers == PeerAuth::Insecure,
             pin: placement.clone(),
-            protocol_config: ProtocolConfig { termination: args.run.termination, ..ProtocolConfig::default() },
+            protocol_config: ProtocolConfig { termination: args.run.termination(), ..ProtocolConfig::default() },
             ..Default::default()
         };
-        let ((report, visibility), cpu) = crate::client_cmd::with_local_cluster(
-            name,
-            topology,
-            args.latency_ms,
-            setup,
-            |config| with_protocol!(name, P => bench_on::<P>(config, &spec, probe_visibility))?,
-        )?;
+        let ((report, visibility, window), cpu) =
+            crate::client_cmd::with_local_servers(name, topology, args.latency_ms, setup, |config, servers| {
+                let probe = || CpuSample::now(servers);
+                with_protocol!(name, P => bench_window::<P, _>(config, &spec, probe_visibility, probe))?
+            })?;
+        let window = WindowCpu::between(window);
         if let (Some(d), None) = (&data, &args.data_dir) {
             let _ = std::fs::remove_dir_all(&d.root);
         }
@@ -717,6 +931,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             println!("clients per DC {clients}");
             print_report(&report);
             println!("server CPU time {:.2} s over {:.2} s of run", cpu, args.run.duration.as_secs_f64());
+            println!("{window}");
             match storage {
                 Storage::Durable(p) => println!("durable servers, fsync {p}"),
                 Storage::Memory => println!("in-memory servers"),
@@ -729,14 +944,35 @@ pub fn bench(args: BenchArgs) -> Result<()> {
                 println!("{placement}");
             }
         });
-        finish(&report, &args.run, "real", seed)?;
-        let ops = report.summary.ops_per_s * args.run.duration.as_secs_f64();
+        let mut label = format!("{}-c{clients}", args.run.file_label());
+        if settings > 1 {
+            label += &format!("-{storage}-{peers}").replace(' ', "-");
+        }
+        let files = match several_files {
+            true => WorkloadArgs {
+                history: args.run.history.as_deref().map(|p| suffixed(p, &label)),
+                json: args.run.json.as_deref().map(|p| suffixed(p, &label)),
+                ..args.run.clone()
+            },
+            false => args.run.clone(),
+        };
+        let fails = finish(&report, &files, "real", seed)?;
+        rows.push(RunRow {
+            protocol: name.to_string(),
+            termination: snowline_protocols::jessy::FAMILY.contains(&name).then(|| args.run.termination()),
+            clients,
+            summary: report.summary.clone(),
+            cpu: window,
+            check: args.run.check.is_some().then_some(fails.is_empty()),
+        });
+        failed.extend(fails.into_iter().map(|f| format!("{label}: {f}")));
+        let ops = report.summary.ops_per_s * report.summary.seconds;
         costs.push(Setting {
             label: format!("{storage}, {peers}"),
             clients,
             summary: report.summary.clone(),
             visibility,
-            server_cpu_us_per_op: cpu * 1e6 / ops,
+            server_cpu_us_per_op: window.server_s * 1e6 / ops,
         });
         records.push(args.run.record("real", report, clients, wall));
         progress.inc(1);
@@ -909,17 +1145,224 @@ pub(crate) fn bench_on<P: Protocol>(
     spec: &RunSpec,
     probe_visibility: bool,
 ) -> Result<(RunReport, Option<Vec<f64>>)> {
+    let (report, visibility, _) = bench_window::<P, ()>(config, spec, probe_visibility, || ())?;
+    Ok((report, visibility))
+}
+
+/// [`bench_on`], also calling `probe` when the measured window starts and ends (see
+/// [`snowline_harness::net_run::run_net_window`]).
+fn bench_window<P: Protocol, T>(
+    config: &snowline_net::ClusterConfig,
+    spec: &RunSpec,
+    probe_visibility: bool,
+    probe: impl FnMut() -> T,
+) -> Result<(RunReport, Option<Vec<f64>>, [T; 2])> {
     /// Writes probed one after another, after the run.
     const PROBES: usize = 100;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
-        let report = snowline_harness::net_run::run_net::<P>(config, spec).await?;
+        let (report, window) =
+            snowline_harness::net_run::run_net_window::<P, T>(config, spec, snowline_net::DEFAULT_OP_TIMEOUT, probe)
+                .await?;
         let visibility = match probe_visibility {
             true => Some(crate::client_cmd::visibility_ms::<P>(config, PROBES, "bench-visibility").await?),
             false => None,
         };
-        Ok((report, visibility))
+        Ok((report, visibility, window))
     })
+}
+
+/// CPU time so far: the servers' and this process's (the benchmark's clients), at a moment.
+#[derive(Clone, Copy, Debug)]
+struct CpuSample {
+    at: Instant,
+    server_s: f64,
+    client_s: f64,
+}
+
+impl CpuSample {
+    fn now(servers: &[u32]) -> Self {
+        CpuSample {
+            at: Instant::now(),
+            server_s: crate::client_cmd::servers_cpu_seconds(servers),
+            client_s: crate::client_cmd::own_cpu_seconds(),
+        }
+    }
+}
+
+/// CPU time over a run's measured window (after the warmup, before the cooldown).
+#[derive(Clone, Copy, Debug)]
+struct WindowCpu {
+    wall_s: f64,
+    server_s: f64,
+    client_s: f64,
+}
+
+impl WindowCpu {
+    fn between([start, end]: [CpuSample; 2]) -> Self {
+        WindowCpu {
+            wall_s: end.at.duration_since(start.at).as_secs_f64(),
+            server_s: end.server_s - start.server_s,
+            client_s: end.client_s - start.client_s,
+        }
+    }
+
+    /// Server plus client CPU over the window's wall time, as a percentage of every core's (100 × cores).
+    fn machine_percent(&self) -> f64 {
+        (self.server_s + self.client_s) / (self.wall_s * cores() as f64) * 100.0
+    }
+}
+
+impl std::fmt::Display for WindowCpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "measured window {:.2} s: server CPU {:.2} s, client CPU (this process) {:.2} s, machine CPU {:.0}% of {} \
+             cores",
+            self.wall_s,
+            self.server_s,
+            self.client_s,
+            self.machine_percent(),
+            cores()
+        )
+    }
+}
+
+/// The machine's online CPUs.
+fn cores() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 { n as usize } else { std::thread::available_parallelism().map_or(1, |n| n.get()) }
+}
+
+/// The 1-minute load average (/proc/loadavg), as printed.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .map_or_else(|| "unknown (no /proc/loadavg)".into(), |l| format!("{l} on {} cores", cores()))
+}
+
+/// `path` with `-label` before its extension: h.jsonl, nmsi-multicast-c8 → h-nmsi-multicast-c8.jsonl.
+fn suffixed(path: &Path, label: &str) -> PathBuf {
+    let stem = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{label}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{label}"),
+    };
+    path.with_file_name(name)
+}
+
+/// One run of `bench`, for the side-by-side table.
+struct RunRow {
+    protocol: String,
+    /// The Jessy family's termination; `None` for a protocol with its own.
+    termination: Option<snowline_core::Termination>,
+    clients: usize,
+    summary: snowline_harness::Summary,
+    cpu: WindowCpu,
+    /// With --check: whether the history passed.
+    check: Option<bool>,
+}
+
+impl RunRow {
+    /// Committed transactions in the measured window (operations, for a workload without transactions).
+    fn committed(&self) -> f64 {
+        let s = &self.summary;
+        let per_s = if s.committed_txns_per_s > 0.0 { s.committed_txns_per_s } else { s.ops_per_s };
+        per_s * s.seconds
+    }
+
+    fn throughput(&self) -> f64 {
+        let s = &self.summary;
+        if s.committed_txns_per_s > 0.0 { s.committed_txns_per_s } else { s.ops_per_s }
+    }
+}
+
+/// The side-by-side table of several runs: one row per run.
+fn comparison_table(rows: &[RunRow]) -> String {
+    let checked = rows.iter().any(|r| r.check.is_some());
+    let mut out = format!(
+        "{:<12} {:<11} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>10} {:>10} {:>8}{} aborts by cause\n",
+        "protocol",
+        "termination",
+        "clients",
+        "txn/s",
+        "RO p50",
+        "RO p99",
+        "upd p50",
+        "upd p99",
+        "abort%",
+        "server µs",
+        "client µs",
+        "machine",
+        if checked { "  check" } else { "" }
+    );
+    let ms = |s: &snowline_harness::Summary, kind: &str, p99: bool| {
+        s.kind(kind).map_or("-".to_string(), |k| format!("{:.2}", if p99 { k.p99_us } else { k.p50_us } / 1e3))
+    };
+    for r in rows {
+        let s = &r.summary;
+        let committed = r.committed();
+        let per_txn = |cpu_s: f64| if committed > 0.0 { format!("{:.1}", cpu_s * 1e6 / committed) } else { "-".into() };
+        let causes: Vec<String> = s.aborts.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        out += &format!(
+            "{:<12} {:<11} {:>7} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>6.2}% {:>10} {:>10} {:>7.0}%{} {}\n",
+            r.protocol,
+            r.termination.map_or("-".to_string(), |t| t.to_string()),
+            r.clients,
+            r.throughput(),
+            ms(s, "ro-txn", false),
+            ms(s, "ro-txn", true),
+            ms(s, "rw-txn", false),
+            ms(s, "rw-txn", true),
+            s.abort_rate * 100.0,
+            per_txn(r.cpu.server_s),
+            per_txn(r.cpu.client_s),
+            r.cpu.machine_percent(),
+            match r.check {
+                Some(true) => format!("  {:>5}", "ok"),
+                Some(false) => format!("  {:>5}", "FAIL"),
+                None => String::new(),
+            },
+            if causes.is_empty() { "-".into() } else { causes.join(", ") }
+        );
+    }
+    out += &format!(
+        "(clients per datacenter; txn/s: committed transactions per second (operations for a workload without \
+         transactions); RO / upd p50, p99: read-only and update transactions' latency in ms, retries included; \
+         abort%: aborted attempts over all attempts; server µs, client µs: CPU time of the servers and of this \
+         process (the clients) per committed transaction; machine: server plus client CPU over the wall time, as \
+         a share of {} cores; all over the measured window only)",
+        cores()
+    );
+    out
+}
+
+/// For the Jessy family: NMSI's committed transactions per second over each of rc, ser, us, si and psi, per
+/// termination and client count (the NMSI paper's comparison).
+fn nmsi_ratios(rows: &[RunRow]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for nmsi in rows.iter().filter(|r| r.protocol == "nmsi") {
+        let ratios: Vec<String> = ["rc", "ser", "us", "si", "psi"]
+            .iter()
+            .filter_map(|other| {
+                let o = rows
+                    .iter()
+                    .find(|r| r.protocol == *other && r.termination == nmsi.termination && r.clients == nmsi.clients)?;
+                Some(format!("nmsi/{other} = {:.2}×", nmsi.throughput() / o.throughput()))
+            })
+            .collect();
+        if !ratios.is_empty() {
+            lines.push(format!(
+                "committed txn/s, {} termination, {} clients per DC: {}",
+                nmsi.termination.map_or("-".to_string(), |t| t.to_string()),
+                nmsi.clients,
+                ratios.join(", ")
+            ));
+        }
+    }
+    lines
 }
 
 fn rand_seed() -> u64 {
@@ -954,7 +1397,10 @@ fn print_tpcc(summary: &snowline_harness::Summary) {
     }
 }
 
-fn finish(report: &RunReport, args: &WorkloadArgs, runtime: &str, seed: u64) -> Result<()> {
+/// Write the run's history and summary where asked, and check them with --check. The checks that fail are
+/// returned (the caller decides whether the command goes on), not raised.
+fn finish(report: &RunReport, args: &WorkloadArgs, runtime: &str, seed: u64) -> Result<Vec<String>> {
+    let mut failed = Vec::new();
     if let (Some(path), Some(history)) = (&args.history, &report.history) {
         write_history(path, history, Some(&history_meta(&args.protocol, runtime, seed)?))?;
         println!("history: {} events written to {}", history.len(), path.display());
@@ -968,17 +1414,20 @@ fn finish(report: &RunReport, args: &WorkloadArgs, runtime: &str, seed: u64) -> 
         let verdict = check_cmd::check_recorded(history, level, &args.protocol)?;
         print!("check: ");
         check_cmd::print_verdict(&verdict, false);
-        anyhow::ensure!(verdict.ok, "the history does not satisfy {level}");
+        if !verdict.ok {
+            failed.push(format!("the history does not satisfy {level}"));
+        }
     }
-    if let (Some(_), Some(audit)) = (&args.check, &report.tpcc) {
-        anyhow::ensure!(
-            audit.ok(),
+    if let (Some(_), Some(audit)) = (&args.check, &report.tpcc)
+        && !audit.ok()
+    {
+        failed.push(format!(
             "the TPC-C consistency audit failed: condition(s) {:?} violated{}",
             audit.violated(),
             if audit.malformed.is_empty() { "" } else { ", malformed rows" }
-        );
+        ));
     }
-    Ok(())
+    Ok(failed)
 }
 
 /// The metadata line of a history recorded by a run of `protocol`.
@@ -1000,4 +1449,102 @@ pub fn write_history(
     let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     HistoryWriter::write_with_meta(meta, history, std::io::BufWriter::new(file))
         .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use snowline_harness::{KeyDist, YcsbShape};
+
+    #[derive(Parser)]
+    struct Bench {
+        #[command(flatten)]
+        run: WorkloadArgs,
+    }
+
+    fn parse(args: &str) -> WorkloadArgs {
+        Bench::try_parse_from(std::iter::once("bench").chain(args.split_whitespace())).unwrap().run
+    }
+
+    fn refused(args: &str) -> String {
+        match parse(args).validate_bench() {
+            Ok(()) => panic!("{args}: accepted"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    const YCSB: &str = "--workload ycsb-t --dcs 1 --partitions 3";
+
+    #[test]
+    fn protocol_and_termination_lists_expand_into_one_run_each() {
+        let a = parse(&format!("--protocol nmsi,rc,2pl --termination multicast,2pc {YCSB}"));
+        a.validate_bench().unwrap();
+        let runs: Vec<String> =
+            a.per_protocol().unwrap().iter().map(|r| format!("{} {}", r.protocol, r.termination())).collect();
+        assert_eq!(runs, ["nmsi multicast", "nmsi 2pc", "rc multicast", "rc 2pc", "2pl multicast"]);
+        assert_eq!(a.per_protocol().unwrap()[1].file_label(), "nmsi-2pc");
+        assert_eq!(a.per_protocol().unwrap()[4].file_label(), "2pl");
+        // `sim` takes one of each.
+        assert!(a.validate().unwrap_err().to_string().contains("`snowline bench` takes lists"));
+        parse(&format!("--protocol nmsi {YCSB}")).validate().unwrap();
+        // Every name is checked before any run.
+        assert!(refused(&format!("--protocol nmsi,paxos {YCSB}")).contains("unknown protocol \"paxos\""));
+        assert!(refused(&format!("--protocol nmsi,,rc {YCSB}")).contains("an empty name"));
+        assert!(refused(&format!("--protocol nmsi,rc,nmsi {YCSB}")).contains("names nmsi twice"));
+        assert!(refused(&format!("--protocol nmsi --termination 2pc,2pc {YCSB}")).contains("names 2pc twice"));
+        // A protocol with its own termination, alone: the Jessy family's is refused, as before.
+        assert!(refused(&format!("--protocol 2pl --termination 2pc {YCSB}")).contains("applies to the Jessy family"));
+        assert!(Bench::try_parse_from(["bench", "--termination", "multicast,3pc"]).is_err());
+        // Several runs: one history file each.
+        let a = parse(&format!("--protocol nmsi,rc --clients 1,2 --history h.jsonl --check claimed {YCSB}"));
+        a.validate_bench().unwrap();
+        assert_eq!(suffixed(Path::new("out/h.jsonl"), "nmsi-multicast-c2"), Path::new("out/h-nmsi-multicast-c2.jsonl"));
+        assert_eq!(suffixed(Path::new("h"), "rc-2pc-c1"), Path::new("h-rc-2pc-c1"));
+    }
+
+    #[test]
+    fn ycsb_shape_flags_override_the_mix_preset() {
+        let a = parse(&format!(
+            "--protocol nmsi {YCSB} --mix b --ro-reads 2 --update-reads 1 --update-writes 1 --read-only-share 0.8 \
+             --key-dist zipfian --keys 10000 --value-bytes 1000"
+        ));
+        a.validate_bench().unwrap();
+        let w = a.workload();
+        let shape = YcsbShape { ro_reads: 2, update_reads: 1, update_writes: 1, key_dist: KeyDist::Zipfian };
+        assert_eq!(w.ycsb, shape);
+        assert!((w.write_ratio - 0.2).abs() < 1e-12 && w.zipf == 0.99 && w.keys == 10_000 && w.value_bytes == 1000);
+        // What the flags leave alone stays the preset's (mix b: 4 reads / 3 reads + 1 write, uniform).
+        let w = parse(&format!("--protocol nmsi {YCSB} --mix b --update-writes 2")).workload();
+        let shape = YcsbShape { ro_reads: 4, update_reads: 3, update_writes: 2, key_dist: KeyDist::Uniform };
+        assert_eq!((w.ycsb, w.write_ratio), (shape, 0.2));
+        // --write-ratio and --read-only-share may both be given when they agree; the spec carries the shape.
+        let a = parse(&format!("--protocol nmsi {YCSB} --write-ratio 0.3 --read-only-share 0.7 --ro-reads 3"));
+        a.validate_bench().unwrap();
+        assert_eq!(a.spec(1, 4).workload.ycsb.ro_reads, 3);
+    }
+
+    #[test]
+    fn ycsb_shape_flags_refuse_what_cannot_run() {
+        let cases = [
+            ("--update-reads 1 --update-writes 2", "--update-writes must be between 1 and --update-reads (1), not 2"),
+            ("--update-writes 0", "--update-writes must be between 1"),
+            ("--ro-reads 0", "--ro-reads) must be at least 1"),
+            ("--update-reads 0 --update-writes 1", "--update-reads) must be at least 1"),
+            ("--keys 3", "--keys (3) must be at least that"),
+            ("--ro-reads 20 --keys 10", "--ro-reads 20"),
+            ("--write-ratio 0.3 --read-only-share 0.8", "disagree"),
+            ("--read-only-share 1.5", "from 0 to 1"),
+            ("--mix b --zipf 0.9", "--zipf shapes Zipfian keys"),
+            ("--key-dist uniform --zipf 0.9", "add --key-dist zipfian"),
+        ];
+        for (flags, error) in cases {
+            let got = refused(&format!("--protocol nmsi {YCSB} {flags}"));
+            assert!(got.contains(error), "{flags}: {got}");
+        }
+        assert!(Bench::try_parse_from(["bench", "--key-dist", "normal"]).is_err());
+        parse(&format!("--protocol nmsi {YCSB} --key-dist zipfian --zipf 0.5 --mix c")).validate_bench().unwrap();
+        let got = refused("--protocol cops --dcs 1 --ro-reads 2");
+        assert!(got.contains("--ro-reads does not apply to the mixed workload"), "{got}");
+    }
 }

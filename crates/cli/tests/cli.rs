@@ -967,3 +967,57 @@ fn analyzer_verdicts_choose_the_coordination_free_tpcc_mechanisms() {
 fn the_plan_knows_the_analyzers_owner_increment_rules() {
     assert_eq!(snowline_harness::tpcc_plan::OWNER_INCREMENT_RULES, snowline_analyzer::rules::OWNER_INCREMENT_RULES);
 }
+
+/// `bench` with a list of protocols runs each on its own cluster, checks each history, and ends with one row
+/// per run and NMSI's throughput ratio.
+#[test]
+fn bench_runs_a_list_of_protocols_side_by_side() {
+    let dir = tempdir("bench-list");
+    let history = dir.join("h.jsonl");
+    let o = snowline(&[
+        "bench",
+        "--protocol",
+        "nmsi,rc",
+        "--workload",
+        "ycsb-t",
+        "--dcs",
+        "1",
+        "--partitions",
+        "2",
+        "--clients",
+        "2",
+        "--keys",
+        "100",
+        "--ro-reads",
+        "2",
+        "--update-reads",
+        "2",
+        "--update-writes",
+        "1",
+        "--read-only-share",
+        "0.5",
+        "--key-dist",
+        "uniform",
+        "--duration",
+        "1s",
+        "--check",
+        "claimed",
+        "--history",
+        history.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("load average (1 min) at start") && t.contains("load average (1 min) at end"), "{t}");
+    assert!(t.contains("check: nmsi: ok") && t.contains("check: rc: ok"), "{t}");
+    // The table's header (each run's own output starts with "protocol NAME").
+    let table: Vec<&str> =
+        t.lines().skip_while(|l| !(l.starts_with("protocol ") && l.contains("termination"))).collect();
+    assert!(table.first().is_some_and(|h| h.contains("server µs") && h.contains("machine")), "{t}");
+    for protocol in ["nmsi", "rc"] {
+        let row = table.iter().find(|l| l.starts_with(&format!("{protocol} "))).unwrap_or_else(|| panic!("{t}"));
+        assert!(row.contains("multicast") && row.contains(" ok "), "{row}");
+        assert!(dir.join(format!("h-{protocol}-multicast-c2.jsonl")).exists(), "one history per run");
+    }
+    assert!(t.contains("nmsi/rc = "), "{t}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

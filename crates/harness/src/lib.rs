@@ -21,4 +21,6 @@ pub use metrics::{FailureCount, Metrics, Summary, failure_cause};
 pub use report::RunRecord;
 pub use repro::{Experiment, Paper, Runtime};
 pub use run::{RunReport, RunSpec, drive_sim, run_sim};
-pub use workload::{CallJob, Generator, HotSpot, Job, MixedWorkload, Pattern, TxnPlan, YcsbMix, Zipf};
+pub use workload::{
+    CallJob, Generator, HotSpot, Job, KeyDist, MixedWorkload, Pattern, TxnPlan, YcsbMix, YcsbShape, Zipf,
+};

@@ -25,6 +25,18 @@ pub async fn run_net_with<P: Protocol>(
     spec: &RunSpec,
     op_timeout: Duration,
 ) -> anyhow::Result<RunReport> {
+    Ok(run_net_window::<P, ()>(config, spec, op_timeout, || ()).await?.0)
+}
+
+/// [`run_net_with`], also calling `probe` when the measured window starts (the warmup is over) and when it
+/// ends (the cooldown begins), and returning both samples: what a benchmark measures over the window only
+/// (CPU time, say).
+pub async fn run_net_window<P: Protocol, T>(
+    config: &ClusterConfig,
+    spec: &RunSpec,
+    op_timeout: Duration,
+    mut probe: impl FnMut() -> T,
+) -> anyhow::Result<(RunReport, [T; 2])> {
     let mut workload = spec.workload.clone();
     workload.tpcc.coordination_free = P::COORDINATION_FREE_TPCC;
     let generator = Generator::new(workload, config.topology())
@@ -105,13 +117,21 @@ pub async fn run_net_with<P: Protocol>(
             });
         }
     }
-    futures::future::join_all(loops).await;
+    // The window's edges, on the clients' clock (after TPC-C's load, where the spec was shifted).
+    let window = async {
+        let until = |ns: u64| tokio::time::sleep(Duration::from_nanos(ns.saturating_sub(now_ns())));
+        until(spec.warmup_ns).await;
+        let first = probe();
+        until(spec.duration_ns.saturating_sub(spec.cooldown_ns)).await;
+        [first, probe()]
+    };
+    let (_, window) = futures::future::join(futures::future::join_all(loops), window).await;
     let audit = match (&tpcc, runtimes.first()) {
         (Some(shape), Some((_, runtime))) => Some(audit_net(&runtime.session(), shape).await),
         _ => None,
     };
     let metrics = metrics.into_inner();
-    Ok(RunReport {
+    let report = RunReport {
         protocol: P::NAME.to_string(),
         summary: metrics.summary(spec.measured_seconds()),
         history: spec.record_history.then(|| recorder.into_inner().events),
@@ -120,7 +140,8 @@ pub async fn run_net_with<P: Protocol>(
         divergent: Vec::new(),
         tpcc: audit,
         final_read_rounds: None,
-    })
+    };
+    Ok((report, window))
 }
 
 /// A load request that succeeded: the request, its start, its reply, its end.

@@ -117,8 +117,10 @@ pub enum Pattern {
     TomsicMulti { rounds: usize },
     /// The NMSI paper's transactional YCSB (§V, Fig. 2b), run as interactive read-write transactions: a
     /// transaction is an update with probability `write_ratio` (the paper sweeps 10–50%), otherwise read-only.
-    /// Mix A: keys Zipfian (`zipf`), read-only 4 reads, update 2 reads + 2 writes; B: uniform, 4 reads /
-    /// 3 reads + 1 write; C: uniform, 2 reads / 1 read + 1 write. Reads are issued one per round, as YCSB's
+    /// The shape (reads and writes per transaction, key distribution) is the workload's `ycsb` field; `mix`
+    /// names the preset it started from. Mix A: keys Zipfian (`zipf`), read-only 4 reads, update 2 reads + 2
+    /// writes; B: uniform, 4 reads / 3 reads + 1 write; C: uniform, 2 reads / 1 read + 1 write. Reads are
+    /// issued one per round, as YCSB's
     /// client issues its operations one after another. An update writes the first keys it read
     /// (read-modify-write, YCSB's update of a record it read), so its writes depend on its reads and lost
     /// updates are observable. Keys are distinct within a transaction, over `keys` keys.
@@ -152,13 +154,93 @@ pub enum YcsbMix {
 }
 
 impl YcsbMix {
-    /// (reads of a read-only transaction, reads of an update, writes of an update, Zipfian keys?)
-    pub fn shape(self) -> (usize, usize, usize, bool) {
-        match self {
-            YcsbMix::A => (4, 2, 2, true),
-            YcsbMix::B => (4, 3, 1, false),
-            YcsbMix::C => (2, 1, 1, false),
+    /// The mix's transaction shape: A (Zipfian; 4 reads / 2 reads + 2 writes), B (uniform; 4 reads / 3 reads
+    /// + 1 write), C (uniform; 2 reads / 1 read + 1 write).
+    pub fn shape(self) -> YcsbShape {
+        let (ro_reads, update_reads, update_writes, key_dist) = match self {
+            YcsbMix::A => (4, 2, 2, KeyDist::Zipfian),
+            YcsbMix::B => (4, 3, 1, KeyDist::Uniform),
+            YcsbMix::C => (2, 1, 1, KeyDist::Uniform),
+        };
+        YcsbShape { ro_reads, update_reads, update_writes, key_dist }
+    }
+}
+
+/// The shape of ycsb-t's transactions: a mix's preset ([`YcsbMix::shape`]), or set field by field
+/// (`--ro-reads`, `--update-reads`, `--update-writes`, `--key-dist`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct YcsbShape {
+    /// Reads of a read-only transaction.
+    pub ro_reads: usize,
+    /// Reads of an update transaction.
+    pub update_reads: usize,
+    /// How many of the keys an update read it then writes (read-modify-writes): at most `update_reads`.
+    pub update_writes: usize,
+    /// How keys are picked: uniformly, or Zipfian with the workload's `zipf` constant.
+    pub key_dist: KeyDist,
+}
+
+impl Default for YcsbShape {
+    fn default() -> Self {
+        YcsbMix::default().shape()
+    }
+}
+
+impl YcsbShape {
+    /// Reject a shape no transaction can have over `keys` keys.
+    pub fn validate(&self, keys: usize) -> Result<(), String> {
+        if self.ro_reads == 0 {
+            return Err("ycsb-t: reads per read-only transaction (--ro-reads) must be at least 1".into());
         }
+        if self.update_reads == 0 {
+            return Err("ycsb-t: reads per update transaction (--update-reads) must be at least 1".into());
+        }
+        if self.update_writes == 0 || self.update_writes > self.update_reads {
+            return Err(format!(
+                "ycsb-t: an update writes keys it read, so --update-writes must be between 1 and --update-reads \
+                 ({}), not {}",
+                self.update_reads, self.update_writes
+            ));
+        }
+        let most = self.ro_reads.max(self.update_reads);
+        if most > keys {
+            return Err(format!(
+                "ycsb-t reads {most} distinct keys per transaction (--ro-reads {}, --update-reads {}); --keys ({keys}) \
+                 must be at least that",
+                self.ro_reads, self.update_reads
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How a workload picks keys (ycsb-t's `--key-dist`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyDist {
+    /// Every key equally likely.
+    Uniform,
+    /// Zipfian with the workload's constant (`--zipf`).
+    #[default]
+    Zipfian,
+}
+
+impl std::str::FromStr for KeyDist {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "uniform" => Ok(KeyDist::Uniform),
+            "zipfian" | "zipf" => Ok(KeyDist::Zipfian),
+            other => Err(format!("unknown key distribution {other:?}; use uniform or zipfian")),
+        }
+    }
+}
+
+impl std::fmt::Display for KeyDist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KeyDist::Uniform => "uniform",
+            KeyDist::Zipfian => "zipfian",
+        })
     }
 }
 
@@ -292,6 +374,9 @@ pub struct MixedWorkload {
     pub columns: usize,
     /// TPC-C: the set-up, scale and options.
     pub tpcc: crate::tpcc::TpccSpec,
+    /// ycsb-t: the transactions' shape (reads and writes per transaction, key distribution); `write_ratio` is
+    /// the share of update transactions.
+    pub ycsb: YcsbShape,
 }
 
 impl Default for MixedWorkload {
@@ -309,6 +394,7 @@ impl Default for MixedWorkload {
             keys_per_partition: 10_000,
             columns: 5,
             tpcc: crate::tpcc::TpccSpec::default(),
+            ycsb: YcsbShape::default(),
         }
     }
 }
@@ -360,10 +446,18 @@ impl MixedWorkload {
         Self { pattern: Pattern::TomsicMulti { rounds: 10 }, ..Self::tomsic_single(update_keys) }
     }
 
-    /// The NMSI paper's transactional YCSB (§V): mix `mix`, 20% update transactions (the paper sweeps
-    /// 10–50%), Zipf 0.99 (YCSB's constant) for mix A, 1 KB values ("each object has a payload size of 1 KB").
+    /// The NMSI paper's transactional YCSB (§V): mix `mix`'s shape ([`YcsbMix::shape`], the preset: set
+    /// `ycsb` to change it), 20% update transactions (the paper sweeps 10–50%), Zipf 0.99 (YCSB's constant)
+    /// where keys are Zipfian, 1 KB values ("each object has a payload size of 1 KB").
     pub fn ycsb_t(mix: YcsbMix) -> Self {
-        Self { pattern: Pattern::YcsbT { mix }, write_ratio: 0.2, zipf: 0.99, value_bytes: 1024, ..Self::default() }
+        Self {
+            pattern: Pattern::YcsbT { mix },
+            write_ratio: 0.2,
+            zipf: 0.99,
+            value_bytes: 1024,
+            ycsb: mix.shape(),
+            ..Self::default()
+        }
     }
 
     /// Single-key GETs and PUTs (YCSB workload A by default: half PUTs; Zipf 0.99).
@@ -430,17 +524,11 @@ impl MixedWorkload {
                     ));
                 }
             }
-            Pattern::YcsbT { mix } => {
+            Pattern::YcsbT { .. } => {
                 if !(0.0..=1.0).contains(&self.write_ratio) {
                     return Err(format!("the update ratio must be in [0, 1], not {}", self.write_ratio));
                 }
-                let (ro, rw, _, _) = mix.shape();
-                if self.keys < ro.max(rw) {
-                    return Err(format!(
-                        "ycsb-t mix {mix:?} reads {} keys per transaction; --keys must be at least that",
-                        ro.max(rw)
-                    ));
-                }
+                self.ycsb.validate(self.keys)?;
             }
             Pattern::Kv => {
                 if !(0.0..=1.0).contains(&self.write_ratio) {
@@ -516,11 +604,11 @@ impl Generator {
             }
             Pattern::Tpcc => KeySpace::Zipf { zipf: Zipf::new(1, 0.0), keys: Arc::new(vec![Key::from("k0")]) },
             _ => KeySpace::Zipf {
-                // YCSB-T mixes B and C pick keys uniformly: a Zipf law of constant 0.
+                // YCSB-T with uniform keys (mixes B and C): a Zipf law of constant 0.
                 zipf: Zipf::new(
                     spec.keys,
                     match spec.pattern {
-                        Pattern::YcsbT { mix } if !mix.shape().3 => 0.0,
+                        Pattern::YcsbT { .. } if spec.ycsb.key_dist == KeyDist::Uniform => 0.0,
                         _ => spec.zipf,
                     },
                 ),
@@ -737,11 +825,11 @@ impl Generator {
             return tpcc.next_jobs(rng, client, seq + 1);
         }
         match self.spec.pattern {
-            Pattern::YcsbT { mix } => {
-                let (ro, rw, writes, _) = mix.shape();
+            Pattern::YcsbT { .. } => {
+                let shape = self.spec.ycsb;
                 let update = rng.random::<f64>() < self.spec.write_ratio;
-                let keys = self.distinct_keys(rng, if update { rw } else { ro });
-                let writes = if update { keys.iter().take(writes).cloned().collect() } else { Vec::new() };
+                let keys = self.distinct_keys(rng, if update { shape.update_reads } else { shape.ro_reads });
+                let writes = if update { keys.iter().take(shape.update_writes).cloned().collect() } else { Vec::new() };
                 vec![Job::Txn(TxnPlan { rounds: keys.into_iter().map(|k| vec![k]).collect(), writes })]
             }
             _ => self
@@ -1030,5 +1118,86 @@ mod tests {
         assert_eq!("tomsic-multi".parse::<Pattern>(), Ok(Pattern::TomsicMulti { rounds: 10 }));
         assert!(spec.validate(Topology::new(1, 1)).is_ok());
         assert!(MixedWorkload { update_keys: 101, ..spec }.validate(Topology::new(1, 1)).is_err());
+    }
+
+    /// ycsb-t's shape set field by field: every transaction reads one key per round, read-only ones
+    /// `ro_reads` distinct keys, updates `update_reads` and write the first `update_writes` of them, and the
+    /// update share is `write_ratio`.
+    #[test]
+    fn ycsb_t_issues_the_requested_reads_and_writes_at_the_requested_share() {
+        let topology = Topology::new(1, 3);
+        for (ro_reads, update_reads, update_writes, share) in [(2, 3, 1, 0.2), (1, 5, 5, 0.5), (6, 1, 1, 0.0)] {
+            let shape = YcsbShape { ro_reads, update_reads, update_writes, key_dist: KeyDist::Uniform };
+            let spec =
+                MixedWorkload { keys: 1000, write_ratio: share, ycsb: shape, ..MixedWorkload::ycsb_t(YcsbMix::A) };
+            spec.validate(topology).unwrap();
+            let g = Generator::new(spec, topology);
+            let mut rng = SmallRng::seed_from_u64(11);
+            let n = 20_000;
+            let mut updates = 0;
+            for seq in 0..n {
+                let jobs = g.next_jobs(&mut rng, 0, 1, seq);
+                let [Job::Txn(plan)] = jobs.as_slice() else { panic!("{jobs:?}") };
+                assert!(plan.rounds.iter().all(|r| r.len() == 1), "one read per round: {plan:?}");
+                let reads: Vec<Key> = plan.rounds.concat();
+                let mut distinct = reads.clone();
+                distinct.sort();
+                distinct.dedup();
+                assert_eq!(distinct.len(), reads.len(), "distinct keys: {plan:?}");
+                if plan.writes.is_empty() {
+                    assert_eq!(reads.len(), ro_reads);
+                } else {
+                    updates += 1;
+                    assert_eq!(reads.len(), update_reads);
+                    assert_eq!(plan.writes[..], reads[..update_writes], "read-modify-writes of keys it read");
+                }
+            }
+            let got = f64::from(updates) / f64::from(n as u32);
+            assert!((got - share).abs() < 0.015, "update share {got}, asked {share}");
+        }
+    }
+
+    #[test]
+    fn ycsb_t_keys_are_uniform_or_zipfian_as_asked() {
+        let topology = Topology::new(1, 3);
+        let hottest_share = |key_dist| {
+            let shape = YcsbShape { ro_reads: 1, update_reads: 1, update_writes: 1, key_dist };
+            let spec = MixedWorkload { keys: 1000, write_ratio: 0.0, ycsb: shape, ..MixedWorkload::ycsb_t(YcsbMix::B) };
+            let g = Generator::new(spec, topology);
+            let mut rng = SmallRng::seed_from_u64(12);
+            let mut counts = std::collections::BTreeMap::<Key, u32>::new();
+            let n = 50_000;
+            for seq in 0..n {
+                let Job::Txn(plan) = &g.next_jobs(&mut rng, 0, 1, seq)[0] else { panic!() };
+                *counts.entry(plan.rounds[0][0].clone()).or_default() += 1;
+            }
+            (f64::from(counts[&Key::from("k0")]) / f64::from(n as u32), counts.len())
+        };
+        let (k0, distinct) = hottest_share(KeyDist::Uniform);
+        assert!(k0 < 0.003 && distinct > 990, "uniform: k0 drawn {k0}, {distinct} distinct keys");
+        let (k0, _) = hottest_share(KeyDist::Zipfian);
+        let expected = Zipf::new(1000, 0.99).probability(0);
+        assert!((k0 - expected).abs() < 0.1 * expected, "zipfian: k0 drawn {k0}, law {expected}");
+        // The mixes' presets: A Zipfian, B and C uniform.
+        assert_eq!(YcsbMix::A.shape().key_dist, KeyDist::Zipfian);
+        assert_eq!(
+            YcsbMix::C.shape(),
+            YcsbShape { ro_reads: 2, update_reads: 1, update_writes: 1, key_dist: KeyDist::Uniform }
+        );
+    }
+
+    #[test]
+    fn ycsb_t_refuses_impossible_shapes() {
+        let topology = Topology::new(1, 3);
+        let with = |ro_reads, update_reads, update_writes, keys| {
+            let shape = YcsbShape { ro_reads, update_reads, update_writes, key_dist: KeyDist::Uniform };
+            MixedWorkload { keys, ycsb: shape, ..MixedWorkload::ycsb_t(YcsbMix::B) }.validate(topology)
+        };
+        assert!(with(2, 2, 1, 10).is_ok());
+        assert!(with(0, 2, 1, 10).unwrap_err().contains("--ro-reads"));
+        assert!(with(2, 0, 1, 10).unwrap_err().contains("--update-reads"));
+        assert!(with(2, 2, 3, 10).unwrap_err().contains("--update-writes"));
+        assert!(with(2, 2, 0, 10).unwrap_err().contains("--update-writes"));
+        assert!(with(11, 2, 1, 10).unwrap_err().contains("--keys (10)"));
     }
 }
