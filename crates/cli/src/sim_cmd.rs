@@ -620,6 +620,18 @@ pub struct BenchArgs {
     /// places redis-server and redis-benchmark the same way.
     #[arg(long, default_value = "off")]
     pub pin: crate::pinning::Pinning,
+    /// OS threads this benchmark's clients run on, each with its own connections (default: one per CPU, at
+    /// most one per client). One thread queues every client's work behind one core, as one application
+    /// thread serving many users would.
+    #[arg(long)]
+    pub client_threads: Option<usize>,
+}
+
+impl BenchArgs {
+    /// `--client-threads`, or one per CPU.
+    pub fn client_threads(&self) -> usize {
+        self.client_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1)
+    }
 }
 
 /// How the servers of a benchmarked cluster authenticate each other.
@@ -894,6 +906,7 @@ fn bench_protocol(
             points.extend(args.run.clients.iter().map(|c| (*peers, *storage, *c)));
         }
     }
+    let threads = args.client_threads();
     for (peers, storage, clients) in points {
         progress.set_message(format!("{storage}, {peers}, {clients} clients per DC"));
         let spec = args.run.spec(seed, clients);
@@ -920,7 +933,7 @@ fn bench_protocol(
         let ((report, visibility, window), cpu) =
             crate::client_cmd::with_local_servers(name, topology, args.latency_ms, setup, |config, servers| {
                 let probe = || CpuSample::now(servers);
-                with_protocol!(name, P => bench_window::<P, _>(config, &spec, probe_visibility, probe))?
+                with_protocol!(name, P => bench_window::<P, _>(config, &spec, probe_visibility, threads, probe))?
             })?;
         let window = WindowCpu::between(window);
         if let (Some(d), None) = (&data, &args.data_dir) {
@@ -1145,7 +1158,7 @@ pub(crate) fn bench_on<P: Protocol>(
     spec: &RunSpec,
     probe_visibility: bool,
 ) -> Result<(RunReport, Option<Vec<f64>>)> {
-    let (report, visibility, _) = bench_window::<P, ()>(config, spec, probe_visibility, || ())?;
+    let (report, visibility, _) = bench_window::<P, ()>(config, spec, probe_visibility, 1, || ())?;
     Ok((report, visibility))
 }
 
@@ -1155,6 +1168,7 @@ fn bench_window<P: Protocol, T>(
     config: &snowline_net::ClusterConfig,
     spec: &RunSpec,
     probe_visibility: bool,
+    threads: usize,
     probe: impl FnMut() -> T,
 ) -> Result<(RunReport, Option<Vec<f64>>, [T; 2])> {
     /// Writes probed one after another, after the run.
@@ -1162,8 +1176,14 @@ fn bench_window<P: Protocol, T>(
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
         let (report, window) =
-            snowline_harness::net_run::run_net_window::<P, T>(config, spec, snowline_net::DEFAULT_OP_TIMEOUT, probe)
-                .await?;
+            snowline_harness::net_run::run_net_window::<P, T>(
+                config,
+                spec,
+                snowline_net::DEFAULT_OP_TIMEOUT,
+                threads,
+                probe,
+            )
+            .await?;
         let visibility = match probe_visibility {
             true => Some(crate::client_cmd::visibility_ms::<P>(config, PROBES, "bench-visibility").await?),
             false => None,

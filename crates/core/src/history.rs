@@ -107,6 +107,23 @@ impl HistoryRecorder {
         Self::default()
     }
 
+    /// A recorder whose process ids start at `first_process`: recorders of one run that record in parallel
+    /// (client threads) and are merged with [`HistoryRecorder::absorb`] keep their processes apart.
+    pub fn starting_at(first_process: u64) -> Self {
+        Self { events: Vec::new(), next_process: first_process }
+    }
+
+    /// Take in what `other` recorded over the same run (the same clock): the events of both in time order
+    /// (each recorder's own order kept among equal times), renumbered.
+    pub fn absorb(&mut self, other: HistoryRecorder) {
+        self.events.extend(other.events);
+        self.events.sort_by_key(|e| e.time);
+        for (i, e) in self.events.iter_mut().enumerate() {
+            e.index = i as u64;
+        }
+        self.next_process = self.next_process.max(other.next_process);
+    }
+
     /// A fresh process id for a new client (or a client whose last operation ended in `info`).
     pub fn new_process(&mut self) -> u64 {
         self.next_process += 1;

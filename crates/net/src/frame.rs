@@ -88,7 +88,7 @@ pub fn encode_into<M: Serialize>(
     let start = out.len();
     out.put_u32(0);
     out.put_u8(WIRE_VERSION);
-    if let Err(e) = postcard::to_io(frame, out.writer()) {
+    if let Err(e) = postcard::serialize_with_flavor(frame, Appender(out)) {
         out.truncate(start);
         return Err(FrameError::Malformed(format!("cannot encode: {e}")));
     }
@@ -108,6 +108,28 @@ pub fn encode_into<M: Serialize>(
     }
     out[start..start + LENGTH_PREFIX].copy_from_slice(&(len as u32).to_be_bytes());
     Ok(())
+}
+
+/// Postcard's output into a `BytesMut`: bytes and slices appended directly (its `io::Write` flavor made a
+/// `write_all` call per byte of every tag and length).
+struct Appender<'a>(&'a mut BytesMut);
+
+impl postcard::ser_flavors::Flavor for Appender<'_> {
+    type Output = ();
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.put_u8(data);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
 }
 
 /// Decode one payload (what [`LengthDelimitedCodec`] yields: version byte + postcard body).

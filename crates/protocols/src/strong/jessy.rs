@@ -78,7 +78,10 @@ use snowline_core::{
     LinkAssumptions, Message, Offers, OpError, OpId, OpMetrics, PartitionId, Protocol, ProtocolConfig, ReadResult,
     Reply, Request, ServerId, ServerNode, Termination, Topology, Value, Version,
 };
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+/// A hasher without a random seed (SipHash with zero keys): the same inputs give the same layout in every run.
+type FixedHasher = std::hash::BuildHasherDefault<std::hash::DefaultHasher>;
 use std::marker::PhantomData;
 
 /// How a criterion's reads pick their versions.
@@ -551,8 +554,10 @@ struct GroupData {
     /// `(stamp, head after it)` for every applied update transaction, from the oldest kept.
     heads: Vec<(u64, DepVector)>,
     /// Per key written here: its versions, oldest first, starting with the initial one `(0, None)` until
-    /// old versions are dropped.
-    versions: BTreeMap<Key, Vec<(u64, Option<Value>)>>,
+    /// old versions are dropped. Hashed, not ordered: every read looks its key up, and a B-tree's search
+    /// compares the key with a dozen others behind as many pointers (it was most of a read's cost); nothing
+    /// iterates it in an order that matters, and the fixed hasher keeps runs reproducible.
+    versions: HashMap<Key, Vec<(u64, Option<Value>)>, FixedHasher>,
     queue: VecDeque<Queued>,
     /// This group's votes on applied transactions: id → (yes, stamp, destination groups), with their
     /// order (the apply order) for trimming and for answering queries.
@@ -630,7 +635,7 @@ impl GroupData {
         Self {
             group,
             heads: vec![(0, DepVector::zero())],
-            versions: BTreeMap::new(),
+            versions: HashMap::default(),
             queue: VecDeque::new(),
             cast: BTreeMap::new(),
             cast_order: VecDeque::new(),
@@ -714,9 +719,10 @@ impl GroupData {
         applied
     }
 
-    /// The version at `index` of `key` (as [`GroupView::versions`] lists them).
-    fn value(&self, key: &str, index: usize) -> Option<Value> {
-        self.versions.get(key).and_then(|v| v.get(index)).and_then(|(_, value)| value.clone())
+    /// The versions of `key`, oldest first (as [`GroupView::versions`] lists their stamps).
+    fn versions_of(&self, key: &str) -> &[(u64, Option<Value>)] {
+        static INITIAL: [(u64, Option<Value>); 1] = [(0, None)];
+        self.versions.get(key).map_or(&INITIAL[..], |v| &v[..])
     }
 
     fn head_at(&self, position: u64) -> DepVector {
@@ -1189,14 +1195,16 @@ impl<C: Criterion> JessyServer<C> {
     /// Answers a read if a version its criterion allows is applied here; false if not yet. `start` caches
     /// the snapshot a first read would fix ([`JessyServer::start_snapshot`]) across the reads of one pass.
     fn answer_read(&self, cx: &mut Cx<'_, C>, read: &Parked, start: &mut Option<DepVector>) -> bool {
-        let Some((index, position, vector)) = self.pick(&read.key, &read.reads, &read.floor, start) else {
+        // One lookup of the key's versions serves the rule and the reply.
+        let versions = self.data.versions_of(&read.key);
+        let Some((index, position, vector)) = self.pick(&read.key, versions, &read.reads, &read.floor, start) else {
             return false;
         };
-        let versions = self.data.versions(&read.key);
+        let Some((version, value)) = versions.get(index) else { return false };
         let skipped = u32::try_from(versions.len() - 1 - index).unwrap_or(u32::MAX);
-        let at = ReadAt { group: self.id.partition, version: versions[index], position, vector };
-        let value = self.data.value(&read.key, index);
-        cx.send(read.from, JessyMsg::ReadReply { tag: read.tag, key: read.key.clone(), value, at, skipped });
+        let at = ReadAt { group: self.id.partition, version: *version, position, vector };
+        let reply = JessyMsg::ReadReply { tag: read.tag, key: read.key.clone(), value: value.clone(), at, skipped };
+        cx.send(read.from, reply);
         true
     }
 
@@ -1205,10 +1213,22 @@ impl<C: Criterion> JessyServer<C> {
     fn pick(
         &self,
         key: &Key,
+        versions: &[(u64, Option<Value>)],
         reads: &[(Key, ReadAt)],
         floor: &DepVector,
         start: &mut Option<DepVector>,
     ) -> Option<(usize, u64, DepVector)> {
+        if C::READS == ReadRule::Latest || C::READS == ReadRule::Forward && reads.is_empty() {
+            // What `choose` gives without earlier reads, without its search: the newest version, at the
+            // group's latest position (the version is its key's latest there).
+            let (now, head) = self.data.heads.last().map_or((0, None), |(p, h)| (*p, Some(h)));
+            // Without snapshot reads nothing uses the read's vector: none is shipped.
+            let vector = match head {
+                Some(h) if C::READS == ReadRule::Forward => h.clone(),
+                _ => DepVector::zero(),
+            };
+            return Some((versions.len().checked_sub(1)?, now, vector));
+        }
         if C::READS == ReadRule::AtStart {
             let snapshot = match reads.first() {
                 // Every read of the transaction carries the one snapshot.
@@ -1224,17 +1244,13 @@ impl<C: Criterion> JessyServer<C> {
                 return None;
             }
             // The key's version at the snapshot's position (none if that was trimmed away).
-            let index = self.data.versions(key).iter().rposition(|&v| v <= position)?;
+            let index = versions.iter().rposition(|(v, _)| *v <= position)?;
             return Some((index, position, snapshot));
         }
-        // Without snapshot reads, the newest version: what `choose` gives for a first read.
-        let reads = if C::READS == ReadRule::Forward { reads } else { &[] };
         let keys: Vec<&str> = reads.iter().map(|(k, _)| &**k).collect();
         let at: Vec<ReadAt> = reads.iter().map(|(_, r)| r.clone()).collect();
         let (index, position) = choose(&self.data, key, &at, &keys)?;
-        // Without snapshot reads nothing uses the read's vector: none is shipped.
-        let vector = if C::READS == ReadRule::Forward { self.data.head_at(position) } else { DepVector::zero() };
-        Some((index, position, vector))
+        Some((index, position, self.data.head_at(position)))
     }
 
     fn retry_parked(&mut self, cx: &mut Cx<'_, C>) {
