@@ -620,17 +620,17 @@ pub struct BenchArgs {
     /// places redis-server and redis-benchmark the same way.
     #[arg(long, default_value = "off")]
     pub pin: crate::pinning::Pinning,
-    /// OS threads this benchmark's clients run on, each with its own connections (default: one per CPU, at
-    /// most one per client). One thread queues every client's work behind one core, as one application
-    /// thread serving many users would.
-    #[arg(long)]
-    pub client_threads: Option<usize>,
+    /// OS threads this benchmark's clients run on, each with its own connections (at most one per client).
+    /// One thread batches the most requests per write; on 2 cores, 2 threads used the idle CPU but cost more
+    /// per transaction, and slowed si and ser (docs/RESULTS.md, "The Jessy family's speed").
+    #[arg(long, default_value_t = 1)]
+    pub client_threads: usize,
 }
 
 impl BenchArgs {
-    /// `--client-threads`, or one per CPU.
+    /// `--client-threads`, at least one.
     pub fn client_threads(&self) -> usize {
-        self.client_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1)
+        self.client_threads.max(1)
     }
 }
 
@@ -1175,15 +1175,14 @@ fn bench_window<P: Protocol, T>(
     const PROBES: usize = 100;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
-        let (report, window) =
-            snowline_harness::net_run::run_net_window::<P, T>(
-                config,
-                spec,
-                snowline_net::DEFAULT_OP_TIMEOUT,
-                threads,
-                probe,
-            )
-            .await?;
+        let (report, window) = snowline_harness::net_run::run_net_window::<P, T>(
+            config,
+            spec,
+            snowline_net::DEFAULT_OP_TIMEOUT,
+            threads,
+            probe,
+        )
+        .await?;
         let visibility = match probe_visibility {
             true => Some(crate::client_cmd::visibility_ms::<P>(config, PROBES, "bench-visibility").await?),
             false => None,

@@ -309,6 +309,25 @@ mod tests {
     }
 
     #[test]
+    fn recorders_of_parallel_threads_merge_in_time_order_with_their_own_processes() {
+        let put = |k: &str| Request::Put { key: k.into(), value: "v".into() };
+        let mut a = HistoryRecorder::new();
+        let mut b = HistoryRecorder::starting_at(1 << 32);
+        let (pa, pb) = (a.new_process(), b.new_process());
+        assert_ne!(pa, pb);
+        a.invoke(pa, 0, &put("a"), 1);
+        b.invoke(pb, 0, &put("b"), 2);
+        b.complete(pb, 0, &put("b"), &Ok(Reply::default()), 3);
+        a.complete(pa, 0, &put("a"), &Ok(Reply::default()), 5);
+        a.absorb(b);
+        let order: Vec<(u64, u64, u64)> = a.events.iter().map(|e| (e.index, e.process, e.time)).collect();
+        assert_eq!(order, vec![(0, pa, 1), (1, pb, 2), (2, pb, 3), (3, pa, 5)]);
+        // Later processes of the merged recorder clash with neither.
+        let next = a.new_process();
+        assert!(next != pa && next != pb, "{next}");
+    }
+
+    #[test]
     fn unknown_write_outcome_moves_the_client_to_a_new_process() {
         let mut h = HistoryRecorder::new();
         let p = h.new_process();

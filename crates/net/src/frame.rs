@@ -234,6 +234,24 @@ mod tests {
         }
     }
 
+    /// `encode_into` writes exactly postcard's bytes for the frame (length prefix and version byte first),
+    /// and `whole_frame_at_front` tells a whole frame from a part of one.
+    #[test]
+    fn encoded_frames_are_postcards_bytes_and_are_told_whole() {
+        let mut out = BytesMut::new();
+        for f in frames() {
+            let start = out.len();
+            encode_into(&f, 1 << 20, &mut out).unwrap();
+            let body = postcard::to_stdvec(&f).unwrap();
+            assert_eq!(&out[start + LENGTH_PREFIX + 1..], &body[..]);
+            assert_eq!(out[start + LENGTH_PREFIX], WIRE_VERSION);
+            let whole = out[start..].to_vec();
+            assert!(whole_frame_at_front(&whole));
+            assert!(!whole_frame_at_front(&whole[..whole.len() - 1]));
+            assert!(!whole_frame_at_front(&whole[..3]));
+        }
+    }
+
     fn frames() -> Vec<Frame<M>> {
         vec![
             Frame::Hello { protocol: "cv".into(), from: Addr::Server(ServerId::new(1, 3)) },
