@@ -127,7 +127,7 @@ pub async fn run_net_window<P: Protocol, T>(
     let report = RunReport {
         protocol: P::NAME.to_string(),
         summary: metrics.summary(spec.measured_seconds()),
-        history: spec.record_history.then(|| recorder.events),
+        history: spec.record_history.then_some(recorder.events),
         sim_events: None,
         converged: None,
         divergent: Vec::new(),
