@@ -14,7 +14,8 @@
 //!
 //! * The runtime's state — every client node, their timers, the links — sits behind one mutex and is run
 //!   by whichever task has something for it, one input at a time (driver contract): a session's own task
-//!   hands its request to its client node and writes the frames it sends straight to the sockets; a task
+//!   hands its request to its client node, whose frames wait in the link's buffer until the link's task
+//!   (woken behind the sessions already woken) writes them all at once (`Core::settle`); a task
 //!   waiting for its reply reads the sockets it sent on and hands what arrives to the client nodes (other
 //!   sessions' replies included). No task hand-off sits between a request and its frame, or between a
 //!   reply's bytes and its session: measured in `docs/RESULTS.md` ("Against redis-server").

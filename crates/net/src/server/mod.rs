@@ -13,7 +13,8 @@
 //!   a durable server's connection tasks push frames into the event loop's bounded inbox instead, over
 //!   which its group commits batch (a slow event loop pushes back on TCP). The connection task also writes
 //!   what the event loop sends to clients on that connection. On a plain TCP connection the reply is
-//!   written in place when nothing is queued ahead of it (`conn::SharedWrite`): the connection task then
+//!   written in place when nothing is queued ahead of it (`conn::SharedWrite`), corked until the handler
+//!   has no more whole frames in hand (`EventLoop::uncork`: one write per burst); the connection task then
 //!   only writes what a full socket left over.
 //! * One **outbound link task** per peer node, started on the first message to it: it connects lazily,
 //!   sends `Hello`, reconnects with backoff while queueing, and writes everything queued with one write
