@@ -405,15 +405,13 @@ pub enum JessyMsg {
         reads: Vec<(Key, ReadAt)>,
         floor: DepVector,
     },
-    /// The answer: the version read and where, and how long the replica held the read before it could
-    /// answer it (the read rule found no version yet: `waited_ns`, reported as the operation's blocking).
+    /// The answer: the version read and where.
     ReadReply {
         tag: u64,
         key: Key,
         value: Option<Value>,
         at: ReadAt,
         skipped: u32,
-        waited_ns: u64,
     },
     /// A member's group voted `yes` or not on `id`, whose stamp is `stamp`.
     Vote {
@@ -1205,8 +1203,7 @@ impl<C: Criterion> JessyServer<C> {
         let Some((version, value)) = versions.get(index) else { return false };
         let skipped = u32::try_from(versions.len() - 1 - index).unwrap_or(u32::MAX);
         let at = ReadAt { group: self.id.partition, version: *version, position, vector };
-        let (key, value, waited_ns) = (read.key.clone(), value.clone(), cx.now_ns().saturating_sub(read.since));
-        let reply = JessyMsg::ReadReply { tag: read.tag, key, value, at, skipped, waited_ns };
+        let reply = JessyMsg::ReadReply { tag: read.tag, key: read.key.clone(), value: value.clone(), at, skipped };
         cx.send(read.from, reply);
         true
     }
@@ -1559,15 +1556,13 @@ struct Open {
     reads: Vec<(Key, ReadAt)>,
     /// Snapshot metadata shipped so far, bytes: what its reads carried and received.
     metadata: u64,
-    /// How long the replicas held the current request's reads before answering them.
-    blocked_ns: u64,
     /// The request being served, if any.
     step: Step,
 }
 
 impl Open {
     fn new(step: Step) -> Self {
-        Self { reads: Vec::new(), metadata: 0, blocked_ns: 0, step }
+        Self { reads: Vec::new(), metadata: 0, step }
     }
 }
 
@@ -1672,8 +1667,7 @@ impl<C: Criterion> JessyClient<C> {
             let (op, read_only) = (*op, *read_only);
             let results = std::mem::take(results);
             let rounds = u32::try_from(results.len()).unwrap_or(u32::MAX);
-            let blocked_ns = std::mem::take(&mut open.blocked_ns);
-            let metrics = OpMetrics { rounds, versions_returned: rounds, blocked_ns, ..OpMetrics::default() };
+            let metrics = OpMetrics { rounds, versions_returned: rounds, ..OpMetrics::default() };
             open.step = Step::Idle;
             if read_only && C::CERTIFIES_READS == ReadCertification::All && !results.is_empty() {
                 // A one-shot read-only transaction whose reads must be certified: terminate it, and answer
@@ -1709,7 +1703,6 @@ impl<C: Criterion> JessyClient<C> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_read_reply(
         &mut self,
         cx: &mut Cx<'_, C>,
@@ -1718,7 +1711,6 @@ impl<C: Criterion> JessyClient<C> {
         value: Option<Value>,
         at: ReadAt,
         skipped: u32,
-        waited_ns: u64,
     ) {
         let Some(open) = self.open.as_mut() else { return };
         let Step::Reading { keys, results, tag: want, .. } = &mut open.step else { return };
@@ -1727,7 +1719,6 @@ impl<C: Criterion> JessyClient<C> {
         }
         keys.pop_front();
         open.metadata += wire_bytes(&at);
-        open.blocked_ns += waited_ns;
         results.push(ReadResult {
             key: key.clone(),
             value,
@@ -1950,8 +1941,8 @@ impl<C: Criterion> ClientNode<Jessy<C>> for JessyClient<C> {
     fn on_message(&mut self, cx: &mut Cx<'_, C>, from: Addr, msg: JessyMsg) {
         let Addr::Server(server) = from else { return };
         match msg {
-            JessyMsg::ReadReply { tag, key, value, at, skipped, waited_ns } => {
-                self.on_read_reply(cx, tag, key, value, at, skipped, waited_ns)
+            JessyMsg::ReadReply { tag, key, value, at, skipped } => {
+                self.on_read_reply(cx, tag, key, value, at, skipped)
             }
             JessyMsg::Vote { id, yes, stamp } => self.on_vote(cx, server, id, yes, stamp),
             JessyMsg::Tpc(wire @ TpcWire::Outcome { .. }) => self.on_tpc_outcome(cx, server, wire),
