@@ -1369,7 +1369,10 @@ fn nmsi_ratios(rows: &[RunRow]) -> Vec<String> {
                 let o = rows
                     .iter()
                     .find(|r| r.protocol == *other && r.termination == nmsi.termination && r.clients == nmsi.clients)?;
-                Some(format!("nmsi/{other} = {:.2}×", nmsi.throughput() / o.throughput()))
+                Some(match o.throughput() {
+                    t if t > 0.0 => format!("nmsi/{other} = {:.2}×", nmsi.throughput() / t),
+                    _ => format!("nmsi/{other}: - ({other} committed nothing)"),
+                })
             })
             .collect();
         if !ratios.is_empty() {

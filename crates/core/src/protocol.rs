@@ -52,7 +52,9 @@ pub trait Message: Serialize + DeserializeOwned + Clone + Debug + Send + 'static
     /// must say false: the networked server counts a client connection's requests until they are answered
     /// and stops reading the connection when the count reaches its budget (`snowline_net::limits`), so a
     /// notice counted as a request would use the budget up and stall every session on that connection.
-    fn expects_reply(&self) -> bool {
+    /// `to`: the server it was sent to. A request sent to several servers that only one of them answers
+    /// (two-phase commit's `Begin`, which only the coordinator's group answers) says false at the others.
+    fn expects_reply(&self, _to: Addr) -> bool {
         true
     }
     /// For a client's request that its server's host refuses without handling it (a full disk,

@@ -731,15 +731,15 @@ impl Generator {
     /// A value unique in the run: the writer's id, its operation's sequence number and the write's position
     /// in the operation, padded to the value size (eiger: to `columns` × the value size).
     pub fn value(&self, writer: u64, seq: u64, position: usize) -> Value {
-        let mut v = format!("v{writer}-{seq}-{position}");
+        let v = format!("v{writer}-{seq}-{position}");
         let size = match self.spec.pattern {
             Pattern::Eiger => self.spec.value_bytes * self.spec.columns.max(1),
             _ => self.spec.value_bytes,
         };
-        while v.len() < size {
-            v.push('.');
-        }
-        v.into()
+        // Padded in one step (a byte at a time was a thousand pushes per 1 KB value in the benchmark's client).
+        let mut bytes = v.into_bytes();
+        bytes.resize(size.max(bytes.len()), b'.');
+        String::from_utf8(bytes).expect("ASCII").into()
     }
 
     /// Probability that a contrarian operation is a PUT, from w and p (see [`Pattern::Contrarian`]).

@@ -19,6 +19,19 @@ fn peak(runs: &[&RunRecord]) -> Option<f64> {
     runs.iter().map(|r| tps(r)).reduce(f64::max)
 }
 
+/// Gains below this share from a sweep's second-largest client count to its largest mean the servers,
+/// not the clients, bound the peak.
+const SATURATION_GAIN: f64 = 0.10;
+
+/// Whether a client sweep saturated: its peak is not at its largest client count, or the last step up in
+/// clients gained less than [`SATURATION_GAIN`]. A sweep of one client count is not known to saturate.
+fn saturated(runs: &[&RunRecord]) -> bool {
+    match runs {
+        [.., before, last] => tps(last) < tps(before) * (1.0 + SATURATION_GAIN) || peak(runs) > Some(tps(last)),
+        _ => false,
+    }
+}
+
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
@@ -49,6 +62,11 @@ impl Experiment {
     /// The highest committed throughput of `protocol`'s sweep in `variant`.
     fn peak_of(&self, records: &[RunRecord], variant: &Variant, protocol: &str) -> Option<f64> {
         peak(&runs_of(records, &variant.label, protocol))
+    }
+
+    /// Whether `protocol`'s sweep in `variant` saturated ([`saturated`]).
+    fn saturated_in(&self, records: &[RunRecord], variant: &Variant, protocol: &str) -> bool {
+        saturated(&runs_of(records, &variant.label, protocol))
     }
 
     /// The one run of `protocol` in a Fig. 3 variant (the lowest client count, if several).
@@ -165,8 +183,24 @@ impl Experiment {
         };
         let per_sites =
             |xs: &[(u16, f64)]| xs.iter().map(|(n, r)| format!("{n}s {r:.2}×")).collect::<Vec<_>>().join(", ");
-        let sweep_note = "peak = highest committed throughput of the client sweep: a lower bound where the sweep \
-                          does not saturate a criterion";
+        let unsaturated: Vec<String> = fig4
+            .iter()
+            .flat_map(|v| {
+                self.protocols
+                    .iter()
+                    .filter(|p| !runs_of(records, &v.label, p).is_empty() && !self.saturated_in(records, v, p))
+                    .map(|p| format!("{p} at {}s", v.topology.dcs))
+            })
+            .collect();
+        let sweep_note = format!(
+            "peak = highest committed throughput of the client sweep: a lower bound where the sweep does not \
+             saturate a criterion ({})",
+            if unsaturated.is_empty() {
+                "every sweep here saturated".to_string()
+            } else {
+                format!("not saturated: {}", unsaturated.join(", "))
+            }
+        );
         let _ = writeln!(out, "| the paper's headline | paper | snowline | reason / note |\n| --- | --- | --- | --- |");
         // 1. NMSI ≈ RC.
         let nr = over("rc");
@@ -300,10 +334,20 @@ impl Experiment {
             for p in &self.protocols {
                 let cells: Vec<String> = fig4
                     .iter()
-                    .map(|v| self.peak_of(records, v, p).map_or("-".into(), |x| format!("{x:.0}")))
+                    .map(|v| {
+                        let mark = if self.saturated_in(records, v, p) { "" } else { " (not saturated)" };
+                        self.peak_of(records, v, p).map_or("-".into(), |x| format!("{x:.0}{mark}"))
+                    })
                     .collect();
                 let _ = writeln!(out, "| {p} | {} |", cells.join(" | "));
             }
+            let _ = writeln!(
+                out,
+                "\nA peak is saturated when the sweep's largest client count gained less than {:.0}% over the one \
+                 before it (or fell): the servers, not the number of clients, bound it. An unsaturated peak is a \
+                 lower bound, and a ratio of it a guess.",
+                SATURATION_GAIN * 100.0
+            );
         }
         // Per criterion: Fig. 3 termination and aborts.
         if let Some(first) = fig3.first() {
@@ -338,5 +382,51 @@ impl Experiment {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+
+    fn run(clients: usize, txns_per_s: f64) -> RunRecord {
+        let mut summary = Metrics::default().summary(1.0);
+        summary.committed_txns_per_s = txns_per_s;
+        RunRecord {
+            experiment: "nmsi".into(),
+            runtime: "real".into(),
+            variant: "fig4".into(),
+            x: 1.0,
+            protocol: "nmsi".into(),
+            workload: "ycsb-t".into(),
+            dcs: 1,
+            partitions: 1,
+            clients_per_dc: clients,
+            clients_total: clients,
+            summary,
+            sim_events: None,
+            tpcc: None,
+            wall_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_sweep_saturates_when_its_last_step_gains_little_or_its_peak_comes_earlier() {
+        let sweep = |points: &[(usize, f64)]| points.iter().map(|&(c, t)| run(c, t)).collect::<Vec<_>>();
+        fn refs(runs: &[RunRecord]) -> Vec<&RunRecord> {
+            runs.iter().collect()
+        }
+        // Still growing: 64 → 256 clients gained 60%.
+        let growing = sweep(&[(16, 5_000.0), (64, 10_000.0), (256, 16_000.0)]);
+        assert!(!saturated(&refs(&growing)));
+        // Flat: 5% more for 4× the clients.
+        let flat = sweep(&[(16, 5_000.0), (64, 10_000.0), (256, 10_500.0)]);
+        assert!(saturated(&refs(&flat)));
+        // Past its peak.
+        let past = sweep(&[(16, 5_000.0), (64, 12_000.0), (256, 11_000.0)]);
+        assert!(saturated(&refs(&past)));
+        // One point says nothing.
+        assert!(!saturated(&refs(&sweep(&[(16, 5_000.0)]))));
     }
 }

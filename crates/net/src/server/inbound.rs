@@ -377,7 +377,7 @@ async fn read_conn<P: Protocol>(
                 let _ = tx.send((Instant::now(), Frame::Refused { client: c, message }));
             }
             Frame::Msg { from, to, msg } => {
-                if client && msg.expects_reply() {
+                if client && msg.expects_reply(to) {
                     // In flight until a frame goes back to this connection (`EventLoop::answer`).
                     queue.request(last_frame, len);
                 }

@@ -79,6 +79,17 @@ pub enum TpcWire {
     Outcome { id: TxnId, parts: Option<Vec<(PartitionId, Vec<u8>)>> },
 }
 
+impl TpcWire {
+    /// Whether server `to`, sent this by a client, answers it (`Message::expects_reply`): an origin sends
+    /// `Begin` to every participant group and only the coordinator's (the first) answers, with `Outcome`.
+    pub fn answered_at(&self, to: Addr) -> bool {
+        match (self, to) {
+            (TpcWire::Begin { participants, .. }, Addr::Server(s)) => participants.first() == Some(&s.partition),
+            _ => true,
+        }
+    }
+}
+
 /// The component's retry tick at a member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TpcTick {

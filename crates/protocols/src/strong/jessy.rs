@@ -470,6 +470,15 @@ impl Message for JessyMsg {
             _ => false,
         }
     }
+
+    /// Under two-phase commit only the coordinator's group answers a client's `Begin`; the other
+    /// participants' would otherwise stay counted as unanswered until the connection's budget stalled it.
+    fn expects_reply(&self, to: Addr) -> bool {
+        match self {
+            JessyMsg::Tpc(wire) => wire.answered_at(to),
+            _ => true,
+        }
+    }
 }
 
 impl From<RaftWire> for JessyMsg {

@@ -111,6 +111,13 @@ impl Message for TpcMsg {
             _ => false,
         }
     }
+
+    fn expects_reply(&self, to: Addr) -> bool {
+        match self {
+            TpcMsg::Tpc(wire) => wire.answered_at(to),
+            _ => true,
+        }
+    }
 }
 
 impl From<RaftWire> for TpcMsg {

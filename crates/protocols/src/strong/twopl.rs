@@ -315,7 +315,7 @@ impl Message for TwoPlMsg {
     }
 
     /// An unconfirmed release (after a read-only transaction, or an abort) gets no answer.
-    fn expects_reply(&self) -> bool {
+    fn expects_reply(&self, _to: Addr) -> bool {
         !matches!(self, TwoPlMsg::Release { confirm: false, .. })
     }
 
