@@ -399,7 +399,7 @@ impl Experiment {
                             (&[1, 2, 3, 4, 5], 4, &[0.1, 0.2, 0.3, 0.4, 0.5], &[0.1, 0.2, 0.3], 40, 100_000)
                         }
                         (false, true) => (&[1, 3], 3, &[0.1, 0.5], &[0.1, 0.3], 8, 10_000),
-                        // Sites 1, 3 and 5 (Fig. 4's ends and middle), each swept up to 256 clients per site:
+                        // Sites 1, 3 and 5 (Fig. 4's ends and middle), each swept up to 1,024 clients per site:
                         // enough to saturate 2 cores across WAN round trips (issue 36).
                         (false, false) => (&[1, 3, 5], 4, &[0.1, 0.3, 0.5], &[0.1, 0.2, 0.3], 8, 10_000),
                     };
@@ -439,7 +439,7 @@ impl Experiment {
                     (false, true) => vec![1, 4, 16],
                     // Beyond one site a transaction waits for WAN round trips: saturating the servers then takes
                     // hundreds of clients (Little's law), which the quick sweep does not reach.
-                    (false, false) => vec![4, 16, 64, 256],
+                    (false, false) => vec![16, 64, 256, 1024],
                 };
                 let d = if sim {
                     if quick { (0.4, 0.1, 0.05) } else { (1.0, 0.25, 0.1) }

@@ -19,15 +19,22 @@ fn peak(runs: &[&RunRecord]) -> Option<f64> {
     runs.iter().map(|r| tps(r)).reduce(f64::max)
 }
 
-/// Gains below this share from a sweep's second-largest client count to its largest mean the servers,
-/// not the clients, bound the peak.
-const SATURATION_GAIN: f64 = 0.10;
+/// A closed loop's throughput grows with its clients while latency stays put, and stops growing once the
+/// servers are the bound (Little's law: latency then grows with the clients instead). The last step of a
+/// sweep that gained less than this share of what its added clients would give at constant latency
+/// counts as saturated.
+const SATURATION_EFFICIENCY: f64 = 0.15;
 
-/// Whether a client sweep saturated: its peak is not at its largest client count, or the last step up in
-/// clients gained less than [`SATURATION_GAIN`]. A sweep of one client count is not known to saturate.
+/// Whether a client sweep saturated: its peak is not at its largest client count, or its last step up in
+/// clients (×k) raised throughput by less than [`SATURATION_EFFICIENCY`] × (k − 1). A sweep of one client
+/// count is not known to saturate.
 fn saturated(runs: &[&RunRecord]) -> bool {
     match runs {
-        [.., before, last] => tps(last) < tps(before) * (1.0 + SATURATION_GAIN) || peak(runs) > Some(tps(last)),
+        [.., before, last] => {
+            let more_clients = last.clients_per_dc as f64 / before.clients_per_dc.max(1) as f64 - 1.0;
+            let gain = tps(last) / tps(before).max(1e-9) - 1.0;
+            gain < SATURATION_EFFICIENCY * more_clients || peak(runs) > Some(tps(last))
+        }
         _ => false,
     }
 }
@@ -343,10 +350,10 @@ impl Experiment {
             }
             let _ = writeln!(
                 out,
-                "\nA peak is saturated when the sweep's largest client count gained less than {:.0}% over the one \
-                 before it (or fell): the servers, not the number of clients, bound it. An unsaturated peak is a \
-                 lower bound, and a ratio of it a guess.",
-                SATURATION_GAIN * 100.0
+                "\nA peak is saturated when the sweep's last step up in clients raised throughput by less than {:.0}% \
+                 of what the added clients would give at constant latency (or lowered it): the servers, not the \
+                 number of clients, bound it. An unsaturated peak is a lower bound, and a ratio of it a guess.",
+                SATURATION_EFFICIENCY * 100.0
             );
         }
         // Per criterion: Fig. 3 termination and aborts.
@@ -417,12 +424,15 @@ mod tests {
         fn refs(runs: &[RunRecord]) -> Vec<&RunRecord> {
             runs.iter().collect()
         }
-        // Still growing: 64 → 256 clients gained 60%.
+        // Still growing: 64 → 256 clients gained 60% (a fifth of the 300% the clients would give).
         let growing = sweep(&[(16, 5_000.0), (64, 10_000.0), (256, 16_000.0)]);
         assert!(!saturated(&refs(&growing)));
-        // Flat: 5% more for 4× the clients.
-        let flat = sweep(&[(16, 5_000.0), (64, 10_000.0), (256, 10_500.0)]);
+        // Nearly flat: 25% more for 4× the clients (a twelfth of linear).
+        let flat = sweep(&[(16, 5_000.0), (64, 10_000.0), (256, 12_500.0)]);
         assert!(saturated(&refs(&flat)));
+        // The same 25% for 1.25× the clients is linear: latency-bound.
+        let linear = sweep(&[(16, 5_000.0), (64, 10_000.0), (80, 12_500.0)]);
+        assert!(!saturated(&refs(&linear)));
         // Past its peak.
         let past = sweep(&[(16, 5_000.0), (64, 12_000.0), (256, 11_000.0)]);
         assert!(saturated(&refs(&past)));
