@@ -10,7 +10,12 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct Zipf {
     cdf: Arc<Vec<f64>>,
+    /// `z = 0`: every index is as likely, and a draw needs no search.
+    uniform: bool,
 }
+
+/// Up to this many distinct keys are drawn by scanning those drawn so far.
+const SCAN_DISTINCT: usize = 16;
 
 impl Zipf {
     pub fn new(n: usize, z: f64) -> Self {
@@ -25,7 +30,7 @@ impl Zipf {
         for c in &mut cdf {
             *c /= sum;
         }
-        Self { cdf: Arc::new(cdf) }
+        Self { cdf: Arc::new(cdf), uniform: z == 0.0 }
     }
 
     pub fn len(&self) -> usize {
@@ -39,7 +44,12 @@ impl Zipf {
     /// A key index; 0 is the most popular.
     pub fn sample(&self, rng: &mut SmallRng) -> usize {
         let u: f64 = rng.random();
-        self.cdf.partition_point(|c| *c < u).min(self.cdf.len() - 1)
+        let n = self.cdf.len();
+        if self.uniform {
+            // The index the search below finds, without searching: cdf[i] is (i + 1) / n.
+            return ((u * n as f64).ceil() as usize).saturating_sub(1).min(n - 1);
+        }
+        self.cdf.partition_point(|c| *c < u).min(n - 1)
     }
 
     /// Probability of index `i` (for tests).
@@ -681,6 +691,16 @@ impl Generator {
     fn distinct_keys(&self, rng: &mut SmallRng, n: usize) -> Vec<Key> {
         let n = n.min(self.spec.keys);
         let mut out: Vec<Key> = Vec::with_capacity(n);
+        if n <= SCAN_DISTINCT {
+            // A transaction's few keys: a scan beats building a set (this runs once per transaction).
+            while out.len() < n {
+                let k = self.key(rng);
+                if !out.contains(&k) {
+                    out.push(k);
+                }
+            }
+            return out;
+        }
         // A set for membership: multi-shot ROTs draw 1,000 keys, and a linear scan made that quadratic.
         let mut seen = std::collections::BTreeSet::new();
         while out.len() < n {
@@ -915,6 +935,18 @@ mod tests {
         let z = Zipf::new(10, 0.0);
         for i in 0..10 {
             assert!((z.probability(i) - 0.1).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn a_uniform_draw_picks_the_index_the_cdf_search_would() {
+        for n in [1, 3, 10, 7_919, 10_000] {
+            let z = Zipf::new(n, 0.0);
+            let (mut fast, mut searched) = (SmallRng::seed_from_u64(n as u64), SmallRng::seed_from_u64(n as u64));
+            for _ in 0..100_000 {
+                let u: f64 = searched.random();
+                assert_eq!(z.sample(&mut fast), z.cdf.partition_point(|c| *c < u).min(n - 1), "n = {n}, u = {u}");
+            }
         }
     }
 

@@ -58,6 +58,7 @@ pub struct RaftWire {
     /// The group (a partition's replica group).
     pub partition: PartitionId,
     /// The protobuf encoding of raft-rs's `eraftpb::Message`.
+    #[serde(with = "serde_bytes")]
     pub bytes: Vec<u8>,
 }
 
@@ -117,7 +118,9 @@ struct StoredEntry {
     index: u64,
     /// `EntryType` as its protobuf number (normal entries only: membership is static).
     kind: i32,
+    #[serde(with = "serde_bytes")]
     data: Vec<u8>,
+    #[serde(with = "serde_bytes")]
     context: Vec<u8>,
 }
 
@@ -157,6 +160,7 @@ pub struct GroupLog {
     snap_index: u64,
     snap_term: u64,
     /// The application's state at `snap_index`.
+    #[serde(with = "serde_bytes")]
     snap_data: Vec<u8>,
     /// `entries[i].index == snap_index + 1 + i`.
     entries: Vec<StoredEntry>,

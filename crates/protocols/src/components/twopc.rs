@@ -69,10 +69,21 @@ pub trait TpcHost {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TpcWire {
     /// Origin → a member of each participant group: run transaction `id`.
-    Begin { id: TxnId, participants: Vec<PartitionId>, payload: Vec<u8> },
+    Begin {
+        id: TxnId,
+        participants: Vec<PartitionId>,
+        #[serde(with = "serde_bytes")]
+        payload: Vec<u8>,
+    },
     /// A participant's leader → the coordinator group: its vote (`Some(part)` yes). `again` marks a
     /// re-sent vote, which the coordinator may answer with presumed abort.
-    Vote { id: TxnId, group: PartitionId, part: Option<Vec<u8>>, again: bool },
+    Vote {
+        id: TxnId,
+        group: PartitionId,
+        #[serde(with = "serde_bytes")]
+        part: Option<Vec<u8>>,
+        again: bool,
+    },
     /// The coordinator's leader → a participant group: the decision (`Some(parts)` commit).
     Decision { id: TxnId, parts: Option<Vec<(PartitionId, Vec<u8>)>> },
     /// The coordinator's leader → the origin: the outcome (`Some(parts)` committed).
@@ -120,8 +131,16 @@ type Parts = Vec<(PartitionId, Vec<u8>)>;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 enum Command {
-    Prepare { id: TxnId, participants: Vec<PartitionId>, payload: Vec<u8> },
-    Decide { id: TxnId, parts: Option<Parts> },
+    Prepare {
+        id: TxnId,
+        participants: Vec<PartitionId>,
+        #[serde(with = "serde_bytes")]
+        payload: Vec<u8>,
+    },
+    Decide {
+        id: TxnId,
+        parts: Option<Parts>,
+    },
 }
 
 /// A transaction prepared here and not yet decided.
@@ -148,6 +167,7 @@ const MAX_EARLY_VOTES: usize = 100_000;
 #[derive(Serialize, Deserialize)]
 struct Snapshot {
     group: GroupState,
+    #[serde(with = "serde_bytes")]
     host: Vec<u8>,
 }
 
