@@ -6,6 +6,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod api_bench;
+mod bench_cmd;
 mod bound_cmd;
 mod check_cmd;
 mod client_cmd;
@@ -112,7 +113,7 @@ enum Command {
     /// Run a closed-loop workload in the deterministic simulator.
     Sim(sim_cmd::SimArgs),
     /// Run a closed-loop workload against a real local cluster that this command starts and stops.
-    Bench(sim_cmd::BenchArgs),
+    Bench(bench_cmd::BenchArgs),
     /// Run YCSB's own client (site.ycsb.Client) with the snowline binding (clients/ycsb, built with Maven
     /// once) against a local cluster or --cluster: the load phase, then the run phase, printing YCSB's
     /// reports (docs/API.md).
@@ -500,7 +501,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cluster(ClusterCommand::Status { dir }) => client_cmd::cluster_status(&dir),
         Command::Cluster(ClusterCommand::Restart { dir, nodes }) => client_cmd::cluster_restart(&dir, &nodes),
         Command::Sim(args) => sim_cmd::sim(args),
-        Command::Bench(args) => sim_cmd::bench(args),
+        Command::Bench(args) => bench_cmd::bench(args),
         Command::Ycsb(args) => ycsb_cmd::run(args, cli.cluster, cli.dc),
         Command::BenchApi(args) => api_bench::run(args),
         Command::BenchMulticast(args) => multicast_bench::run_bench(args),

@@ -165,7 +165,7 @@ fn run_real(args: &MulticastBenchArgs, p: &Profile, kind: &str, k: u16) -> Resul
         let spec = spec(clients);
         let (report, _cpu) =
             crate::client_cmd::with_local_cluster(name, topology, latency_ms, Default::default(), |config| {
-                snowline_protocols::with_protocol!(name, P => crate::sim_cmd::bench_on::<P>(config, &spec, false))
+                snowline_protocols::with_protocol!(name, P => crate::bench_cmd::bench_on::<P>(config, &spec, false))
                     .map_err(anyhow::Error::from)?
                     .map(|(report, _)| report)
             })?;

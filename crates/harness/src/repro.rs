@@ -1,6 +1,7 @@
 //! The paper reproductions behind `snowline reproduce`: each experiment's set-up (protocols, workload
 //! variants, client sweep, topology, durations, simulator models), the charts drawn like the paper's figures,
-//! and the headline comparison with the paper's own figures.
+//! and the headline comparison with the paper's own figures. Each paper's own set-up, charts and headline live
+//! beside this file, in `repro/<paper>.rs`.
 //!
 //! Running the points is the caller's job (the CLI starts real clusters or calls [`Experiment::run_sim`]), so
 //! this module stays free of processes and wall clocks.
@@ -8,17 +9,20 @@
 use crate::charts::{LineChart, Series};
 use crate::report::{RunRecord, fmt_us};
 use crate::run::{RunReport, RunSpec, run_sim};
-use crate::workload::{MixedWorkload, YcsbMix};
+use crate::workload::MixedWorkload;
 use anyhow::Result;
-use snowline_core::{Placement, Protocol, ProtocolConfig, Topology};
+use snowline_core::{Protocol, ProtocolConfig, Topology};
 use snowline_sim::{CpuModel, SimConfig};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+mod contrarian;
 mod coordination;
 mod nmsi;
 mod ramp;
+mod snow_cops;
 mod snow_rococo;
+mod tomsic;
 
 pub use coordination::{PROTOCOLS as COORDINATION_PROTOCOLS, WAREHOUSES_PER_SERVER, new_orders};
 pub use ramp::{PROTOCOLS as RAMP_PROTOCOLS, RampSweep};
@@ -196,64 +200,6 @@ fn ms(x: f64) -> u64 {
     (x * 1e6) as u64
 }
 
-/// Five Grid'5000-like sites (Rennes, Nancy, Lyon, Grenoble, Sophia): one-way latencies, ms. The NMSI paper
-/// gives its latencies in Fig. 2(a), a map whose numbers the text does not carry; these are plausible
-/// half round-trip times between those French sites, not the paper's.
-fn grid5000_sites() -> Vec<Vec<f64>> {
-    vec![
-        vec![0.0, 5.5, 6.0, 7.5, 9.5],
-        vec![5.5, 0.0, 5.0, 6.5, 8.5],
-        vec![6.0, 5.0, 0.0, 2.0, 4.5],
-        vec![7.5, 6.5, 2.0, 0.0, 5.0],
-        vec![9.5, 8.5, 4.5, 5.0, 0.0],
-    ]
-}
-
-/// The first `n` sites of [`grid5000_sites`].
-fn grid5000(n: u16) -> Vec<Vec<f64>> {
-    let n = usize::from(n);
-    grid5000_sites().into_iter().take(n).map(|row| row.into_iter().take(n).collect()).collect()
-}
-
-/// The NMSI set-up over `sites` sites: one group of three replicas per site (site placement), the paper's
-/// 10^5 objects per group (fewer in the real runtime), 1 KB values, `mix` with `update_ratio`.
-fn nmsi_variant(
-    figure: NmsiFigure,
-    mix: YcsbMix,
-    sites: u16,
-    update_ratio: f64,
-    keys_per_group: usize,
-    clients: Option<Vec<usize>>,
-) -> Variant {
-    let (name, x) = match figure {
-        NmsiFigure::Scalability => ("fig4", f64::from(sites)),
-        NmsiFigure::Termination => ("fig3", update_ratio * 100.0),
-        NmsiFigure::Load => ("fig1", update_ratio * 100.0),
-    };
-    Variant {
-        label: format!("{name} {mix:?} {:.0}%u {sites}s", update_ratio * 100.0),
-        x,
-        workload: MixedWorkload {
-            keys: keys_per_group * usize::from(sites),
-            write_ratio: update_ratio,
-            value_bytes: 1024,
-            ..MixedWorkload::ycsb_t(mix)
-        },
-        topology: Topology::placed(sites, sites, 3, Placement::Site),
-        inter_dc_ms: grid5000(sites),
-        intra_dc_ms: 0.1,
-        clients,
-        figure: Some(figure),
-        ramp: None,
-        protocols: None,
-    }
-}
-
-/// Contrarian's three AWS regions (Virginia, Oregon, Ireland): one-way latencies, ms (half the typical RTTs).
-fn aws_three_dcs() -> Vec<Vec<f64>> {
-    vec![vec![0.0, 35.0, 38.0], vec![35.0, 0.0, 65.0], vec![38.0, 65.0, 0.0]]
-}
-
 impl Experiment {
     /// The experiment's set-up for `runtime`; `quick` shortens runs and the sweep.
     pub fn new(paper: Paper, runtime: Runtime, quick: bool) -> Self {
@@ -262,193 +208,21 @@ impl Experiment {
         let cpu = CpuModel::default();
         let (variants, clients, client_dcs, duration_s, warmup_s, cooldown_s) = match paper {
             Paper::Contrarian => {
-                let (partitions, keys_per_partition) = match (sim, quick) {
-                    (true, true) => (45, 10_000),
-                    (true, false) => (45, 100_000),
-                    (false, _) => (4, 10_000),
-                };
-                let workload = MixedWorkload { keys_per_partition, ..MixedWorkload::contrarian() };
-                let dcs: &[u16] = &[1, 3];
-                let variants = dcs
-                    .iter()
-                    .map(|&d| Variant {
-                        label: format!("{d} DC"),
-                        x: f64::from(d),
-                        workload: workload.clone(),
-                        topology: Topology::new(d, partitions),
-                        inter_dc_ms: if d == 1 { vec![vec![0.0]] } else { aws_three_dcs() },
-                        intra_dc_ms: 0.15,
-                        clients: None,
-                        figure: None,
-                        ramp: None,
-                        protocols: None,
-                    })
-                    .collect();
-                notes.push(format!(
-                    "{partitions} partitions per DC, {keys_per_partition} keys per partition (the paper: 45 partitions, \
-                     1M keys per partition); w = 0.05, p = 4, b = 8, z = 0.99"
-                ));
-                let clients = match (sim, quick) {
-                    (true, true) => vec![1, 16, 64, 160, 320, 480],
-                    (true, false) => vec![1, 8, 32, 64, 128, 200, 300, 450, 600, 900],
-                    (false, true) => vec![1, 4, 16, 48],
-                    (false, false) => vec![1, 2, 4, 8, 16, 32, 64, 128],
-                };
-                let d = if sim {
-                    if quick { (0.4, 0.1, 0.05) } else { (2.0, 0.5, 0.25) }
-                } else if quick {
-                    (2.0, 0.5, 0.25)
-                } else {
-                    (6.0, 1.0, 0.5)
-                };
-                (variants, clients, None, d.0, d.1, d.2)
+                let (variants, clients, [run, warmup, cooldown]) = contrarian::setup(sim, quick, &mut notes);
+                (variants, clients, None, run, warmup, cooldown)
             }
             Paper::Tomsic => {
-                let (partitions, keys) = if sim { (16, 1_600_000) } else { (2, 100_000) };
-                let updates: &[usize] = &[2, 10, 100];
-                let variants = updates
-                    .iter()
-                    .map(|&u| Variant {
-                        label: format!("{u} updates"),
-                        x: u as f64,
-                        workload: MixedWorkload { keys, ..MixedWorkload::tomsic_single(u) },
-                        topology: Topology::new(2, partitions),
-                        // Two logical sites in one cluster: 0.15 ms between any two servers.
-                        inter_dc_ms: vec![vec![0.15]],
-                        intra_dc_ms: 0.15,
-                        clients: None,
-                        figure: None,
-                        ramp: None,
-                        protocols: None,
-                    })
-                    .collect();
-                notes.push(format!(
-                    "2 DCs × {partitions} partitions, {keys} keys chosen 80/20, ROTs of 100 parallel reads, updates of \
-                     2/10/100 keys read (the paper: 2 logical DCs of 16 machines and 512 partitions in one cluster, \
-                     1.6M keys); tomsic-multi is not part of this reproduction yet (run it with --workload tomsic-multi)"
-                ));
-                let clients = match (sim, quick) {
-                    (true, true) => vec![8, 40, 160],
-                    (true, false) => vec![8, 32, 80, 160, 240],
-                    (false, true) => vec![1, 4, 16],
-                    (false, false) => vec![1, 2, 4, 8, 16, 32],
-                };
-                let d = if sim {
-                    if quick { (0.3, 0.1, 0.02) } else { (1.5, 0.5, 0.1) }
-                } else if quick {
-                    (2.0, 0.5, 0.25)
-                } else {
-                    (6.0, 1.0, 0.5)
-                };
-                (variants, clients, None, d.0, d.1, d.2)
+                let (variants, clients, [run, warmup, cooldown]) = tomsic::setup(sim, quick, &mut notes);
+                (variants, clients, None, run, warmup, cooldown)
             }
             Paper::SnowCops => {
-                let (partitions, keys) = match (sim, quick) {
-                    (true, true) => (8, 100_000),
-                    (true, false) => (8, 1_000_000),
-                    (false, _) => (2, 100_000),
-                };
-                let fractions: &[f64] = match (sim, quick) {
-                    (true, false) => &[0.01, 0.05, 0.1, 0.2, 0.3, 0.5],
-                    (true, true) => &[0.01, 0.1, 0.3, 0.5],
-                    (false, _) => &[0.01, 0.1, 0.3],
-                };
-                let variants = fractions
-                    .iter()
-                    .map(|&w| Variant {
-                        label: format!("w={w}"),
-                        x: w,
-                        workload: MixedWorkload { keys, write_ratio: w, ..MixedWorkload::eiger() },
-                        topology: Topology::new(2, partitions),
-                        // Two logical datacenters co-located in one testbed.
-                        inter_dc_ms: vec![vec![0.15]],
-                        intra_dc_ms: 0.15,
-                        clients: None,
-                        figure: None,
-                        ramp: None,
-                        protocols: None,
-                    })
-                    .collect();
-                notes.push(format!(
-                    "2 DCs × {partitions} servers, clients in DC 0 only, {keys} keys, 5 keys per operation, Zipf 0.8, \
-                     5 columns × 128 bytes per key (one value: the columns concatenated); a write of 5 keys is 5 PUTs \
-                     issued one after another in the session (the paper: in parallel)"
-                ));
-                let clients = match (sim, quick) {
-                    (true, true) => vec![16, 64, 256],
-                    (true, false) => vec![16, 32, 64, 128, 256, 512],
-                    (false, true) => vec![1, 4, 16],
-                    (false, false) => vec![1, 2, 4, 8, 16, 32],
-                };
-                let d = if sim {
-                    if quick { (0.4, 0.1, 0.05) } else { (2.0, 0.5, 0.5) }
-                } else if quick {
-                    (2.0, 0.5, 0.25)
-                } else {
-                    (6.0, 1.5, 1.5)
-                };
-                (variants, clients, Some(1), d.0, d.1, d.2)
+                let (variants, clients, [run, warmup, cooldown]) = snow_cops::setup(sim, quick, &mut notes);
+                // Clients in datacenter 0 only.
+                (variants, clients, Some(1), run, warmup, cooldown)
             }
             Paper::Nmsi => {
-                // Sites of Fig. 4, the site count of Figs. 3 and 1, update ratios of Figs. 3 and 1, the fixed
-                // load of Fig. 3 (clients per site), and the keys per group.
-                let (sites, at, fig3_ratios, fig1_ratios, fig3_clients, keys): (&[u16], u16, &[f64], &[f64], usize, _) =
-                    match (sim, quick) {
-                        (true, true) => (&[1, 3, 5], 4, &[0.1, 0.3, 0.5], &[0.1, 0.3], 40, 100_000),
-                        (true, false) => {
-                            (&[1, 2, 3, 4, 5], 4, &[0.1, 0.2, 0.3, 0.4, 0.5], &[0.1, 0.2, 0.3], 40, 100_000)
-                        }
-                        (false, true) => (&[1, 3], 3, &[0.1, 0.5], &[0.1, 0.3], 8, 10_000),
-                        // Sites 1, 3 and 5 (Fig. 4's ends and middle), each swept up to 1,024 clients per site:
-                        // enough to saturate 2 cores across WAN round trips (issue 36).
-                        (false, false) => (&[1, 3, 5], 4, &[0.1, 0.3, 0.5], &[0.1, 0.2, 0.3], 8, 10_000),
-                    };
-                let mut variants: Vec<Variant> = sites
-                    .iter()
-                    .map(|&n| nmsi_variant(NmsiFigure::Scalability, YcsbMix::B, n, 0.1, keys, None))
-                    .collect();
-                variants.extend(fig3_ratios.iter().map(|&w| {
-                    nmsi_variant(NmsiFigure::Termination, YcsbMix::A, at, w, keys, Some(vec![fig3_clients]))
-                }));
-                variants
-                    .extend(fig1_ratios.iter().map(|&w| nmsi_variant(NmsiFigure::Load, YcsbMix::C, at, w, keys, None)));
-                notes.push(format!(
-                    "groups of 3 replicas, each group at one site (--placement site), one group per site; Fig. 4: \
-                     workload B (uniform; read-only 4 reads, update 3 reads + 1 write) with 10% update transactions \
-                     on {sites:?} sites; Fig. 3: workload A (Zipf 0.99, the key names hashed over the groups; 4 reads \
-                     / 2 reads + 2 writes) on {at} sites at {fig3_clients} clients per site, update ratios {fig3_ratios:?}; \
-                     Fig. 1: workload C (uniform; 2 reads / 1 read + 1 write) on {at} sites, update ratios \
-                     {fig1_ratios:?}; {keys} objects per group (the paper: 10^5), 1 KB values, reads one per round, \
-                     aborted transactions retried until they commit"
-                ));
-                notes.push(
-                    "inter-site latencies: the paper's Fig. 2(a) gives them on a map the text does not carry; used \
-                     instead: plausible Grid'5000 one-way latencies between Rennes, Nancy, Lyon, Grenoble and Sophia \
-                     (2-9.5 ms, the first n sites for n sites), 0.1 ms within a site"
-                        .into(),
-                );
-                notes.push(
-                    "clients spread uniformly over the sites; every transaction draws its keys uniformly (A: \
-                     Zipfian) over all groups, so with several sites most transactions are global, but one whose keys \
-                     happen to share a group is not (the paper: all transactions global)"
-                        .into(),
-                );
-                let clients = match (sim, quick) {
-                    (true, true) => vec![10, 50, 200],
-                    (true, false) => vec![10, 50, 150, 300, 500],
-                    (false, true) => vec![1, 4, 16],
-                    // Beyond one site a transaction waits for WAN round trips: saturating the servers then takes
-                    // hundreds of clients (Little's law), which the quick sweep does not reach.
-                    (false, false) => vec![16, 64, 256, 1024],
-                };
-                let d = if sim {
-                    if quick { (0.4, 0.1, 0.05) } else { (1.0, 0.25, 0.1) }
-                } else if quick {
-                    (2.0, 0.5, 0.25)
-                } else {
-                    (5.0, 1.0, 0.5)
-                };
-                (variants, clients, None, d.0, d.1, d.2)
+                let (variants, clients, [run, warmup, cooldown]) = nmsi::setup(sim, quick, &mut notes);
+                (variants, clients, None, run, warmup, cooldown)
             }
             Paper::SnowRococo => {
                 let (variants, per_server, [run, warmup, cooldown]) = snow_rococo::setup(sim, quick, &mut notes);
@@ -619,20 +393,7 @@ impl Experiment {
             Paper::SnowRococo => self.snow_rococo_line(record),
             Paper::Ramp => self.ramp_line(record),
             Paper::Coordination => self.coordination_line(record),
-            Paper::Nmsi => {
-                let t = s.update_termination.as_ref();
-                format!(
-                    "{:<16} {:<5} {:>5} clients: {:>8.0} txn/s, update termination mean {} p95 {}, update aborts {:.2}% ({:.1} s)",
-                    record.variant,
-                    record.protocol,
-                    record.clients_total,
-                    s.committed_txns_per_s,
-                    t.map_or("-".into(), |t| fmt_us(t.mean_us)),
-                    t.map_or("-".into(), |t| fmt_us(t.p95_us)),
-                    s.update_abort_rate * 100.0,
-                    record.wall_s
-                )
-            }
+            Paper::Nmsi => self.nmsi_line(record),
             _ => {
                 let [p50, p95, ..] = record.rot_latency_us();
                 format!(
@@ -684,199 +445,20 @@ impl Experiment {
             written.push(path);
             Ok(())
         };
-        let by = |variant: &str, protocol: &str| runs_of(records, variant, protocol);
-        let runtime = self.runtime.name();
         match self.paper {
             Paper::Contrarian => {
-                for v in &self.variants {
-                    let series = self
-                        .per_protocol(records, &v.label, |r| (r.summary.ops_per_s / 1e3, r.rot_latency_us()[1] / 1e3));
-                    draw(
-                        &format!("throughput-vs-p95-rot-latency-{}dc.png", v.topology.dcs),
-                        LineChart {
-                            title: format!(
-                                "Throughput vs p95 ROT latency, {} ({runtime}; Contrarian Fig. 4a/b)",
-                                v.label
-                            ),
-                            x_label: "throughput (Kops/s)".into(),
-                            y_label: "p95 ROT latency (ms)".into(),
-                            series,
-                            y_from_zero: true,
-                            reference: None,
-                            legend: crate::charts::Legend::UpperLeft,
-                        },
-                    )?;
-                    let baseline = &self.protocols[self.protocols.len() - 1];
-                    let rc: Vec<&RunRecord> =
-                        by(&v.label, baseline).into_iter().filter(|r| r.summary.readers_check.is_some()).collect();
-                    if !rc.is_empty() {
-                        let pick = |f: fn(&crate::metrics::ReadersCheckSummary) -> f64| -> Vec<(f64, f64)> {
-                            rc.iter()
-                                .map(|r| {
-                                    (r.clients_total as f64, f(r.summary.readers_check.as_ref().expect("filtered")))
-                                })
-                                .collect()
-                        };
-                        draw(
-                            &format!("readers-check-{}dc.png", v.topology.dcs),
-                            LineChart {
-                                title: format!("{baseline} readers check, {} ({runtime}; Contrarian Fig. 4c)", v.label),
-                                x_label: "client threads".into(),
-                                y_label: "ROT ids per readers check".into(),
-                                series: vec![
-                                    Series { name: "total".into(), points: pick(|c| c.rot_ids_total_mean) },
-                                    Series { name: "distinct".into(), points: pick(|c| c.rot_ids_distinct_mean) },
-                                ],
-                                y_from_zero: true,
-                                reference: None,
-                                legend: crate::charts::Legend::UpperLeft,
-                            },
-                        )?;
-                    }
+                for (name, chart) in self.contrarian_charts(records) {
+                    draw(&name, chart)?;
                 }
             }
             Paper::Tomsic => {
-                for v in &self.variants {
-                    let tag = v.label.replace(' ', "-");
-                    let per_protocol = |f: &dyn Fn(&RunRecord) -> f64| -> Vec<Series> {
-                        self.per_protocol(records, &v.label, |r| (r.clients_total as f64, f(r)))
-                    };
-                    draw(
-                        &format!("freshness-{tag}.png"),
-                        LineChart {
-                            title: format!(
-                                "Fresh reads, ROTs of 100 keys, updates of {} ({runtime}; Tomsic Fig. 4d-f)",
-                                v.workload.update_keys
-                            ),
-                            x_label: "client threads".into(),
-                            y_label: "reads returning the newest version (%)".into(),
-                            series: per_protocol(&|r| r.summary.fresh_read_share * 100.0),
-                            y_from_zero: false,
-                            reference: None,
-                            legend: crate::charts::Legend::LowerLeft,
-                        },
-                    )?;
-                    draw(
-                        &format!("multi-version-overhead-{tag}.png"),
-                        LineChart {
-                            title: format!("Multi-version overhead, {} ({runtime}; Tomsic Fig. 4j-l)", v.label),
-                            x_label: "client threads".into(),
-                            y_label: "mean (versions skipped + 1)".into(),
-                            series: per_protocol(&|r| r.summary.multi_version_overhead),
-                            y_from_zero: false,
-                            reference: Some((1.0, "single-version (CV)".into())),
-                            legend: crate::charts::Legend::UpperLeft,
-                        },
-                    )?;
-                    draw(
-                        &format!("rot-latency-{tag}.png"),
-                        LineChart {
-                            title: format!("Mean ROT latency, {} ({runtime}; Tomsic Fig. 4a-c)", v.label),
-                            x_label: "client threads".into(),
-                            y_label: "ROT latency (ms)".into(),
-                            series: per_protocol(&|r| r.rot_latency_us()[3] / 1e3),
-                            y_from_zero: true,
-                            reference: None,
-                            legend: crate::charts::Legend::UpperLeft,
-                        },
-                    )?;
-                    let top = self.clients.iter().max().copied().unwrap_or(0);
-                    let cdf = self
-                        .protocols
-                        .iter()
-                        .filter_map(|p| {
-                            let r = by(&v.label, p).into_iter().find(|r| r.clients_per_dc == top)?;
-                            let points =
-                                r.summary.staleness_cdf.iter().map(|(s, f)| (*s as f64 + 1.0, f * 100.0)).collect();
-                            Some(Series { name: p.clone(), points })
-                        })
-                        .collect();
-                    draw(
-                        &format!("staleness-cdf-{tag}.png"),
-                        LineChart {
-                            title: format!(
-                                "Staleness CDF, {}, {} clients ({runtime}; Tomsic Fig. 4g-i)",
-                                v.label,
-                                top * usize::from(v.topology.dcs)
-                            ),
-                            x_label: "version read (1 = newest)".into(),
-                            y_label: "reads (%, cumulative)".into(),
-                            series: cdf,
-                            y_from_zero: false,
-                            reference: None,
-                            legend: crate::charts::Legend::UpperLeft,
-                        },
-                    )?;
+                for (name, chart) in self.tomsic_charts(records) {
+                    draw(&name, chart)?;
                 }
             }
             Paper::SnowCops => {
-                let (subject, baseline) = (&self.protocols[0], &self.protocols[self.protocols.len() - 1]);
-                let lines = self
-                    .clients
-                    .iter()
-                    .map(|c| Series {
-                        name: format!("{} clients", c * usize::from(self.client_dcs.unwrap_or(1))),
-                        points: self
-                            .variants
-                            .iter()
-                            .filter_map(|v| {
-                                let s = by(&v.label, subject).into_iter().find(|r| r.clients_per_dc == *c)?;
-                                let b = by(&v.label, baseline).into_iter().find(|r| r.clients_per_dc == *c)?;
-                                let (s, b) = (s.rot_latency_us()[0], b.rot_latency_us()[0]);
-                                (b > 0.0).then_some((v.x, s / b))
-                            })
-                            .collect(),
-                    })
-                    .collect();
-                draw(
-                    "normalised-median-rot-latency.png",
-                    LineChart {
-                        title: format!(
-                            "Median ROT latency of {subject} normalised to {baseline} ({runtime}; SNOW Fig. 5b)"
-                        ),
-                        x_label: "write fraction".into(),
-                        y_label: format!("{subject} / {baseline} median ROT latency"),
-                        series: lines,
-                        y_from_zero: true,
-                        reference: Some((1.0, format!("{baseline} = 1"))),
-                        legend: crate::charts::Legend::UpperLeft,
-                    },
-                )?;
-                let peak = self
-                    .protocols
-                    .iter()
-                    .map(|p| Series {
-                        name: p.clone(),
-                        points: self.variants.iter().map(|v| (v.x, peak_throughput(&by(&v.label, p)) / 1e3)).collect(),
-                    })
-                    .collect();
-                draw(
-                    "peak-throughput.png",
-                    LineChart {
-                        title: format!("Peak throughput ({runtime}; SNOW Fig. 5c)"),
-                        x_label: "write fraction".into(),
-                        y_label: "peak throughput (Kops/s)".into(),
-                        series: peak,
-                        y_from_zero: true,
-                        reference: None,
-                        legend: crate::charts::Legend::UpperLeft,
-                    },
-                )?;
-                if let Some(v) = self.variants.iter().find(|v| (v.x - 0.1).abs() < 1e-9) {
-                    let series = self
-                        .per_protocol(records, &v.label, |r| (r.summary.ops_per_s / 1e3, r.rot_latency_us()[0] / 1e3));
-                    draw(
-                        "throughput-vs-median-rot-latency-w0.1.png",
-                        LineChart {
-                            title: format!("Throughput vs median ROT latency, w = 0.1 ({runtime}; SNOW Fig. 5a)"),
-                            x_label: "throughput (Kops/s)".into(),
-                            y_label: "median ROT latency (ms)".into(),
-                            series,
-                            y_from_zero: true,
-                            reference: None,
-                            legend: crate::charts::Legend::UpperLeft,
-                        },
-                    )?;
+                for (name, chart) in self.snow_cops_charts(records) {
+                    draw(&name, chart)?;
                 }
             }
             Paper::Nmsi => {
@@ -905,157 +487,16 @@ impl Experiment {
 
     /// The paper's headline figures beside snowline's, as Markdown.
     pub fn headline(&self, records: &[RunRecord]) -> String {
-        let mut out = String::new();
-        let by = |variant: &str, protocol: &str| runs_of(records, variant, protocol);
         let (subject, baseline) = (&self.protocols[0], &self.protocols[self.protocols.len() - 1]);
         match self.paper {
-            Paper::Contrarian => {
-                let _ = writeln!(
-                    out,
-                    "| set-up | {subject} peak ops/s | {baseline} peak ops/s | ratio (paper) | {subject} p95 ROT below {baseline}'s from (paper) | lowest-load ROT p50 {subject} / {baseline} (paper) | {baseline} readers check at its peak: ROT ids total / distinct (paper) |\n| --- | --- | --- | --- | --- | --- | --- |"
-                );
-                for v in &self.variants {
-                    let (s, b) = (by(&v.label, subject), by(&v.label, baseline));
-                    let (ps, pb) = (peak_throughput(&s), peak_throughput(&b));
-                    let paper_ratio =
-                        if v.topology.dcs == 1 { "3.7× (1,150 vs 310 Kops/s)" } else { "5× (3,000 vs 600 Kops/s)" };
-                    let paper_cross = if v.topology.dcs == 1 {
-                        "≈17% of peak (≈200 Kops/s)"
-                    } else {
-                        "≈12% of peak (≈350 Kops/s)"
-                    };
-                    let paper_low = if v.topology.dcs == 1 { "0.31 / 0.18 ms" } else { "0.36 / 0.22 ms" };
-                    let cross = match crossover(&s, &b) {
-                        Crossover::Never => "never in the sweep".to_string(),
-                        Crossover::From(x) if s.first().is_some_and(|r| r.summary.ops_per_s == x) => {
-                            "at every load measured".to_string()
-                        }
-                        Crossover::From(x) => format!("{:.0} ops/s = {:.0}% of peak", x, 100.0 * x / ps.max(1.0)),
-                    };
-                    let low = |rs: &[&RunRecord]| rs.first().map_or("-".into(), |r| fmt_us(r.rot_latency_us()[0]));
-                    let rc = b
-                        .iter()
-                        .max_by(|x, y| x.summary.ops_per_s.total_cmp(&y.summary.ops_per_s))
-                        .and_then(|r| r.summary.readers_check.as_ref())
-                        .map_or("not reported".to_string(), |rc| {
-                            format!("{:.0} / {:.0}", rc.rot_ids_total_mean, rc.rot_ids_distinct_mean)
-                        });
-                    let rc_paper = if v.topology.dcs == 1 { " (1023 / 267 at 270 threads)" } else { "" };
-                    let _ = writeln!(
-                        out,
-                        "| {} | {:.0} | {:.0} | {:.2}× ({paper_ratio}) | {cross} ({paper_cross}) | {} / {} ({paper_low}) | {rc}{rc_paper} |",
-                        v.label,
-                        ps,
-                        pb,
-                        ps / pb.max(1.0),
-                        low(&s),
-                        low(&b)
-                    );
-                }
-            }
-            Paper::Tomsic => {
-                let paper_stale = |p: &str, u: usize| -> &'static str {
-                    match (p, u) {
-                        ("op", _) => "≤ 0.2%",
-                        ("av", 2) => "3%",
-                        ("av", 10) => "25%",
-                        ("av", 100) => "49%",
-                        ("cure", 2) => "2%",
-                        ("cure", 10) => "22%",
-                        ("cure", 100) => "41%",
-                        ("cv", _) => "0% (always newest)",
-                        _ => "-",
-                    }
-                };
-                let paper_mvo = |p: &str, u: usize| -> &'static str {
-                    match (p, u) {
-                        ("op", _) => "< 1.002×",
-                        ("av", 2) => "1.03×",
-                        ("av", 10) => "1.35×",
-                        ("av", 100) => "1.87×",
-                        ("cure", 2) => "1.02×",
-                        ("cure", 10) => "1.31×",
-                        ("cure", 100) => "1.7×",
-                        ("cv", _) => "1×",
-                        _ => "-",
-                    }
-                };
-                let _ = writeln!(
-                    out,
-                    "| updates per txn (update share) | protocol | worst stale-read share (paper) | worst multi-version overhead (paper) | oldest version read | peak key ops/s |\n| --- | --- | --- | --- | --- | --- |"
-                );
-                for v in &self.variants {
-                    let u = v.workload.update_keys;
-                    for p in &self.protocols {
-                        let rs = by(&v.label, p);
-                        if rs.is_empty() {
-                            continue;
-                        }
-                        let stale = rs.iter().map(|r| 1.0 - r.summary.fresh_read_share).fold(0.0, f64::max);
-                        let mvo = rs.iter().map(|r| r.summary.multi_version_overhead).fold(0.0, f64::max);
-                        let oldest = rs.iter().map(|r| r.summary.max_versions_skipped).max().unwrap_or(0) + 1;
-                        let peak = rs.iter().map(|r| r.summary.key_ops_per_s).fold(0.0, f64::max);
-                        let share = u as f64 / (u as f64 + v.workload.rot_keys as f64) * 100.0;
-                        let _ = writeln!(
-                            out,
-                            "| {u} ({share:.0}%) | {p} | {:.2}% ({}) | {mvo:.3}× ({}) | {} | {peak:.0} |",
-                            stale * 100.0,
-                            paper_stale(p, u),
-                            paper_mvo(p, u),
-                            ordinal(oldest)
-                        );
-                    }
-                }
-            }
-            Paper::SnowCops => {
-                let _ = writeln!(
-                    out,
-                    "| write fraction | {subject} / {baseline} median ROT latency, per client count {:?} | peak throughput {subject} / {baseline} (ratio) | mean ROT rounds {subject} / {baseline} |\n| --- | --- | --- | --- |",
-                    self.clients.iter().map(|c| c * usize::from(self.client_dcs.unwrap_or(1))).collect::<Vec<_>>()
-                );
-                for v in &self.variants {
-                    let (s, b) = (by(&v.label, subject), by(&v.label, baseline));
-                    let ratios: Vec<String> = self
-                        .clients
-                        .iter()
-                        .map(|c| {
-                            let rs = s.iter().find(|r| r.clients_per_dc == *c);
-                            let rb = b.iter().find(|r| r.clients_per_dc == *c);
-                            match (rs, rb) {
-                                (Some(x), Some(y)) if y.rot_latency_us()[0] > 0.0 => {
-                                    format!("{:.2}", x.rot_latency_us()[0] / y.rot_latency_us()[0])
-                                }
-                                _ => "-".into(),
-                            }
-                        })
-                        .collect();
-                    let (ps, pb) = (peak_throughput(&s), peak_throughput(&b));
-                    let rounds = |rs: &[&RunRecord]| {
-                        rs.iter().map(|r| r.summary.rot_rounds_mean).sum::<f64>() / rs.len().max(1) as f64
-                    };
-                    let _ = writeln!(
-                        out,
-                        "| {} | {} | {ps:.0} / {pb:.0} ({:.2}) | {:.2} / {:.2} |",
-                        v.x,
-                        ratios.join(", "),
-                        ps / pb.max(1.0),
-                        rounds(&s),
-                        rounds(&b)
-                    );
-                }
-                let _ = writeln!(
-                    out,
-                    "\nPaper (SNOW §6.1, Fig. 5b–c): COPS-SNOW's median ROT latency normalised to COPS falls as the write \
-                     fraction grows (similar at 0.01, a substantial gain near 0.3); COPS-SNOW trades throughput for it \
-                     (lower peak throughput: extra messages in its write path)."
-                );
-            }
-            Paper::Nmsi => out = self.nmsi_headline(records),
-            Paper::SnowRococo => out = self.snow_rococo_headline(records),
-            Paper::Ramp => out = self.ramp_headline(records),
-            Paper::Coordination => out = self.coordination_headline(records),
+            Paper::Contrarian => self.contrarian_headline(records, subject, baseline),
+            Paper::Tomsic => self.tomsic_headline(records),
+            Paper::SnowCops => self.snow_cops_headline(records, subject, baseline),
+            Paper::Nmsi => self.nmsi_headline(records),
+            Paper::SnowRococo => self.snow_rococo_headline(records),
+            Paper::Ramp => self.ramp_headline(records),
+            Paper::Coordination => self.coordination_headline(records),
         }
-        out
     }
 }
 
@@ -1106,22 +547,11 @@ pub fn crossover(subject: &[&RunRecord], baseline: &[&RunRecord]) -> Crossover {
     from.map_or(Crossover::Never, Crossover::From)
 }
 
-fn ordinal(n: u64) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (1, 11) | (2, 12) | (3, 13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
-    };
-    if n == 1 { "the newest".into() } else { format!("{n}{suffix} newest") }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metrics::Metrics;
-    use snowline_core::{Reply, Request};
+    use snowline_core::{Placement, Reply, Request};
 
     fn record(protocol: &str, clients: usize, ops: u64, p95_us: u64) -> RunRecord {
         let mut m = Metrics::default();
