@@ -77,8 +77,8 @@ pub struct RaftParams {
     /// A follower that hears no leader for `election_ticks + jitter` ticks (jitter uniform in
     /// `[0, election_ticks)`) campaigns.
     pub election_ticks: usize,
-    /// Compact the log into a snapshot once it holds this many applied entries
-    /// ([`RaftGroup::wants_compaction`]).
+    /// Compact the log into a snapshot once it holds at least this many applied entries, and at least as
+    /// many bytes as the last snapshot ([`RaftGroup::wants_compaction`]).
     pub compact_after: usize,
 }
 
@@ -125,6 +125,10 @@ struct StoredEntry {
 }
 
 impl StoredEntry {
+    fn bytes(&self) -> usize {
+        self.data.len() + self.context.len()
+    }
+
     fn from_raft(e: &Entry) -> Self {
         Self {
             term: e.term,
@@ -164,6 +168,10 @@ pub struct GroupLog {
     snap_data: Vec<u8>,
     /// `entries[i].index == snap_index + 1 + i`.
     entries: Vec<StoredEntry>,
+    /// The bytes of `entries` (their data and context): what compaction weighs against the snapshot's
+    /// size. Derived, so not serialized ([`GroupLog::recount`] after deserializing).
+    #[serde(skip)]
+    entry_bytes: usize,
 }
 
 impl GroupLog {
@@ -173,6 +181,11 @@ impl GroupLog {
 
     fn last(&self) -> u64 {
         self.snap_index + self.entries.len() as u64
+    }
+
+    /// Recompute [`GroupLog::entry_bytes`] (a deserialized log starts without it).
+    fn recount(&mut self) {
+        self.entry_bytes = self.entries.iter().map(StoredEntry::bytes).sum();
     }
 
     fn hard_state(&self) -> HardState {
@@ -192,8 +205,14 @@ impl GroupLog {
             return self.append(&entries[skip.min(entries.len())..]);
         }
         let keep = (first.index - self.first()) as usize;
-        self.entries.truncate(keep);
-        self.entries.extend(entries.iter().map(StoredEntry::from_raft));
+        for dropped in self.entries.drain(keep.min(self.entries.len())..) {
+            self.entry_bytes -= dropped.bytes();
+        }
+        for e in entries {
+            let e = StoredEntry::from_raft(e);
+            self.entry_bytes += e.bytes();
+            self.entries.push(e);
+        }
     }
 
     fn install(&mut self, snapshot: &Snapshot) {
@@ -205,6 +224,7 @@ impl GroupLog {
         self.term = self.term.max(meta.term);
         self.commit = self.commit.max(meta.index);
         self.entries.clear();
+        self.entry_bytes = 0;
     }
 
     /// Drop entries up to and including `index` (which must be applied), keeping `data` as the snapshot.
@@ -213,7 +233,9 @@ impl GroupLog {
             return;
         }
         let term = self.entries[(index - self.first()) as usize].term;
-        self.entries.drain(..(index - self.snap_index) as usize);
+        for dropped in self.entries.drain(..(index - self.snap_index) as usize) {
+            self.entry_bytes -= dropped.bytes();
+        }
         self.snap_index = index;
         self.snap_term = term;
         self.snap_data = data;
@@ -401,7 +423,8 @@ impl RaftGroup {
         Self::with_log(me, topology, params, log, 0)
     }
 
-    fn with_log(me: ServerId, topology: Topology, params: RaftParams, log: GroupLog, applied: u64) -> Self {
+    fn with_log(me: ServerId, topology: Topology, params: RaftParams, mut log: GroupLog, applied: u64) -> Self {
+        log.recount();
         let id = u64::from(topology.member_index(me).expect("a group member is a server of the topology")) + 1;
         let applied = applied.max(log.snap_index);
         let config = raft::Config {
@@ -555,9 +578,15 @@ impl RaftGroup {
         Ok(self.drive(cx))
     }
 
-    /// Whether the log holds enough applied entries to compact ([`RaftParams::compact_after`]).
+    /// Whether the log holds enough applied entries to compact ([`RaftParams::compact_after`]) and at
+    /// least as many bytes as the last snapshot. The second half keeps compaction's cost in proportion to
+    /// what was logged: serializing the application's whole state (it can hold every recent version of
+    /// every key) after each fixed number of small entries took a tenth of a busy server's CPU, while the
+    /// log it bounds stays, at most, about the size of the state.
     pub fn wants_compaction(&self) -> bool {
-        self.applied.saturating_sub(self.raw.store().snap_index) >= self.params.compact_after as u64
+        let log = self.raw.store();
+        self.applied.saturating_sub(log.snap_index) >= self.params.compact_after as u64
+            && log.entry_bytes >= log.snap_data.len()
     }
 
     /// Replace the log up to the applied index by `state`, the application's state there (what a lagging
@@ -757,6 +786,37 @@ mod tests {
             .iter()
             .filter_map(|e| if let Event::Apply { data, .. } = e { Some(data.clone()) } else { None })
             .collect()
+    }
+
+    /// After a snapshot of `S` bytes the log compacts again only once it holds `S` bytes of entries: a large
+    /// state is not re-serialized after every few small entries.
+    #[test]
+    fn the_log_compacts_again_once_it_holds_as_many_bytes_as_the_snapshot() {
+        let topology = Topology::replicated(1, 1, 1);
+        let me = topology.member(0, 0);
+        let params = RaftParams { compact_after: 2, ..RaftParams::default() };
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut g = RaftGroup::new(me, topology, params);
+        let _ = call(&mut g, &mut rng, |g, cx| g.start(cx, true));
+        for _ in 0..2 {
+            let _ = call(&mut g, &mut rng, |g, cx| g.propose(cx, vec![0; 10]).unwrap());
+        }
+        assert!(g.wants_compaction(), "no snapshot yet: the entry count alone decides");
+        let _ = call(&mut g, &mut rng, |g, cx| {
+            g.compact(cx, vec![7; 100]);
+            Vec::new()
+        });
+        let mut proposed = 0;
+        while !g.wants_compaction() {
+            let _ = call(&mut g, &mut rng, |g, cx| g.propose(cx, vec![1; 10]).unwrap());
+            proposed += 1;
+            assert!(proposed <= 10, "100 bytes of entries logged and still no compaction");
+        }
+        assert_eq!(proposed, 10, "compacted before the log held the snapshot's 100 bytes");
+        // A member rebuilt from its serialized form weighs its log the same way.
+        let back: RaftGroup = postcard::from_bytes(&postcard::to_stdvec(&g).unwrap()).unwrap();
+        assert!(back.wants_compaction());
+        assert_eq!(back.raw.store(), g.raw.store());
     }
 
     /// The riskiest path of a restart: a checkpoint taken before the log was compacted, then the changes that

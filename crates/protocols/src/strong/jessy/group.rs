@@ -88,6 +88,11 @@ impl GroupData {
         self.versions.get(key).map_or(&INITIAL[..], |v| &v[..])
     }
 
+    /// The stamp of `key`'s last applied version (0: the initial one), without listing them all.
+    pub(super) fn latest_stamp(&self, key: &str) -> u64 {
+        self.versions_of(key).last().map_or(0, |(s, _)| *s)
+    }
+
     pub(super) fn head_at(&self, position: u64) -> DepVector {
         let i = self.heads.partition_point(|(s, _)| *s <= position);
         self.heads.get(i.wrapping_sub(1)).map(|(_, h)| h.clone()).unwrap_or_default()

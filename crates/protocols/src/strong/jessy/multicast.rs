@@ -82,12 +82,7 @@ impl<C: Criterion> JessyServer<C> {
                     self.waiting_since.insert(id, cx.now_ns());
                     changed = true;
                 } else if !q.votes.contains_key(&g) && !blocked {
-                    let last = |k: &Key| {
-                        pending_writes
-                            .get(k)
-                            .copied()
-                            .unwrap_or_else(|| self.data.versions(k).last().copied().unwrap_or(0))
-                    };
+                    let last = |k: &Key| pending_writes.get(k).copied().unwrap_or_else(|| self.data.latest_stamp(k));
                     let latest: Vec<u64> = mine.iter().map(last).collect();
                     let reads: Vec<(u64, u64)> = read_here.iter().map(|(k, read)| (*read, last(k))).collect();
                     let yes = C::certify(&q.tx.snapshot, g, &latest, &reads);

@@ -80,7 +80,7 @@ impl GroupData {
             }
             let last = |k: &Key| {
                 let pending = self.tpc.committed.iter().rev().find(|(_, (_, t))| t.writes.iter().any(|(w, _)| w == k));
-                pending.map(|(s, _)| *s).unwrap_or_else(|| self.versions(k).last().copied().unwrap_or(0))
+                pending.map(|(s, _)| *s).unwrap_or_else(|| self.latest_stamp(k))
             };
             let latest: Vec<u64> = writes.iter().map(|k| last(k)).collect();
             let read_at: Vec<(u64, u64)> = reads.iter().map(|(k, read)| (*read, last(k))).collect();
