@@ -5,7 +5,7 @@ use super::group::GroupData;
 use super::server::Engine;
 use super::{Criterion, Cx, JessyMsg, JessyServer, MAX_EARLY_VOTES, MAX_VOTES_PER_ANSWER, TxPayload};
 use crate::components::multicast::{McastEvent, McastId};
-use crate::strong::dependence::{DepVector, GroupView};
+use crate::strong::dependence::DepVector;
 use serde::{Deserialize, Serialize};
 use snowline_core::{Key, PartitionId, ServerId};
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,7 +6,7 @@ use super::server::Engine;
 use super::{Criterion, Cx, JessyServer, TxPayload};
 use crate::components::multicast::McastId;
 use crate::components::twopc::{TpcHost, TpcMember};
-use crate::strong::dependence::{DepVector, GroupView};
+use crate::strong::dependence::DepVector;
 use serde::{Deserialize, Serialize};
 use snowline_core::{AbortCause, Key, PartitionId, Topology};
 use std::collections::BTreeMap;
