@@ -44,55 +44,97 @@ use snowline_core::PartitionId;
 use std::collections::BTreeMap;
 
 /// A partitioned dependence vector: entry `g` is the stamp of a transaction group `g` applied (absent: 0).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DepVector(BTreeMap<PartitionId, u64>);
+///
+/// Its non-zero entries sorted by group, in a vector: a group's heads keep one per applied transaction,
+/// and reads, votes and snapshots clone, compare and encode them, where a B-tree's node allocation and
+/// pointer chasing cost more than the few entries they hold. Encoded as a map from group to stamp (as the
+/// B-tree it replaced was: the same postcard bytes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DepVector(Vec<(PartitionId, u64)>);
 
 impl DepVector {
     /// The vector of an initial version (and of an empty snapshot): all zeros.
-    pub fn zero() -> Self {
-        Self::default()
+    pub const fn zero() -> Self {
+        Self(Vec::new())
     }
 
-    /// A vector from its non-zero entries.
+    /// A vector from its non-zero entries (a later entry for a group replaces an earlier one).
     pub fn from_entries(entries: impl IntoIterator<Item = (PartitionId, u64)>) -> Self {
-        Self(entries.into_iter().filter(|(_, c)| *c > 0).collect())
+        let mut v = Self::zero();
+        for (g, c) in entries {
+            v.set(g, c);
+        }
+        v
     }
 
     /// Entry `g`.
     pub fn get(&self, g: PartitionId) -> u64 {
-        self.0.get(&g).copied().unwrap_or(0)
+        self.0.binary_search_by_key(&g, |(h, _)| *h).map_or(0, |i| self.0[i].1)
     }
 
     /// Sets entry `g` (0 removes it).
     pub fn set(&mut self, g: PartitionId, stamp: u64) {
-        if stamp == 0 {
-            self.0.remove(&g);
-        } else {
-            self.0.insert(g, stamp);
+        match (self.0.binary_search_by_key(&g, |(h, _)| *h), stamp) {
+            (Ok(i), 0) => {
+                self.0.remove(i);
+            }
+            (Ok(i), _) => self.0[i].1 = stamp,
+            (Err(_), 0) => {}
+            (Err(i), _) => self.0.insert(i, (g, stamp)),
         }
     }
 
     /// Raises each entry to `other`'s where that is larger (the `max` of Definitions 6–7).
     pub fn join(&mut self, other: &DepVector) {
-        for (&g, &c) in &other.0 {
-            let e = self.0.entry(g).or_insert(0);
-            *e = (*e).max(c);
+        for &(g, c) in &other.0 {
+            match self.0.binary_search_by_key(&g, |(h, _)| *h) {
+                Ok(i) => self.0[i].1 = self.0[i].1.max(c),
+                Err(i) => self.0.insert(i, (g, c)),
+            }
         }
     }
 
     /// Whether every entry is at most `other`'s (this vector's snapshot is within `other`'s).
     pub fn le(&self, other: &DepVector) -> bool {
-        self.0.iter().all(|(&g, &c)| c <= other.get(g))
+        self.0.iter().all(|&(g, c)| c <= other.get(g))
     }
 
     /// The non-zero entries, by group.
     pub fn entries(&self) -> impl Iterator<Item = (PartitionId, u64)> + '_ {
-        self.0.iter().map(|(&g, &c)| (g, c))
+        self.0.iter().copied()
     }
 
     /// Bytes this vector takes on the wire (postcard), the metadata a transaction ships per read and vote.
     pub fn wire_bytes(&self) -> usize {
         postcard::to_stdvec(self).map_or(0, |b| b.len())
+    }
+}
+
+impl Serialize for DepVector {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(g, c)| (g, c)))
+    }
+}
+
+impl<'de> Deserialize<'de> for DepVector {
+    /// Any map from group to stamp: zero entries are dropped and a repeated group keeps its last stamp (as
+    /// the B-tree did), so a forged vector still holds the invariant.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = DepVector;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map from group to stamp")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<DepVector, A::Error> {
+                let mut v = DepVector::zero();
+                while let Some((g, c)) = map.next_entry::<PartitionId, u64>()? {
+                    v.set(g, c);
+                }
+                Ok(v)
+            }
+        }
+        deserializer.deserialize_map(Entries)
     }
 }
 
@@ -216,6 +258,25 @@ mod tests {
         DepVector::from_entries(entries.iter().copied())
     }
 
+    /// The vector encodes as the B-tree it replaced did (snapshots and logs on disk read back), and a forged
+    /// encoding with a zero entry or a repeated group decodes to a vector that holds the invariant.
+    #[test]
+    fn a_vector_encodes_as_a_map_and_decodes_forged_maps_to_its_invariant() {
+        let a = v(&[(2, 7), (0, 3), (5, 1)]);
+        let map: BTreeMap<PartitionId, u64> = [(0, 3), (2, 7), (5, 1)].into();
+        assert_eq!(postcard::to_stdvec(&a).unwrap(), postcard::to_stdvec(&map).unwrap());
+        assert_eq!(postcard::from_bytes::<DepVector>(&postcard::to_stdvec(&a).unwrap()).unwrap(), a);
+        let forged: Vec<(PartitionId, u64)> = vec![(4, 9), (1, 0), (4, 2), (3, 6)];
+        let back: DepVector = postcard::from_bytes(&postcard::to_stdvec(&forged).unwrap()).unwrap();
+        assert_eq!(back, v(&[(3, 6), (4, 2)]));
+        assert_eq!(back.entries().collect::<Vec<_>>(), vec![(3, 6), (4, 2)]);
+        let mut j = v(&[(1, 4), (3, 1)]);
+        j.join(&v(&[(0, 2), (3, 5)]));
+        assert_eq!(j.entries().collect::<Vec<_>>(), vec![(0, 2), (1, 4), (3, 5)]);
+        j.set(1, 0);
+        assert_eq!((j.get(1), j.get(3), j.le(&v(&[(0, 2), (3, 5)]))), (0, 5, true));
+    }
+
     /// Groups that apply every commit at once: per group the heads log, per key its versions' stamps (and
     /// values, for histories); stamps count commits over all groups, as the multicast's final timestamps
     /// order them. Keys name their group: `"x…"` → X, `"y…"` → Y, `"k<n>"` → n % 3.
@@ -236,7 +297,7 @@ mod tests {
 
     struct View<'a>(&'a World, PartitionId);
 
-    static INITIAL: [(u64, DepVector); 1] = [(0, DepVector(BTreeMap::new()))];
+    static INITIAL: [(u64, DepVector); 1] = [(0, DepVector::zero())];
 
     impl GroupView for View<'_> {
         fn group(&self) -> PartitionId {

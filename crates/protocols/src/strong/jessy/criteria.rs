@@ -232,8 +232,18 @@ impl Criterion for PsiCriterion {
 /// The groups that certify a transaction and vote on it: those of the keys it writes, and of the keys it
 /// read where its reads are certified (its payload carries them only then).
 pub(super) fn voters(topology: &Topology, tx: &TxPayload) -> BTreeSet<PartitionId> {
+    voter_groups(topology, tx).collect()
+}
+
+/// [`voters`] as they come, one per key (a group may repeat): for `any`/`all` tests, without a set.
+pub(super) fn voter_groups<'a>(topology: &'a Topology, tx: &'a TxPayload) -> impl Iterator<Item = PartitionId> + 'a {
     let keys = tx.writes.iter().map(|(k, _)| k).chain(tx.reads.iter().map(|(k, _)| k));
-    keys.map(|k| topology.partition_of(k)).collect()
+    keys.map(|k| topology.partition_of(k))
+}
+
+/// Whether group `g` is among the transaction's [`voters`].
+pub(super) fn is_voter(topology: &Topology, tx: &TxPayload, g: PartitionId) -> bool {
+    voter_groups(topology, tx).any(|d| d == g)
 }
 
 /// The groups a transaction is delivered to: its voters, or every group (non-genuine criteria).

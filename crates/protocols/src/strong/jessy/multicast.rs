@@ -1,6 +1,6 @@
 //! Termination by atomic multicast: delivery into `Q`, certification, votes, commits applied in order.
 
-use super::criteria::voters;
+use super::criteria::{is_voter, voter_groups};
 use super::group::GroupData;
 use super::server::Engine;
 use super::{Criterion, Cx, JessyMsg, JessyServer, MAX_EARLY_VOTES, MAX_VOTES_PER_ANSWER, TxPayload};
@@ -8,7 +8,7 @@ use crate::components::multicast::{McastEvent, McastId};
 use crate::strong::dependence::DepVector;
 use serde::{Deserialize, Serialize};
 use snowline_core::{Key, PartitionId, ServerId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// A delivered update transaction not applied yet (an element of `Q`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -58,33 +58,46 @@ impl<C: Criterion> JessyServer<C> {
     }
 
     /// Votes, decides and applies what it can, in queue order (Algorithm 2 `vote`, `commit`, `abort`).
+    ///
+    /// Runs on every delivery and vote, over the whole queue: it keeps its per-pass sets as short vectors
+    /// (a queue holds the few transactions in flight) and reads each transaction's groups off its keys,
+    /// without building sets per element (that allocation was most of this function's cost under `si`,
+    /// where every update is queued at every group).
     pub(super) fn progress(&mut self, cx: &mut Cx<'_, C>) {
         let g = self.id.partition;
         let mut applied: Vec<(u64, DepVector)> = Vec::new();
+        // Written keys of transactions not decided yet, and stamps of writes decided to commit but not
+        // applied yet (the last pushed for a key is its latest), both per pass.
+        let mut undecided_keys: Vec<Key> = Vec::new();
+        let mut pending_writes: Vec<(Key, u64)> = Vec::new();
         loop {
             let mut changed = false;
-            // Vote on every transaction no earlier undecided one write-conflicts with here.
-            let mut undecided_keys: BTreeSet<Key> = BTreeSet::new();
-            // Stamps of writes decided to commit but not applied yet, per key.
-            let mut pending_writes: BTreeMap<Key, u64> = BTreeMap::new();
+            undecided_keys.clear();
+            pending_writes.clear();
             for i in 0..self.data.queue.len() {
                 let q = &self.data.queue[i];
-                let mine: Vec<Key> = self.data.writes_here(&self.topology, &q.tx).cloned().collect();
-                let read_here: Vec<&(Key, u64)> =
-                    q.tx.reads.iter().filter(|(k, _)| self.topology.partition_of(k) == g).collect();
-                let blocked = mine.iter().chain(read_here.iter().map(|(k, _)| k)).any(|k| undecided_keys.contains(k));
-                let voters = voters(&self.topology, &q.tx);
-                if !q.votes.contains_key(&g) && !voters.contains(&g) {
+                let here = |k: &Key| self.topology.partition_of(k) == g;
+                let mut keys_here = q.tx.writes.iter().map(|(k, _)| k).chain(q.tx.reads.iter().map(|(k, _)| k));
+                let blocked = keys_here.any(|k| here(k) && undecided_keys.contains(k));
+                let voted = q.votes.contains_key(&g);
+                if !voted && !is_voter(&self.topology, &q.tx, g) {
                     // Delivered here only to be ordered (non-genuine): acknowledge to the coordinator.
                     let (id, stamp) = (q.id, q.stamp);
                     self.data.queue[i].votes.insert(g, true);
                     cx.send(id.origin, JessyMsg::Vote { id, yes: true, stamp });
                     self.waiting_since.insert(id, cx.now_ns());
                     changed = true;
-                } else if !q.votes.contains_key(&g) && !blocked {
-                    let last = |k: &Key| pending_writes.get(k).copied().unwrap_or_else(|| self.data.latest_stamp(k));
-                    let latest: Vec<u64> = mine.iter().map(last).collect();
-                    let reads: Vec<(u64, u64)> = read_here.iter().map(|(k, read)| (*read, last(k))).collect();
+                } else if !voted && !blocked {
+                    let last = |k: &Key| {
+                        pending_writes
+                            .iter()
+                            .rev()
+                            .find(|(w, _)| w == k)
+                            .map_or_else(|| self.data.latest_stamp(k), |w| w.1)
+                    };
+                    let latest: Vec<u64> = self.data.writes_here(&self.topology, &q.tx).map(last).collect();
+                    let reads: Vec<(u64, u64)> =
+                        q.tx.reads.iter().filter(|(k, _)| here(k)).map(|(k, read)| (*read, last(k))).collect();
                     let yes = C::certify(&q.tx.snapshot, g, &latest, &reads);
                     let (id, stamp, dest) = (q.id, q.stamp, q.dest.clone());
                     self.data.queue[i].votes.insert(g, yes);
@@ -93,13 +106,14 @@ impl<C: Criterion> JessyServer<C> {
                     changed = true;
                 }
                 let q = &mut self.data.queue[i];
-                if q.outcome.is_none() && voters.iter().all(|d| q.votes.contains_key(d)) {
-                    q.outcome = Some(voters.iter().all(|d| q.votes.get(d) == Some(&true)));
+                if q.outcome.is_none() && voter_groups(&self.topology, &q.tx).all(|d| q.votes.contains_key(&d)) {
+                    q.outcome = Some(voter_groups(&self.topology, &q.tx).all(|d| q.votes.get(&d) == Some(&true)));
                     changed = true;
                 }
+                let mine = q.tx.writes.iter().map(|(k, _)| k).filter(|k| self.topology.partition_of(k) == g);
                 match q.outcome {
-                    None => undecided_keys.extend(mine),
-                    Some(true) => pending_writes.extend(mine.into_iter().map(|k| (k, q.stamp))),
+                    None => undecided_keys.extend(mine.cloned()),
+                    Some(true) => pending_writes.extend(mine.map(|k| (k.clone(), q.stamp))),
                     Some(false) => {}
                 }
             }
