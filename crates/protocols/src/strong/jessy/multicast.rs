@@ -110,7 +110,8 @@ impl<C: Criterion> JessyServer<C> {
                     q.outcome = Some(voter_groups(&self.topology, &q.tx).all(|d| q.votes.get(&d) == Some(&true)));
                     changed = true;
                 }
-                let mine = q.tx.writes.iter().map(|(k, _)| k).filter(|k| self.topology.partition_of(k) == g);
+                let q = &self.data.queue[i];
+                let mine = self.data.writes_here(&self.topology, &q.tx);
                 match q.outcome {
                     None => undecided_keys.extend(mine.cloned()),
                     Some(true) => pending_writes.extend(mine.map(|k| (k.clone(), q.stamp))),
